@@ -1,0 +1,277 @@
+package manifest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// arches are the architectures a build can target.
+var arches = []string{"blackhole", "wormhole_b0"}
+
+// Validate checks the semantic rules of the spec that decoding cannot see,
+// collecting every violation with its position.
+func Validate(m *Manifest) ErrorList {
+	c := &collector{file: m.File, pos: m.pos}
+	if c.pos == nil {
+		c.pos = positions{}
+	}
+	validateTop(c, m)
+	validateWeights(c, m)
+	validateSource(c, m)
+	validateProfiles(c, m)
+	validateCard(c, m)
+	if k, ok := kinds[m.Kind]; ok {
+		k.validate(c, m, k)
+	}
+	return c.errs.sorted()
+}
+
+// present reports whether the document wrote the field at path.
+func (c *collector) present(path string) bool {
+	_, ok := c.pos[path]
+	return ok
+}
+
+func validateTop(c *collector, m *Manifest) {
+	for _, req := range []string{"repo", "name", "weights", "arch", "source"} {
+		if !c.present(req) {
+			c.addf("", "%s is required", req)
+		}
+	}
+	if m.Schema != SchemaVersion {
+		c.addf("schema", "unsupported manifest schema %q; this tt-model authors schema %q", m.Schema, SchemaVersion)
+	}
+	if c.present("arch") && !slices.Contains(arches, m.Arch) {
+		c.addf("arch", "must be one of %s, got %q", strings.Join(arches, ", "), m.Arch)
+	}
+	if _, ok := kinds[m.Kind]; !ok {
+		c.addf("kind", "must be one of %s, got %q", strings.Join(KindNames(), ", "), m.Kind)
+	}
+	if c.present("repo") && !strings.Contains(m.Repo, "/") {
+		c.addf("repo", "must be a namespaced Hub id (org/name), got %q", m.Repo)
+	}
+	if c.present("name") && !nameRE.MatchString(m.Name) {
+		c.addf("name", "%q is not a safe slug: use lowercase letters, digits and '.', '_', '-', starting alphanumeric (it becomes a cache path and a container name)", m.Name)
+	}
+}
+
+func validateWeights(c *collector, m *Manifest) {
+	if c.present("weights") && m.Weights.Repo != "" && !strings.Contains(m.Weights.Repo, "/") {
+		c.addf("weights", "must be a namespaced Hub id (org/name), got %q", m.Weights.Repo)
+	}
+	seen := map[string]string{}
+	if m.Weights.Repo != "" {
+		seen[m.Weights.Repo] = "weights"
+	}
+	for i, w := range m.AuxiliaryWeights {
+		path := indexPath("auxiliary_weights", i)
+		if w.Repo != "" && !strings.Contains(w.Repo, "/") {
+			c.addf(path, "must be a namespaced Hub id (org/name), got %q", w.Repo)
+		}
+		if first, dup := seen[w.Repo]; dup && w.Repo != "" {
+			c.addf(path, "duplicate weight repository %q (already in %s)", w.Repo, first)
+		}
+		seen[w.Repo] = path
+	}
+}
+
+// escapes reports a path that is absolute or climbs out with "..".
+func escapes(p string) bool {
+	if strings.HasPrefix(p, "/") {
+		return true
+	}
+	return slices.Contains(strings.Split(filepath.ToSlash(p), "/"), "..")
+}
+
+func validateSource(c *collector, m *Manifest) {
+	if !c.present("source") {
+		return
+	}
+	if c.present("source.code") && len(m.Source.Code) == 0 {
+		c.addf("source.code", "must list at least one path")
+	}
+	for i, p := range m.Source.Code {
+		if escapes(p) {
+			c.addf(indexPath("source.code", i), "%q must be relative to the tt-metal tree (no absolute path, no '..')", p)
+		}
+	}
+	for i, e := range m.Source.ExtraCode {
+		base := indexPath("source.extra_code", i)
+		if c.present(base+".paths") && len(e.Paths) == 0 {
+			c.addf(base+".paths", "must list at least one path")
+		}
+		for j, p := range e.Paths {
+			if escapes(p) {
+				c.addf(indexPath(base+".paths", j), "%q must be relative to its root (no absolute path, no '..')", p)
+			}
+		}
+	}
+}
+
+func validateProfiles(c *collector, m *Manifest) {
+	profiles := m.Profiles()
+	count := map[string]int{}
+	for _, p := range profiles {
+		count[p.Name]++
+	}
+	for i, p := range m.ServeProfiles {
+		if count[p.Name] > 1 {
+			c.addf(indexPath("serve_profiles", i)+".name", "duplicate serve profile name %q", p.Name)
+			count[p.Name] = -1 // report each duplicate name once more at most
+		}
+	}
+	names := make([]string, len(profiles))
+	for i, p := range profiles {
+		names[i] = p.Name
+	}
+	if len(profiles) > 1 && m.DefaultProfile == "" {
+		c.addf("serve_profiles", "a manifest with several serve profiles must name a default_profile (profiles: %s)", strings.Join(names, ", "))
+	}
+	if m.DefaultProfile != "" && !slices.Contains(names, m.DefaultProfile) {
+		c.addf("default_profile", "%q names no profile; available: %s", m.DefaultProfile, strings.Join(names, ", "))
+	}
+	validateEnvNames(c, "serve", m.Serve)
+	for i, p := range m.ServeProfiles {
+		validateEnvNames(c, indexPath("serve_profiles", i), p.ServeSettings)
+	}
+	required := RequiredServeFields(m.Kind)
+	for i, p := range profiles {
+		where := "serve"
+		if len(m.ServeProfiles) > 0 {
+			where = indexPath("serve_profiles", i)
+		}
+		merged := mergeServe(m.Serve, p.ServeSettings)
+		validateResolved(c, where, p.Name, merged, required)
+	}
+}
+
+// validateEnvNames refuses env keys that `docker run --env` and an `export`
+// line cannot carry.
+func validateEnvNames(c *collector, path string, s ServeSettings) {
+	for _, k := range sortedKeys(s.Env) {
+		if !envNameRE.MatchString(k) {
+			c.addf(path+".env."+k, "%q is not a valid environment variable name (letters, digits and '_', not starting with a digit)", k)
+		}
+	}
+}
+
+// fieldPath points at where a merged field came from: the profile when it
+// sets it, else serve:.
+func fieldPath(c *collector, where, field string) string {
+	if c.present(where + "." + field) {
+		return where + "." + field
+	}
+	if c.present("serve." + field) {
+		return "serve." + field
+	}
+	return where
+}
+
+func validateResolved(c *collector, where, name string, s ServeSettings, required []string) {
+	for _, f := range required {
+		if !serveFieldSet(s, f) {
+			c.addf(where, "serve profile %q: %s is required after merging serve: (set it on the profile or under serve:)", name, f)
+		}
+	}
+	if s.MeshDevice == "" || s.Hardware == "" {
+		return // nothing to cross-check; a missing required field is reported above
+	}
+	rows, cols, meshErr := MeshShape(s.MeshDevice)
+	if meshErr != nil {
+		c.addf(fieldPath(c, where, "mesh_device"), "%v", meshErr)
+	}
+	chips, ok := ChipCount(s.Hardware)
+	if !ok || chips < 1 {
+		hint := ""
+		if _, isPreset := meshPresets[s.Hardware]; isPreset {
+			hint = fmt.Sprintf(" (%q is a mesh_device preset, not a board label)", s.Hardware)
+		}
+		c.addf(fieldPath(c, where, "hardware"), "%q is not a recognised board label%s: want <board>[xN] with board one of %s (a T3000 is n300x4, a QB2 is p300x2)",
+			s.Hardware, hint, strings.Join(sortedKeys(boardChips), ", "))
+		return
+	}
+	if meshErr == nil && rows*cols != chips {
+		c.addf(fieldPath(c, where, "mesh_device"), "%q opens a %dx%d mesh (%d chips) but hardware %q implies %d", s.MeshDevice, rows, cols, rows*cols, s.Hardware, chips)
+	}
+}
+
+func serveFieldSet(s ServeSettings, field string) bool {
+	switch field {
+	case "hardware":
+		return s.Hardware != ""
+	case "mesh_device":
+		return s.MeshDevice != ""
+	case "max_num_seqs":
+		return s.MaxNumSeqs != nil
+	case "block_size":
+		return s.BlockSize != nil
+	case "max_model_len":
+		return s.MaxModelLen != nil
+	case "port":
+		return s.Port != nil
+	}
+	return false
+}
+
+func validateCard(c *collector, m *Manifest) {
+	if m.Card == nil || m.Card.License == nil {
+		return
+	}
+	l := m.Card.License
+	if l.ID == "" {
+		c.addf("card.license.id", "is required (a Hub licence id such as apache-2.0, or other)")
+	}
+	if l.ID == "other" && (l.Name == "" || l.Link == "") {
+		c.addf("card.license", `id "other" needs a name and a link to the terms`)
+	}
+}
+
+// CheckSources requires every source.code path (under a local tt_metal tree)
+// and every path under a local extra_code root to exist. Relative roots
+// resolve against workDir (the process's working directory, as upstream),
+// not against the YAML's folder.
+func CheckSources(m *Manifest, workDir string) ErrorList {
+	c := &collector{file: m.File, pos: m.pos}
+	resolve := func(root string) string {
+		root = expandHome(root)
+		if filepath.IsAbs(root) {
+			return root
+		}
+		return filepath.Join(workDir, root)
+	}
+	if !m.Source.TTMetal.IsGit() && m.Source.TTMetal.Path != "" {
+		base := resolve(m.Source.TTMetal.Path)
+		for i, p := range m.Source.Code {
+			if _, err := os.Stat(filepath.Join(base, p)); err != nil {
+				c.addf(indexPath("source.code", i), "%q does not exist under %s", p, base)
+			}
+		}
+	}
+	for i, e := range m.Source.ExtraCode {
+		if e.Root.IsGit() {
+			continue
+		}
+		base := resolve(e.Root.Path)
+		for j, p := range e.Paths {
+			if _, err := os.Stat(filepath.Join(base, p)); err != nil {
+				c.addf(indexPath(indexPath("source.extra_code", i)+".paths", j), "%q does not exist under %s", p, base)
+			}
+		}
+	}
+	return c.errs.sorted()
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, strings.TrimPrefix(p, "~"))
+		}
+	}
+	return p
+}
