@@ -1,0 +1,147 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// commitRe matches a full git commit id, the only revision that can never move.
+var commitRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// IsCommit reports whether rev is a full commit sha (a pin that cannot move).
+func IsCommit(rev string) bool { return commitRe.MatchString(rev) }
+
+// Cache is one huggingface_hub cache directory (HF_HUB_CACHE).
+type Cache struct{ Dir string }
+
+// RepoFolderName is huggingface_hub's repo_folder_name for a model repo:
+// "org/name" becomes "models--org--name".
+func RepoFolderName(repo string) string {
+	return "models--" + strings.ReplaceAll(repo, "/", "--")
+}
+
+// RepoDir is the per-repository folder.
+func (c Cache) RepoDir(repo string) string { return filepath.Join(c.Dir, RepoFolderName(repo)) }
+
+// BlobPath is where a file's content lives, named by its etag.
+func (c Cache) BlobPath(repo, etag string) string {
+	return filepath.Join(c.RepoDir(repo), "blobs", etag)
+}
+
+// SnapshotDir is the folder of one commit's files (symlinks into blobs/).
+func (c Cache) SnapshotDir(repo, commit string) string {
+	return filepath.Join(c.RepoDir(repo), "snapshots", commit)
+}
+
+// LockPath is the lock huggingface_hub takes while writing a blob.
+func (c Cache) LockPath(repo, etag string) string {
+	return filepath.Join(c.Dir, ".locks", RepoFolderName(repo), etag+".lock")
+}
+
+// PointerPath is a file's path inside a snapshot. It refuses paths that would
+// leave the snapshot folder, as huggingface_hub's _get_pointer_path does.
+func (c Cache) PointerPath(repo, commit, file string) (string, error) {
+	snap := c.SnapshotDir(repo, commit)
+	p := filepath.Join(snap, filepath.FromSlash(file))
+	if !strings.HasPrefix(p, snap+string(filepath.Separator)) {
+		return "", fmt.Errorf("file %q of %s escapes the snapshot folder", file, repo)
+	}
+	return p, nil
+}
+
+// ReadRef returns the commit a ref (a branch or tag name) points at, or ""
+// when the cache has no such ref.
+func (c Cache) ReadRef(repo, ref string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(c.RepoDir(repo), "refs", filepath.FromSlash(ref)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read ref %s of %s: %w", ref, repo, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// WriteRef records that ref points at commit, atomically, and only when it
+// changed (huggingface_hub's _cache_commit_hash_for_specific_revision).
+func (c Cache) WriteRef(repo, ref, commit string) error {
+	if ref == commit {
+		return nil
+	}
+	if cur, err := c.ReadRef(repo, ref); err == nil && cur == commit {
+		return nil
+	}
+	path := filepath.Join(c.RepoDir(repo), "refs", filepath.FromSlash(ref))
+	if err := writeFileAtomic(path, []byte(commit)); err != nil {
+		return fmt.Errorf("write ref %s of %s: %w", ref, repo, err)
+	}
+	return nil
+}
+
+// link points the snapshot entry for file at its blob with a RELATIVE
+// symlink (../../blobs/<etag>, one more ../ per folder level), so the cache
+// can be moved or bind-mounted elsewhere, as in a container under /hf.
+func (c Cache) link(repo, commit, file, etag string) error {
+	pointer, err := c.PointerPath(repo, commit, file)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(pointer), 0o755); err != nil {
+		return fmt.Errorf("snapshot folder for %s: %w", file, err)
+	}
+	rel, err := filepath.Rel(filepath.Dir(pointer), c.BlobPath(repo, etag))
+	if err != nil {
+		return fmt.Errorf("relative blob path for %s: %w", file, err)
+	}
+	if cur, err := os.Readlink(pointer); err == nil && cur == rel {
+		return nil
+	}
+	tmp := pointer + ".tt-model-link"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(rel, tmp); err != nil {
+		return fmt.Errorf("link %s: %w", file, err)
+	}
+	if err := os.Rename(tmp, pointer); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("link %s: %w", file, err)
+	}
+	return nil
+}
+
+// blobSize is the size of a finished blob, or -1 when it is absent.
+func (c Cache) blobSize(repo, etag string) int64 {
+	fi, err := os.Stat(c.BlobPath(repo, etag))
+	if err != nil || !fi.Mode().IsRegular() {
+		return -1
+	}
+	return fi.Size()
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
