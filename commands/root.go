@@ -44,6 +44,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newValidateCmd(),
 		newProfilesCmd(),
+		newWeightsCmd(),
 	)
 	return root
 }

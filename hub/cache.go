@@ -145,3 +145,16 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	return os.Rename(f.Name(), path)
 }
+
+// EnsureDefaultRef points refs/main at commit when the cache has no
+// refs/main. A commit-pinned download leaves no ref behind, and a loader that
+// names the weights by repo id while offline (HF_HUB_OFFLINE=1 in the
+// container) resolves that id through refs/main. An existing ref is someone
+// else's cache state and is left alone (upstream tt-model does the same).
+func (c Cache) EnsureDefaultRef(repo, commit string) error {
+	cur, err := c.ReadRef(repo, "main")
+	if err != nil || cur != "" {
+		return err
+	}
+	return c.WriteRef(repo, "main", commit)
+}

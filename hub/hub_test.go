@@ -356,3 +356,29 @@ func TestConfigFromEnv(t *testing.T) {
 		})
 	}
 }
+
+func TestEnsureDefaultRef(t *testing.T) {
+	const a, b = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	cases := []struct {
+		name, existing, want string
+	}{
+		{"absent", "", a},
+		{"kept", b, b},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Cache{Dir: t.TempDir()}
+			if tc.existing != "" {
+				if err := c.WriteRef(testRepo, "main", tc.existing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.EnsureDefaultRef(testRepo, a); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := c.ReadRef(testRepo, "main"); err != nil || got != tc.want {
+				t.Errorf("refs/main = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

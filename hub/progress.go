@@ -99,7 +99,7 @@ func (p *progress) draw(final bool) {
 	if p.total > 0 {
 		pct = 100 * float64(n) / float64(p.total)
 	}
-	line := fmt.Sprintf("%s %5.1f%% %s / %s  %s/s", p.label, pct, humanBytes(n), humanBytes(p.total), humanBytes(int64(rate)))
+	line := fmt.Sprintf("%s %5.1f%% %s / %s  %s/s", p.label, pct, FormatBytes(n), FormatBytes(p.total), FormatBytes(int64(rate)))
 	switch {
 	case p.tty && final:
 		fmt.Fprintf(p.out, "\r\033[K%s\n", line)
@@ -110,7 +110,8 @@ func (p *progress) draw(final bool) {
 	}
 }
 
-func humanBytes(n int64) string {
+// FormatBytes renders a byte count with a binary unit ("1.5 GiB").
+func FormatBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

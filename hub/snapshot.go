@@ -193,6 +193,9 @@ func (c *Client) fetchAll(ctx context.Context, repo, commit string, files []Repo
 	if len(todo) == 0 {
 		return 0, nil
 	}
+	if err := c.checkSpace(repo, todo); err != nil {
+		return 0, err
+	}
 	prog := newProgress(progressOut, fmt.Sprintf("Downloading %s (%d files)", repo, len(todo)), total)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

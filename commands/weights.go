@@ -1,0 +1,87 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/runner"
+)
+
+func newWeightsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "weights",
+		Short: "Bring a package's pinned weights into the Hugging Face cache",
+	}
+	cmd.AddCommand(newWeightsPullCmd())
+	return cmd
+}
+
+func newWeightsPullCmd() *cobra.Command {
+	var profile string
+	cmd := &cobra.Command{
+		Use:   "pull MANIFEST|DIR",
+		Short: "Download the primary and auxiliary weights at their pinned revisions",
+		Long: "pull reads a tt-model.yaml, a tt_kernel_manifest.json or a staged package folder and downloads\n" +
+			"its weights into the Hugging Face cache (HF_HUB_CACHE, else $HF_HOME/hub, else\n" +
+			"~/.cache/huggingface/hub) in huggingface_hub's layout. Downloads run in parallel, resume from\n" +
+			"blobs/<etag>.incomplete after an interruption, and every file is verified (sha256 for LFS files).\n" +
+			"A pinned snapshot already complete in the cache needs no network at all. HF_TOKEN, HF_ENDPOINT\n" +
+			"and HF_HUB_OFFLINE are honoured. It then prints the HF_MODEL the profile's server will get.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pkg, err := runner.LoadPackage(args[0])
+			if err != nil {
+				return packageLoadError(cmd, args[0], err)
+			}
+			prof, launch, err := pkg.Launch(profile)
+			if err != nil {
+				return &ExitError{Code: exitInvalid, Err: err}
+			}
+			if len(pkg.WeightRefs()) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s declares no weights\n", pkg.Path)
+				return nil
+			}
+			cfg, err := hub.ConfigFromEnv(os.Getenv)
+			if err != nil {
+				return err
+			}
+			client := hub.NewClient(cfg)
+			snaps, err := runner.PullWeights(cmd.Context(), client, pkg, cmd.ErrOrStderr())
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			out := cmd.OutOrStdout()
+			for _, s := range snaps {
+				how := fmt.Sprintf("%s downloaded", hub.FormatBytes(s.Fetched))
+				if s.FromCache {
+					how = "complete in the cache, no network used"
+				} else if s.Fetched == 0 {
+					how = "complete in the cache"
+				}
+				fmt.Fprintf(out, "%s@%s  %d files  %s\n  %s\n", s.Repo, s.Commit, len(s.Files), how, s.Dir)
+			}
+			if launch.Env["HF_MODEL"] == snaps[0].Repo {
+				fmt.Fprintf(out, "profile %s: the server gets HF_MODEL=%s (in a container: %s)\n",
+					prof.Name, snaps[0].Dir, runner.ContainerSnapshotPath(snaps[0].Repo, snaps[0].Commit))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&profile, "profile", "", "serve profile whose HF_MODEL to report (default: the package's default profile)")
+	return cmd
+}
+
+// packageLoadError maps a LoadPackage failure to validate's exit codes.
+func packageLoadError(cmd *cobra.Command, path string, err error) error {
+	var list manifest.ErrorList
+	var readErr *manifest.ReadError
+	if errors.As(err, &list) || errors.As(err, &readErr) {
+		return reportLoadError(cmd.OutOrStdout(), cmd.ErrOrStderr(), path, err, false)
+	}
+	return &ExitError{Code: 1, Err: err}
+}

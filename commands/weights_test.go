@@ -1,0 +1,123 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ttmodel/tt-model/hub/hubtest"
+	"github.com/ttmodel/tt-model/manifest"
+)
+
+// weightsFixture serves two weights repos from a local Hub and writes a
+// tt-model.yaml pinning them.
+func weightsFixture(t *testing.T) (srv *hubtest.Server, yamlPath, commit string) {
+	t.Helper()
+	srv = hubtest.New()
+	t.Cleanup(srv.Close)
+	commit = srv.AddCommit("org/detector-weights", "main", []hubtest.File{
+		{Path: "config.json", Data: []byte(`{"num_queries": 300}`)},
+		{Path: "model.safetensors", Data: bytes.Repeat([]byte("weights!"), 40_000), LFS: true},
+		{Path: "README.md", Data: []byte("# not selected by allow_patterns\n")},
+	})
+	aux := srv.AddCommit("org/aux", "main", []hubtest.File{{Path: "tokenizer.json", Data: []byte(`{}`)}})
+	tmpl, err := os.ReadFile("testdata/weights/tt-model.yaml.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.NewReplacer("{{COMMIT}}", commit, "{{AUXCOMMIT}}", aux).Replace(string(tmpl))
+	yamlPath = filepath.Join(t.TempDir(), "tt-model.yaml")
+	if err := os.WriteFile(yamlPath, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	return srv, yamlPath, commit
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestWeightsPull(t *testing.T) {
+	srv, yamlPath, commit := weightsFixture(t)
+	code, out, errOut := runCLI("weights", "pull", yamlPath, "--profile", "fast")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	snap := filepath.Join(os.Getenv("HF_HOME"), "hub", "models--org--detector-weights", "snapshots", commit)
+	for _, want := range []string{
+		"org/detector-weights@" + commit + "  2 files",
+		"org/aux@",
+		"profile fast: the server gets HF_MODEL=" + snap,
+		"/hf/hub/models--org--detector-weights/snapshots/" + commit,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(snap, "README.md")); err == nil {
+		t.Error("README.md downloaded although allow_patterns exclude it")
+	}
+	ref, err := os.ReadFile(filepath.Join(os.Getenv("HF_HOME"), "hub", "models--org--detector-weights", "refs", "main"))
+	if err != nil || string(ref) != commit {
+		t.Errorf("refs/main = %q, %v; want the pinned commit", ref, err)
+	}
+
+	// The pin is complete: a staged package folder pulls with the Hub gone.
+	m, err := manifest.Load(yamlPath, manifest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged := t.TempDir()
+	if err := m.ToWire(manifest.WireInfo{}).WriteFile(filepath.Join(staged, manifest.WireFile)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	code, out, errOut = runCLI("weights", "pull", staged)
+	if code != 0 {
+		t.Fatalf("offline re-pull: exit %d: %s", code, errOut)
+	}
+	if strings.Count(out, "no network used") != 2 {
+		t.Errorf("want both repos answered from the cache:\n%s", out)
+	}
+}
+
+func TestWeightsPullErrors(t *testing.T) {
+	_, yamlPath, _ := weightsFixture(t)
+	bad := filepath.Join(t.TempDir(), "tt-model.yaml")
+	if err := os.WriteFile(bad, []byte("schema: \"5.1\"\nname: x\nbogus: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"unknown profile", []string{yamlPath, "--profile", "nope"}, nil, 2, "nope"},
+		{"invalid manifest", []string{bad}, nil, 2, "bogus"},
+		{"missing path", []string{filepath.Join(t.TempDir(), "none")}, nil, 1, "no such file"},
+		{"offline and empty cache", []string{yamlPath}, map[string]string{"HF_HUB_OFFLINE": "1"}, 1, "HF_HUB_OFFLINE"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			code, _, errOut := runCLI(append([]string{"weights", "pull"}, c.args...)...)
+			if code != c.code || !strings.Contains(errOut, c.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, errOut, c.code, c.want)
+			}
+		})
+	}
+}
