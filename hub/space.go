@@ -41,4 +41,3 @@ func (c *Client) checkSpace(repo string, files []RepoFile) error {
 	}
 	return nil
 }
-
