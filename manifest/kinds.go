@@ -200,9 +200,13 @@ func goTypeName(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// checkRuntimeKeys refuses runtime keys the kind does not understand.
-func checkRuntimeKeys(c *collector, m *Manifest, k *kind) {
+// checkRuntimeKeys refuses runtime keys the kind does not understand, but
+// those in specific, which the caller reports with a better message.
+func checkRuntimeKeys(c *collector, m *Manifest, k *kind, specific ...string) {
 	allowed := map[string]bool{}
+	for _, key := range specific {
+		allowed[key] = true
+	}
 	for _, key := range k.runtimeKeys {
 		allowed[key] = true
 	}
@@ -257,7 +261,7 @@ func oneOf(c *collector, path, missing string, set map[string]bool) {
 }
 
 func validateVllmFork(c *collector, m *Manifest, k *kind) {
-	checkRuntimeKeys(c, m, k)
+	checkRuntimeKeys(c, m, k, "plugin")
 	vllm := asMap(c, m.Runtime, "vllm")
 	switch {
 	case truthy(vllm["version"]) && !truthy(vllm["repo"]):

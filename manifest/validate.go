@@ -116,15 +116,12 @@ func validateSource(c *collector, m *Manifest) {
 
 func validateProfiles(c *collector, m *Manifest) {
 	profiles := m.Profiles()
-	count := map[string]int{}
-	for _, p := range profiles {
-		count[p.Name]++
-	}
+	seen := map[string]bool{}
 	for i, p := range m.ServeProfiles {
-		if count[p.Name] > 1 {
+		if seen[p.Name] {
 			c.addf(indexPath("serve_profiles", i)+".name", "duplicate serve profile name %q", p.Name)
-			count[p.Name] = -1 // report each duplicate name once more at most
 		}
+		seen[p.Name] = true
 	}
 	names := make([]string, len(profiles))
 	for i, p := range profiles {
