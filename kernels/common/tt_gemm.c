@@ -1,0 +1,500 @@
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
+#include "tt_gemm.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tt_ops.h"
+
+/* K is processed in blocks so one panel slice (KC x TT_NR) stays in L1 while
+ * it is reused by every row group of the task: 32 KiB in both precisions. */
+enum { KC_F32 = 256, KC_BF16_PAIRS = 128 };
+/* Rows per parallel task: 8 micro-kernel row groups share one panel slice. */
+enum { MB = 8 * TT_MR, NB_PANELS = 4 };
+
+uint16_t tt_f32_to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float tt_bf16_to_f32(uint16_t x)
+{
+    uint32_t u = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static int kpad(tt_dtype dtype, int k) { return dtype == TT_BF16 ? (k + 1) & ~1 : k; }
+
+size_t tt_mat_bytes(tt_dtype dtype, int n, int k)
+{
+    size_t np = (size_t)(n + TT_NR - 1) / TT_NR;
+    return np * (size_t)kpad(dtype, k) * TT_NR * (dtype == TT_BF16 ? 2 : 4);
+}
+
+static void mat_init(tt_mat *m, void *buf, tt_dtype dtype, tt_isa isa, int n, int k)
+{
+    m->n = n;
+    m->k = k;
+    m->npanels = (n + TT_NR - 1) / TT_NR;
+    m->kp = kpad(dtype, k);
+    m->dtype = dtype;
+    m->isa = isa;
+    m->panels = buf;
+    m->bias = NULL;
+    m->owned = 0;
+}
+
+/* Stores W[i][kk] = v at its panel position. */
+static inline void mat_put(tt_mat *m, int i, int kk, float v)
+{
+    int p = i / TT_NR, j = i % TT_NR;
+    if (m->dtype == TT_F32) {
+        ((float *)m->panels)[((long)p * m->kp + kk) * TT_NR + j] = v;
+    } else {
+        long idx = (((long)p * (m->kp / 2) + kk / 2) * TT_NR + j) * 2 + (kk & 1);
+        ((uint16_t *)m->panels)[idx] = tt_f32_to_bf16(v);
+    }
+}
+
+void tt_mat_set_rows(tt_mat *m, int row0, int nrows, const float *src, long ld, int trans,
+                     const float *row_scale)
+{
+    for (int r = 0; r < nrows; r++) {
+        float s = row_scale ? row_scale[r] : 1.0f;
+        for (int kk = 0; kk < m->k; kk++) {
+            float v = trans ? src[(long)kk * ld + r] : src[(long)r * ld + kk];
+            mat_put(m, row0 + r, kk, row_scale ? v * s : v);
+        }
+    }
+}
+
+void tt_mat_pack_into(tt_mat *m, void *buf, tt_dtype dtype, tt_isa isa, const float *src, long ld,
+                      int trans, int n, int k)
+{
+    mat_init(m, buf, dtype, isa, n, k);
+    memset(buf, 0, tt_mat_bytes(dtype, n, k));
+    tt_mat_set_rows(m, 0, n, src, ld, trans, NULL);
+}
+
+int tt_mat_alloc(tt_mat *m, tt_dtype dtype, tt_isa isa, int n, int k, int with_bias)
+{
+    size_t bytes = (tt_mat_bytes(dtype, n, k) + 63) & ~(size_t)63;
+    void *buf = aligned_alloc(64, bytes > 0 ? bytes : 64);
+    if (buf == NULL) return -1;
+    memset(buf, 0, bytes);
+    mat_init(m, buf, dtype, isa, n, k);
+    m->owned = 1;
+    if (with_bias) {
+        m->bias = calloc((size_t)n, sizeof(float));
+        if (m->bias == NULL) {
+            free(buf);
+            m->panels = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int tt_mat_pack(tt_mat *m, tt_dtype dtype, tt_isa isa, const float *src, long ld, int trans, int n,
+                int k, const float *bias)
+{
+    if (tt_mat_alloc(m, dtype, isa, n, k, bias != NULL) != 0) return -1;
+    tt_mat_set_rows(m, 0, n, src, ld, trans, NULL);
+    if (bias != NULL) memcpy(m->bias, bias, (size_t)n * sizeof(float));
+    return 0;
+}
+
+void tt_mat_free(tt_mat *m)
+{
+    if (m->owned) {
+        free(m->panels);
+        free(m->bias);
+    }
+    memset(m, 0, sizeof *m);
+}
+
+/* ---------- fp32 <-> bf16 rows ---------- */
+
+TT_TARGET_AVX512 static void to_bf16_row_avx512(const float *src, uint16_t *dst, int k)
+{
+    int i = 0;
+    const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    for (; i + 16 <= k; i += 16) {
+        __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+        u = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, round), lsb), 16);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(u));
+    }
+    for (; i < k; i++) dst[i] = tt_f32_to_bf16(src[i]);
+}
+
+void tt_to_bf16_rows(tt_isa isa, const float *src, long lds, uint16_t *dst, long ldd, int rows, int k)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *s = src + (long)r * lds;
+        uint16_t *d = dst + (long)r * ldd;
+        if (isa >= TT_ISA_AVX512) to_bf16_row_avx512(s, d, k);
+        else
+            for (int i = 0; i < k; i++) d[i] = tt_f32_to_bf16(s[i]);
+        if (k & 1) d[k] = 0;
+    }
+}
+
+/* ---------- micro-kernels ----------
+ * A tile is mr (<= TT_MR) rows x one panel (TT_NR columns, `ncols` valid) of
+ * C over kc steps of K. `init` selects the start value: C itself (later K
+ * blocks, or accumulation) or zero; bias is added when non-NULL. */
+
+static void tile_f32_scalar(int mr, int kc, const float *a, long lda, const float *b, float *c,
+                            long ldc, int ncols, int from_c, const float *bias)
+{
+    for (int i = 0; i < mr; i++) {
+        float acc[TT_NR];
+        for (int j = 0; j < TT_NR; j++)
+            acc[j] = (from_c && j < ncols ? c[i * ldc + j] : 0.0f) + (bias && j < ncols ? bias[j] : 0.0f);
+        for (int k = 0; k < kc; k++) {
+            float av = a[i * lda + k];
+            for (int j = 0; j < TT_NR; j++) acc[j] += av * b[k * TT_NR + j];
+        }
+        for (int j = 0; j < ncols; j++) c[i * ldc + j] = acc[j];
+    }
+}
+
+static void tile_bf16_scalar(int mr, int kc2, const uint16_t *a, long lda, const uint16_t *b, float *c,
+                             long ldc, int ncols, int from_c, const float *bias)
+{
+    for (int i = 0; i < mr; i++) {
+        float acc[TT_NR];
+        for (int j = 0; j < TT_NR; j++)
+            acc[j] = (from_c && j < ncols ? c[i * ldc + j] : 0.0f) + (bias && j < ncols ? bias[j] : 0.0f);
+        for (int kk = 0; kk < kc2; kk++) {
+            float a0 = tt_bf16_to_f32(a[i * lda + 2 * kk]), a1 = tt_bf16_to_f32(a[i * lda + 2 * kk + 1]);
+            for (int j = 0; j < TT_NR; j++) {
+                acc[j] += a1 * tt_bf16_to_f32(b[(kk * TT_NR + j) * 2 + 1]);
+                acc[j] += a0 * tt_bf16_to_f32(b[(kk * TT_NR + j) * 2]);
+            }
+        }
+        for (int j = 0; j < ncols; j++) c[i * ldc + j] = acc[j];
+    }
+}
+
+/* AVX-512: TT_MR x 32 accumulators in 24 zmm; A is broadcast from memory. */
+#define TILE512_BODY(MRC, LOADB, FMA, STEP)                                                       \
+    do {                                                                                         \
+        __mmask16 m0 = ncols >= 16 ? 0xffff : (__mmask16)((1u << ncols) - 1);                    \
+        __mmask16 m1 = ncols >= 32 ? 0xffff : ncols > 16 ? (__mmask16)((1u << (ncols - 16)) - 1) : 0; \
+        __m512 c0[MRC], c1[MRC];                                                                 \
+        __m512 bi0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();               \
+        __m512 bi1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();          \
+        _Pragma("GCC unroll 12") for (int i = 0; i < MRC; i++) {                                 \
+            c0[i] = from_c ? _mm512_add_ps(bi0, _mm512_maskz_loadu_ps(m0, c + i * ldc)) : bi0;   \
+            c1[i] = from_c ? _mm512_add_ps(bi1, _mm512_maskz_loadu_ps(m1, c + i * ldc + 16)) : bi1; \
+        }                                                                                        \
+        for (int k = 0; k < kc; k++) {                                                           \
+            LOADB;                                                                               \
+            _Pragma("GCC unroll 12") for (int i = 0; i < MRC; i++) { FMA; }                      \
+        }                                                                                        \
+        _Pragma("GCC unroll 12") for (int i = 0; i < MRC; i++) {                                 \
+            _mm512_mask_storeu_ps(c + i * ldc, m0, c0[i]);                                       \
+            _mm512_mask_storeu_ps(c + i * ldc + 16, m1, c1[i]);                                  \
+        }                                                                                        \
+        (void)(STEP);                                                                            \
+    } while (0)
+
+#define F32_LOADB                                                                                \
+    __m512 b0 = _mm512_load_ps(b + k * TT_NR), b1 = _mm512_load_ps(b + k * TT_NR + 16)
+#define F32_FMA                                                                                  \
+    __m512 av = _mm512_set1_ps(a[i * lda + k]);                                                  \
+    c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);                                                      \
+    c1[i] = _mm512_fmadd_ps(av, b1, c1[i])
+
+#define DEF_TILE_F32_512(MRC)                                                                    \
+    TT_TARGET_AVX512 static void tile_f32_avx512_##MRC(int kc, const float *a, long lda,         \
+                                                       const float *b, float *c, long ldc,       \
+                                                       int ncols, int from_c, const float *bias) \
+    {                                                                                            \
+        TILE512_BODY(MRC, F32_LOADB, F32_FMA, 0);                                                \
+    }
+
+#define BF16_LOADB                                                                               \
+    __m512bh b0 = (__m512bh)_mm512_load_si512(b + k * 2 * TT_NR),                                \
+             b1 = (__m512bh)_mm512_load_si512(b + k * 2 * TT_NR + 32)
+#define BF16_FMA                                                                                 \
+    int32_t pair;                                                                                \
+    memcpy(&pair, a + i * lda + 2 * k, 4);                                                       \
+    __m512bh av = (__m512bh)_mm512_set1_epi32(pair);                                             \
+    c0[i] = _mm512_dpbf16_ps(c0[i], av, b0);                                                     \
+    c1[i] = _mm512_dpbf16_ps(c1[i], av, b1)
+
+#define DEF_TILE_BF16_512(MRC)                                                                   \
+    TT_TARGET_AVX512BF16 static void tile_bf16_avx512_##MRC(int kc, const uint16_t *a, long lda, \
+                                                            const uint16_t *b, float *c, long ldc, \
+                                                            int ncols, int from_c,               \
+                                                            const float *bias)                   \
+    {                                                                                            \
+        TILE512_BODY(MRC, BF16_LOADB, BF16_FMA, 0);                                              \
+    }
+
+#define FOR_MR(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
+FOR_MR(DEF_TILE_F32_512)
+FOR_MR(DEF_TILE_BF16_512)
+
+typedef void (*tile_f32_fn)(int, const float *, long, const float *, float *, long, int, int,
+                            const float *);
+typedef void (*tile_bf16_fn)(int, const uint16_t *, long, const uint16_t *, float *, long, int, int,
+                             const float *);
+#define LIST_F32(MRC) tile_f32_avx512_##MRC,
+#define LIST_BF16(MRC) tile_bf16_avx512_##MRC,
+static const tile_f32_fn tiles_f32_512[TT_MR] = {FOR_MR(LIST_F32)};
+static const tile_bf16_fn tiles_bf16_512[TT_MR] = {FOR_MR(LIST_BF16)};
+
+/* AVX2: 16 ymm registers, so a tile is done as strips of up to 6 rows x 16
+ * columns (12 accumulators). bf16 values are widened to fp32 by shifting:
+ * a 32-bit pair (lo, hi) gives lo << 16 and hi & 0xffff0000. */
+TT_TARGET_AVX2 static inline __m256 mask8(int valid)
+{
+    const int idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(valid), _mm256_loadu_si256((const __m256i *)idx)));
+}
+
+#define DEF_STRIP_AVX2(NAME, ATYPE, BTYPE, KSTEPS, ...)                                           \
+    TT_TARGET_AVX2 static void NAME(int rows, int kc, const ATYPE *a, long lda, const BTYPE *b,   \
+                                    float *c, long ldc, int ncols, int from_c, const float *bias) \
+    {                                                                                            \
+        __m256i mk0 = _mm256_castps_si256(mask8(ncols)), mk1 = _mm256_castps_si256(mask8(ncols - 8)); \
+        __m256 bi0 = bias ? _mm256_maskload_ps(bias, mk0) : _mm256_setzero_ps();                 \
+        __m256 bi1 = bias ? _mm256_maskload_ps(bias + 8, mk1) : _mm256_setzero_ps();             \
+        __m256 acc0[6], acc1[6];                                                                 \
+        for (int i = 0; i < 6; i++) {                                                            \
+            acc0[i] = bi0;                                                                       \
+            acc1[i] = bi1;                                                                       \
+            if (from_c && i < rows) {                                                            \
+                acc0[i] = _mm256_add_ps(acc0[i], _mm256_maskload_ps(c + i * ldc, mk0));          \
+                acc1[i] = _mm256_add_ps(acc1[i], _mm256_maskload_ps(c + i * ldc + 8, mk1));      \
+            }                                                                                    \
+        }                                                                                        \
+        for (int k = 0; k < KSTEPS; k++) { __VA_ARGS__ }                                             \
+        for (int i = 0; i < rows; i++) {                                                         \
+            _mm256_maskstore_ps(c + i * ldc, mk0, acc0[i]);                                      \
+            _mm256_maskstore_ps(c + i * ldc + 8, mk1, acc1[i]);                                  \
+        }                                                                                        \
+    }
+
+DEF_STRIP_AVX2(strip_f32_avx2, float, float, kc, {
+    __m256 b0 = _mm256_loadu_ps(b + k * TT_NR), b1 = _mm256_loadu_ps(b + k * TT_NR + 8);
+    for (int i = 0; i < 6; i++) {
+        if (i < rows) {
+            __m256 av = _mm256_broadcast_ss(a + i * lda + k);
+            acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+            acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+        }
+    }
+})
+
+DEF_STRIP_AVX2(strip_bf16_avx2, uint16_t, uint16_t, kc, {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256i p0 = _mm256_loadu_si256((const __m256i *)(b + k * 2 * TT_NR));
+    __m256i p1 = _mm256_loadu_si256((const __m256i *)(b + k * 2 * TT_NR + 16));
+    __m256 b0l = _mm256_castsi256_ps(_mm256_slli_epi32(p0, 16)), b0h = _mm256_castsi256_ps(_mm256_and_si256(p0, hi));
+    __m256 b1l = _mm256_castsi256_ps(_mm256_slli_epi32(p1, 16)), b1h = _mm256_castsi256_ps(_mm256_and_si256(p1, hi));
+    for (int i = 0; i < 6; i++) {
+        if (i < rows) {
+            int32_t pair;
+            memcpy(&pair, a + i * lda + 2 * k, 4);
+            __m256i ap = _mm256_set1_epi32(pair);
+            __m256 al = _mm256_castsi256_ps(_mm256_slli_epi32(ap, 16)), ah = _mm256_castsi256_ps(_mm256_and_si256(ap, hi));
+            acc0[i] = _mm256_fmadd_ps(ah, b0h, acc0[i]);
+            acc0[i] = _mm256_fmadd_ps(al, b0l, acc0[i]);
+            acc1[i] = _mm256_fmadd_ps(ah, b1h, acc1[i]);
+            acc1[i] = _mm256_fmadd_ps(al, b1l, acc1[i]);
+        }
+    }
+})
+
+/* One tile through the chosen ISA. For AVX2 the 32-column panel is split in
+ * two 16-column halves (the panel row stride stays TT_NR). */
+static void tile_f32(tt_isa isa, int mr, int kc, const float *a, long lda, const float *b, float *c,
+                     long ldc, int ncols, int from_c, const float *bias)
+{
+    if (isa >= TT_ISA_AVX512) {
+        tiles_f32_512[mr - 1](kc, a, lda, b, c, ldc, ncols, from_c, bias);
+    } else if (isa == TT_ISA_AVX2) {
+        for (int h = 0; h < 2 && h * 16 < ncols; h++)
+            for (int r = 0; r < mr; r += 6)
+                strip_f32_avx2(mr - r < 6 ? mr - r : 6, kc, a + r * lda, lda, b + h * 16, c + r * ldc + h * 16,
+                               ldc, ncols - h * 16, from_c, bias ? bias + h * 16 : NULL);
+    } else {
+        tile_f32_scalar(mr, kc, a, lda, b, c, ldc, ncols, from_c, bias);
+    }
+}
+
+static void tile_bf16(tt_isa isa, int mr, int kc2, const uint16_t *a, long lda, const uint16_t *b,
+                      float *c, long ldc, int ncols, int from_c, const float *bias)
+{
+    if (isa >= TT_ISA_AVX512BF16) {
+        tiles_bf16_512[mr - 1](kc2, a, lda, b, c, ldc, ncols, from_c, bias);
+    } else if (isa >= TT_ISA_AVX2) {
+        for (int h = 0; h < 2 && h * 16 < ncols; h++)
+            for (int r = 0; r < mr; r += 6)
+                strip_bf16_avx2(mr - r < 6 ? mr - r : 6, kc2, a + r * lda, lda, b + h * 32, c + r * ldc + h * 16,
+                                ldc, ncols - h * 16, from_c, bias ? bias + h * 16 : NULL);
+    } else {
+        tile_bf16_scalar(mr, kc2, a, lda, b, c, ldc, ncols, from_c, bias);
+    }
+}
+
+/* ---------- drivers ---------- */
+
+void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc, int m0, int m1,
+                   int p0, int p1, int flags)
+{
+    int accum = (flags & TT_GEMM_ACCUM) != 0;
+    tt_act act = (tt_act)(flags & 0xff);
+    int f32 = w->dtype == TT_F32;
+    int ksteps = f32 ? w->kp : w->kp / 2; /* fp32 rows or bf16 pairs */
+    int kcb = f32 ? KC_F32 : KC_BF16_PAIRS;
+    for (int k0 = 0; k0 < ksteps || k0 == 0; k0 += kcb) {
+        int kc = ksteps - k0 < kcb ? ksteps - k0 : kcb;
+        int first = k0 == 0;
+        for (int p = p0; p < p1; p++) {
+            int col = p * TT_NR;
+            int ncols = w->n - col < TT_NR ? w->n - col : TT_NR;
+            const float *bias = first && w->bias ? w->bias + col : NULL;
+            for (int r = m0; r < m1; r += TT_MR) {
+                int mr = m1 - r < TT_MR ? m1 - r : TT_MR;
+                float *cp = c + (long)r * ldc + col;
+                if (f32) {
+                    const float *bp = (const float *)w->panels + ((long)p * w->kp + k0) * TT_NR;
+                    tile_f32(w->isa, mr, kc, (const float *)a + (long)r * lda + k0, lda, bp, cp, ldc,
+                             ncols, accum || !first, bias);
+                } else {
+                    const uint16_t *bp = (const uint16_t *)w->panels + ((long)p * (w->kp / 2) + k0) * 2 * TT_NR;
+                    tile_bf16(w->isa, mr, kc, (const uint16_t *)a + (long)r * lda + 2 * k0, lda, bp, cp,
+                              ldc, ncols, accum || !first, bias);
+                }
+            }
+        }
+        if (kc == 0) break;
+    }
+    if (act != TT_ACT_NONE) {
+        int c0 = p0 * TT_NR, c1 = p1 * TT_NR < w->n ? p1 * TT_NR : w->n;
+        for (int r = m0; r < m1; r++) tt_act_inplace(w->isa, act, c + (long)r * ldc + c0, c1 - c0);
+    }
+}
+
+size_t tt_gemm_ws_bytes(const tt_mat *w, int m)
+{
+    return w->dtype == TT_BF16 ? (size_t)m * (size_t)w->kp * 2 : 0;
+}
+
+typedef struct {
+    const tt_mat *w;
+    const void *a;
+    long lda;
+    float *c;
+    long ldc;
+    int m, flags, mblocks, nblocks;
+    const float *a32; /* bf16 conversion source */
+    long lda32;
+} gemm_job;
+
+static void gemm_task(void *arg, int task, int thread)
+{
+    (void)thread;
+    gemm_job *j = arg;
+    int mb = task % j->mblocks, nb = task / j->mblocks;
+    int m0 = mb * MB, m1 = m0 + MB < j->m ? m0 + MB : j->m;
+    int p0 = nb * NB_PANELS, p1 = p0 + NB_PANELS < j->w->npanels ? p0 + NB_PANELS : j->w->npanels;
+    tt_gemm_block(j->w, j->a, j->lda, j->c, j->ldc, m0, m1, p0, p1, j->flags);
+}
+
+static void convert_task(void *arg, int task, int thread)
+{
+    (void)thread;
+    gemm_job *j = arg;
+    int m0 = task * MB, m1 = m0 + MB < j->m ? m0 + MB : j->m;
+    tt_to_bf16_rows(j->w->isa, j->a32 + (long)m0 * j->lda32, j->lda32, (uint16_t *)j->a + (long)m0 * j->lda,
+                    j->lda, m1 - m0, j->w->k);
+}
+
+void tt_gemm(tt_pool *pool, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m,
+             int flags, void *ws)
+{
+    if (m <= 0) return;
+    gemm_job j = {w, a, lda, c, ldc, m, flags, (m + MB - 1) / MB, (w->npanels + NB_PANELS - 1) / NB_PANELS, a, lda};
+    if (w->dtype == TT_BF16) {
+        j.a = ws;
+        j.lda = w->kp;
+        tt_pool_run(pool, j.mblocks, convert_task, &j);
+    }
+    tt_pool_run(pool, j.mblocks * j.nblocks, gemm_task, &j);
+}
+
+/* ---------- peak microbenchmark ---------- */
+
+TT_TARGET_AVX512 static double peak_f32(long iters)
+{
+    __m512 acc[16], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_set1_ps((float)i);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+        __asm__ volatile("" : "+v"(x));
+    }
+    float s = 0;
+    for (int i = 0; i < 16; i++) s += _mm512_reduce_add_ps(acc[i]);
+    return (double)s;
+}
+
+TT_TARGET_AVX512BF16 static double peak_bf16(long iters)
+{
+    __m512 acc[16];
+    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x3f803f80);
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+        __asm__ volatile("" : "+v"(x));
+    }
+    float s = 0;
+    for (int i = 0; i < 16; i++) s += _mm512_reduce_add_ps(acc[i]);
+    return (double)s;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double tt_peak_gflops(tt_dtype dtype, long iters)
+{
+    double t0, t1, flops;
+    volatile double sink;
+    if (dtype == TT_F32) {
+        if (!tt_cpu_supports(TT_ISA_AVX512)) return 0.0;
+        t0 = now_s();
+        sink = peak_f32(iters);
+        t1 = now_s();
+        flops = (double)iters * 16 * 16 * 2;
+    } else {
+        if (!tt_cpu_supports(TT_ISA_AVX512BF16)) return 0.0;
+        t0 = now_s();
+        sink = peak_bf16(iters);
+        t1 = now_s();
+        flops = (double)iters * 16 * 32 * 2;
+    }
+    (void)sink;
+    return flops / (t1 - t0) * 1e-9;
+}

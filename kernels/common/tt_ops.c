@@ -1,0 +1,227 @@
+#include "tt_ops.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+/* ---------- scalar references ---------- */
+
+static float act_scalar(tt_act act, float v)
+{
+    switch (act) {
+    case TT_ACT_NONE: return v;
+    case TT_ACT_RELU: return v > 0.0f ? v : 0.0f;
+    case TT_ACT_GELU: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case TT_ACT_SILU: return v / (1.0f + expf(-v));
+    }
+    return v;
+}
+
+static void layernorm_row_scalar(const float *x, float *y, int n, const float *g, const float *b,
+                                 float eps)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += x[i];
+    float mean = (float)(s / n);
+    double v = 0.0;
+    for (int i = 0; i < n; i++) v += (double)(x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf((float)(v / n) + eps);
+    for (int i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * g[i] + b[i];
+}
+
+static void softmax_row_scalar(float *x, int n, float scale)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, x[i] * scale);
+    double s = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] * scale - mx);
+        s += x[i];
+    }
+    float inv = (float)(1.0 / s);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* ---------- AVX-512 ---------- */
+
+/* exp(x): x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 Taylor polynomial
+ * (truncation < 2e-8 relative), 2^n applied with scalef. */
+TT_TARGET_AVX512 static inline __m512 exp512(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* erf(x) by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
+ * erf(x) = 1 - (a1 t + ... + a5 t^5) e^{-x^2}, t = 1/(1 + p|x|), odd symmetry. */
+TT_TARGET_AVX512 static inline __m512 erf512(__m512 x)
+{
+    __m512 ax = _mm512_abs_ps(x);
+    __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
+                             _mm512_fmadd_ps(ax, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+    __m512 p = _mm512_set1_ps(1.061405429f);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+    p = _mm512_mul_ps(p, t);
+    __m512 e = exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ax), ax));
+    __m512 y = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
+    /* copy the sign of x */
+    return _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_castps_si512(y),
+        _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))));
+}
+
+TT_TARGET_AVX512 static inline __m512 act512(tt_act act, __m512 v)
+{
+    switch (act) {
+    case TT_ACT_NONE: return v;
+    case TT_ACT_RELU: return _mm512_max_ps(v, _mm512_setzero_ps());
+    case TT_ACT_GELU:
+        return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v),
+                             _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                           erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)))));
+    case TT_ACT_SILU:
+        return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                              exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+    }
+    return v;
+}
+
+TT_TARGET_AVX512 static void act_avx512(tt_act act, float *x, long n)
+{
+    long i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, act512(act, _mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(x + i, m, act512(act, _mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
+TT_TARGET_AVX512 static void layernorm_row_avx512(const float *x, float *y, int n, const float *g,
+                                                  const float *b, float eps)
+{
+    __m512 s = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(x + i));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    if (i < n) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(tail, x + i));
+    float mean = _mm512_reduce_add_ps(s) / (float)n;
+    __m512 vm = _mm512_set1_ps(mean);
+    __m512 v = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
+        v = _mm512_fmadd_ps(d, d, v);
+    }
+    if (i < n) {
+        __m512 d = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, x + i), vm);
+        v = _mm512_fmadd_ps(d, d, v);
+    }
+    float inv = 1.0f / sqrtf(_mm512_reduce_add_ps(v) / (float)n + eps);
+    __m512 vi = _mm512_set1_ps(inv);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vi);
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(d, _mm512_loadu_ps(g + i), _mm512_loadu_ps(b + i)));
+    }
+    if (i < n) {
+        __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), vm), vi);
+        _mm512_mask_storeu_ps(y + i, tail,
+                              _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(tail, g + i),
+                                              _mm512_maskz_loadu_ps(tail, b + i)));
+    }
+}
+
+TT_TARGET_AVX512 static void softmax_row_avx512(float *x, int n, float scale)
+{
+    __m512 vs = _mm512_set1_ps(scale);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) mx = _mm512_max_ps(mx, _mm512_mul_ps(_mm512_loadu_ps(x + i), vs));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    if (i < n)
+        mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), vs));
+    __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 e = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vmx));
+        sum = _mm512_add_ps(sum, e);
+        _mm512_storeu_ps(x + i, e);
+    }
+    if (i < n) {
+        __m512 e = exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, x + i), vs, vmx));
+        sum = _mm512_mask_add_ps(sum, tail, sum, e);
+        _mm512_mask_storeu_ps(x + i, tail, e);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+    if (i < n) _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
+}
+
+/* ---------- dispatch ---------- */
+
+static int use512(tt_isa isa) { return isa >= TT_ISA_AVX512; }
+
+void tt_act_inplace(tt_isa isa, tt_act act, float *x, long n)
+{
+    if (act == TT_ACT_NONE) return;
+    if (use512(isa)) {
+        act_avx512(act, x, n);
+        return;
+    }
+    for (long i = 0; i < n; i++) x[i] = act_scalar(act, x[i]);
+}
+
+void tt_layernorm_rows(tt_isa isa, const float *x, long ldx, float *y, long ldy, int rows, int n,
+                       const float *g, const float *b, float eps)
+{
+    for (int r = 0; r < rows; r++) {
+        if (use512(isa)) layernorm_row_avx512(x + r * ldx, y + r * ldy, n, g, b, eps);
+        else layernorm_row_scalar(x + r * ldx, y + r * ldy, n, g, b, eps);
+    }
+}
+
+typedef struct {
+    tt_isa isa;
+    const float *x;
+    long ldx;
+    float *y;
+    long ldy;
+    int rows, n, per;
+    const float *g, *b;
+    float eps;
+} ln_job;
+
+static void ln_task(void *arg, int task, int thread)
+{
+    (void)thread;
+    ln_job *j = arg;
+    int r0 = task * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+    tt_layernorm_rows(j->isa, j->x + r0 * j->ldx, j->ldx, j->y + r0 * j->ldy, j->ldy, r1 - r0, j->n,
+                      j->g, j->b, j->eps);
+}
+
+void tt_layernorm(tt_pool *pool, tt_isa isa, const float *x, long ldx, float *y, long ldy,
+                  int rows, int n, const float *g, const float *b, float eps)
+{
+    ln_job j = {isa, x, ldx, y, ldy, rows, n, 64, g, b, eps};
+    tt_pool_run(pool, (rows + j.per - 1) / j.per, ln_task, &j);
+}
+
+void tt_softmax_rows(tt_isa isa, float *x, long ldx, int rows, int n, float scale)
+{
+    for (int r = 0; r < rows; r++) {
+        if (use512(isa)) softmax_row_avx512(x + r * ldx, n, scale);
+        else softmax_row_scalar(x + r * ldx, n, scale);
+    }
+}

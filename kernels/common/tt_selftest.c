@@ -1,0 +1,333 @@
+#include "tt_selftest.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tt_attention.h"
+#include "tt_gemm.h"
+#include "tt_ops.h"
+#include "tt_pool.h"
+
+/* xorshift32: deterministic test data in [-1, 1). */
+static float rnd(uint32_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return (float)(*s >> 8) / 8388608.0f - 1.0f;
+}
+
+static void fill(float *x, long n, uint32_t seed, float scale)
+{
+    uint32_t s = seed * 2654435761u + 1u;
+    for (long i = 0; i < n; i++) x[i] = rnd(&s) * scale;
+}
+
+static double act_ref(tt_act act, double v)
+{
+    switch (act) {
+    case TT_ACT_NONE: return v;
+    case TT_ACT_RELU: return v > 0 ? v : 0;
+    case TT_ACT_GELU: return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case TT_ACT_SILU: return v / (1.0 + exp(-v));
+    }
+    return v;
+}
+
+static const tt_isa all_isas[] = {TT_ISA_SCALAR, TT_ISA_AVX2, TT_ISA_AVX512, TT_ISA_AVX512BF16};
+
+/* ---- GEMM against a float64 reference on the (bf16-rounded) operands ---- */
+static int test_gemm(char *msg, size_t len)
+{
+    static const int shapes[][3] = {{1, 1, 1}, {13, 33, 7}, {25, 91, 384}, {100, 64, 101},
+                                    {37, 130, 515}, {12, 32, 600}, {5, 4, 256}};
+    static const int flagsets[] = {0, TT_ACT_RELU, TT_ACT_GELU, TT_ACT_SILU, TT_GEMM_ACCUM,
+                                   TT_GEMM_ACCUM | TT_ACT_GELU};
+    tt_pool *pool = tt_pool_create(3);
+    if (!pool) return snprintf(msg, len, "pool"), -1;
+    int rc = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] && rc == 0; si++) {
+        int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+        long lda = k + 3, ldc = n + 5;
+        float *a = malloc(sizeof(float) * m * lda), *w = malloc(sizeof(float) * n * k);
+        float *bias = malloc(sizeof(float) * n), *c0 = malloc(sizeof(float) * m * ldc);
+        float *c = malloc(sizeof(float) * m * ldc);
+        void *ws = aligned_alloc(64, (size_t)m * (k + 2) * 2 + 64);
+        fill(a, m * lda, 1 + si, 1.0f);
+        fill(w, (long)n * k, 2 + si, 0.5f);
+        fill(bias, n, 3 + si, 0.5f);
+        fill(c0, m * ldc, 4 + si, 1.0f);
+        for (int dt = 0; dt < 2 && rc == 0; dt++) {
+            for (size_t ii = 0; ii < 4 && rc == 0; ii++) {
+                tt_isa isa = all_isas[ii];
+                if (!tt_cpu_supports(isa)) continue;
+                for (size_t fi = 0; fi < sizeof flagsets / sizeof flagsets[0] && rc == 0; fi++) {
+                    int flags = flagsets[fi];
+                    const float *bp = fi % 2 ? bias : NULL;
+                    tt_mat mat;
+                    if (tt_mat_pack(&mat, (tt_dtype)dt, isa, w, k, 0, n, k, bp) != 0) {
+                        rc = -1;
+                        snprintf(msg, len, "pack: out of memory");
+                        break;
+                    }
+                    memcpy(c, c0, sizeof(float) * m * ldc);
+                    tt_gemm(pool, &mat, a, lda, c, ldc, m, flags, ws);
+                    for (int i = 0; i < m && rc == 0; i++) {
+                        for (int jn = 0; jn < ldc && rc == 0; jn++) {
+                            double want, scale = 1.0;
+                            if (jn >= n) {
+                                want = c0[i * ldc + jn]; /* untouched beyond n */
+                            } else {
+                                double s = bp ? bp[jn] : 0.0;
+                                for (int kk = 0; kk < k; kk++) {
+                                    float av = a[i * lda + kk], wv = w[(long)jn * k + kk];
+                                    if (dt == TT_BF16) {
+                                        av = tt_bf16_to_f32(tt_f32_to_bf16(av));
+                                        wv = tt_bf16_to_f32(tt_f32_to_bf16(wv));
+                                    }
+                                    s += (double)av * wv;
+                                    scale += fabs((double)av * wv);
+                                }
+                                if (flags & TT_GEMM_ACCUM) s += c0[i * ldc + jn];
+                                want = act_ref((tt_act)(flags & 0xff), s);
+                            }
+                            double got = c[i * ldc + jn];
+                            if (!(fabs(got - want) <= 2e-6 * scale + 2e-6 * fabs(want))) {
+                                snprintf(msg, len, "%s %s m=%d n=%d k=%d flags=%#x C[%d][%d]=%g want %g",
+                                         dt ? "bf16" : "f32", tt_isa_name(isa), m, n, k, flags, i, jn,
+                                         got, want);
+                                rc = -1;
+                            }
+                        }
+                    }
+                    tt_mat_free(&mat);
+                }
+            }
+        }
+        free(a), free(w), free(bias), free(c0), free(c), free(ws);
+    }
+    tt_pool_destroy(pool);
+    return rc;
+}
+
+static int test_bf16_convert(char *msg, size_t len)
+{
+    enum { K = 77, R = 3 };
+    float src[R * K];
+    uint16_t want[R * 80], got[R * 80];
+    fill(src, R * K, 9, 100.0f);
+    src[5] = 1.0f + 1.0f / 256.0f; /* a tie: rounds to even */
+    tt_to_bf16_rows(TT_ISA_SCALAR, src, K, want, 80, R, K);
+    for (size_t ii = 1; ii < 4; ii++) {
+        if (!tt_cpu_supports(all_isas[ii])) continue;
+        memset(got, 0xff, sizeof got);
+        tt_to_bf16_rows(all_isas[ii], src, K, got, 80, R, K);
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i <= K; i++)
+                if (got[r * 80 + i] != want[r * 80 + i])
+                    return snprintf(msg, len, "%s: row %d col %d %#x want %#x", tt_isa_name(all_isas[ii]), r, i,
+                                    got[r * 80 + i], want[r * 80 + i]),
+                           -1;
+    }
+    if (want[5] != 0x3f80 || want[K] != 0) return snprintf(msg, len, "scalar rounding/padding wrong"), -1;
+    return 0;
+}
+
+static int test_act(char *msg, size_t len)
+{
+    enum { N = 1003 };
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * i / (N - 1);
+    for (int act = TT_ACT_RELU; act <= TT_ACT_SILU; act++) {
+        for (size_t ii = 0; ii < 4; ii++) {
+            if (!tt_cpu_supports(all_isas[ii])) continue;
+            memcpy(y, x, sizeof x);
+            tt_act_inplace(all_isas[ii], (tt_act)act, y, N);
+            for (int i = 0; i < N; i++) {
+                double want = act_ref((tt_act)act, x[i]);
+                if (!(fabs(y[i] - want) <= 1e-6 * fmax(1.0, fabs(x[i]))))
+                    return snprintf(msg, len, "act %d %s x=%g got %g want %g", act, tt_isa_name(all_isas[ii]),
+                                    x[i], y[i], want),
+                           -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int test_layernorm(char *msg, size_t len)
+{
+    enum { R = 5, LD = 400 };
+    static const int widths[] = {7, 128, 256, 384, 391};
+    float x[R * LD], g[LD], b[LD], y[R * LD];
+    fill(x, R * LD, 11, 3.0f);
+    fill(g, LD, 12, 1.0f);
+    fill(b, LD, 13, 1.0f);
+    for (int r = 0; r < R; r++) x[r * LD] += 50.0f; /* a large mean */
+    for (size_t wi = 0; wi < 5; wi++) {
+        int n = widths[wi];
+        for (size_t ii = 0; ii < 4; ii++) {
+            if (!tt_cpu_supports(all_isas[ii])) continue;
+            tt_layernorm_rows(all_isas[ii], x, LD, y, LD, R, n, g, b, 1e-6f);
+            for (int r = 0; r < R; r++) {
+                double mean = 0, var = 0;
+                for (int i = 0; i < n; i++) mean += x[r * LD + i];
+                mean /= n;
+                for (int i = 0; i < n; i++) var += (x[r * LD + i] - mean) * (x[r * LD + i] - mean);
+                var /= n;
+                for (int i = 0; i < n; i++) {
+                    double want = (x[r * LD + i] - mean) / sqrt(var + 1e-6) * g[i] + b[i];
+                    if (!(fabs(y[r * LD + i] - want) <= 1e-5 * (1 + fabs(want))))
+                        return snprintf(msg, len, "layernorm %s n=%d [%d][%d] %g want %g", tt_isa_name(all_isas[ii]),
+                                        n, r, i, y[r * LD + i], want),
+                               -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static int test_softmax(char *msg, size_t len)
+{
+    enum { R = 4, LD = 1700 };
+    static const int widths[] = {1, 2, 17, 101, 300, 1616};
+    float *x = malloc(sizeof(float) * R * LD), *y = malloc(sizeof(float) * R * LD);
+    fill(x, R * LD, 21, 20.0f);
+    int rc = 0;
+    for (size_t wi = 0; wi < 6 && rc == 0; wi++) {
+        int n = widths[wi];
+        for (size_t ii = 0; ii < 4 && rc == 0; ii++) {
+            if (!tt_cpu_supports(all_isas[ii])) continue;
+            memcpy(y, x, sizeof(float) * R * LD);
+            tt_softmax_rows(all_isas[ii], y, LD, R, n, 0.125f);
+            for (int r = 0; r < R && rc == 0; r++) {
+                double mx = -1e30, s = 0;
+                for (int i = 0; i < n; i++) mx = fmax(mx, x[r * LD + i] * 0.125);
+                for (int i = 0; i < n; i++) s += exp(x[r * LD + i] * 0.125 - mx);
+                for (int i = 0; i < n && rc == 0; i++) {
+                    double want = exp(x[r * LD + i] * 0.125 - mx) / s;
+                    if (!(fabs(y[r * LD + i] - want) <= 1e-6 * want + 1e-9)) {
+                        snprintf(msg, len, "softmax %s n=%d [%d][%d] %g want %g", tt_isa_name(all_isas[ii]), n, r, i,
+                                 y[r * LD + i], want);
+                        rc = -1;
+                    }
+                }
+            }
+        }
+    }
+    free(x), free(y);
+    return rc;
+}
+
+/* Attention of every ISA against float64 math on the same operands. */
+static int test_attention(char *msg, size_t len)
+{
+    static const int cases[][4] = {{2, 37, 3, 16}, {3, 101, 2, 64}, {1, 300, 1, 32}};
+    tt_pool *pool = tt_pool_create(2);
+    if (!pool) return snprintf(msg, len, "pool"), -1;
+    int rc = 0;
+    for (size_t ci = 0; ci < 3 && rc == 0; ci++) {
+        int B = cases[ci][0], S = cases[ci][1], H = cases[ci][2], D = cases[ci][3];
+        long ld = 3L * H * D + 1, ldo = (long)H * D + 3, rows = (long)B * S;
+        float *qkv = malloc(sizeof(float) * rows * ld), *out = malloc(sizeof(float) * rows * ldo);
+        double *want = malloc(sizeof(double) * rows * ldo), *p = malloc(sizeof(double) * S);
+        fill(qkv, rows * ld, 31 + ci, 1.0f);
+        float scale = 1.0f / sqrtf((float)D);
+        for (int dt = 0; dt < 2 && rc == 0; dt++) {
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < S; i++) {
+                        const float *qr = qkv + ((long)b * S + i) * ld + h * D;
+                        double mx = -1e300, sum = 0;
+                        for (int j = 0; j < S; j++) {
+                            const float *kr = qkv + ((long)b * S + j) * ld + H * D + h * D;
+                            double s = 0;
+                            for (int d = 0; d < D; d++) s += (double)qr[d] * kr[d];
+                            p[j] = s * scale;
+                            mx = fmax(mx, p[j]);
+                        }
+                        for (int j = 0; j < S; j++) sum += (p[j] = exp(p[j] - mx));
+                        for (int d = 0; d < D; d++) {
+                            double o = 0;
+                            for (int j = 0; j < S; j++) o += p[j] / sum * qkv[((long)b * S + j) * ld + 2 * H * D + h * D + d];
+                            want[((long)b * S + i) * ldo + h * D + d] = o;
+                        }
+                    }
+            for (size_t ii = 0; ii < 4 && rc == 0; ii++) {
+                if (!tt_cpu_supports(all_isas[ii])) continue;
+                tt_attn_shape sh = {B, S, H, D, tt_pool_threads(pool), (tt_dtype)dt, all_isas[ii]};
+                void *ws = aligned_alloc(64, (tt_attention_ws_bytes(&sh) + 63) & ~(size_t)63);
+                tt_attention(pool, &sh, qkv, qkv + H * D, qkv + 2 * H * D, ld, out, ldo, scale, ws);
+                double tol = dt == TT_F32 ? 2e-5 : 2e-2; /* bf16 rounds q, k, v and p */
+                for (long r = 0; r < rows && rc == 0; r++)
+                    for (int c = 0; c < H * D && rc == 0; c++)
+                        if (!(fabs(out[r * ldo + c] - want[r * ldo + c]) <= tol)) {
+                            snprintf(msg, len, "attention %s %s B=%d S=%d H=%d D=%d out[%ld][%d]=%g want %g",
+                                     dt ? "bf16" : "f32", tt_isa_name(all_isas[ii]), B, S, H, D, r, c, out[r * ldo + c],
+                                     want[r * ldo + c]);
+                            rc = -1;
+                        }
+                free(ws);
+            }
+        }
+        free(qkv), free(out), free(want), free(p);
+    }
+    tt_pool_destroy(pool);
+    return rc;
+}
+
+typedef struct {
+    int *hits;
+    int *bad_thread;
+    int nthreads;
+} pool_probe;
+
+static void probe_task(void *arg, int task, int thread)
+{
+    pool_probe *pp = arg;
+    __atomic_add_fetch(&pp->hits[task], 1, __ATOMIC_RELAXED);
+    if (thread < 0 || thread >= pp->nthreads) __atomic_store_n(pp->bad_thread, 1, __ATOMIC_RELAXED);
+}
+
+static int test_pool(char *msg, size_t len)
+{
+    enum { TASKS = 257, JOBS = 2000 };
+    for (int nt = 1; nt <= 4; nt++) {
+        tt_pool *pool = tt_pool_create(nt);
+        if (!pool || tt_pool_threads(pool) != nt) return snprintf(msg, len, "create %d threads", nt), -1;
+        int hits[TASKS] = {0}, bad = 0;
+        pool_probe pp = {hits, &bad, nt};
+        for (int j = 0; j < JOBS; j++) tt_pool_run(pool, 1 + j % TASKS, probe_task, &pp);
+        tt_pool_destroy(pool);
+        for (int t = 0; t < TASKS; t++) {
+            int want = 0;
+            for (int j = 0; j < JOBS; j++) want += t < 1 + j % TASKS;
+            if (hits[t] != want) return snprintf(msg, len, "%d threads: task %d ran %d times, want %d", nt, t, hits[t], want), -1;
+        }
+        if (bad) return snprintf(msg, len, "%d threads: thread index out of range", nt), -1;
+    }
+    return 0;
+}
+
+typedef int (*test_fn)(char *, size_t);
+static const struct {
+    const char *name;
+    test_fn fn;
+} tests[] = {
+    {"gemm", test_gemm},       {"bf16_convert", test_bf16_convert}, {"activations", test_act},
+    {"layernorm", test_layernorm}, {"softmax", test_softmax},      {"attention", test_attention},
+    {"pool", test_pool},
+};
+
+int tt_selftest_count(void) { return (int)(sizeof tests / sizeof tests[0]); }
+const char *tt_selftest_name(int i) { return i >= 0 && i < tt_selftest_count() ? tests[i].name : NULL; }
+int tt_selftest_run(int i, char *msg, size_t msglen)
+{
+    if (i < 0 || i >= tt_selftest_count()) return snprintf(msg, msglen, "no test %d", i), -1;
+    msg[0] = '\0';
+    return tests[i].fn(msg, msglen);
+}

@@ -1,0 +1,104 @@
+// Package native is the only package that imports "C": it compiles the C
+// megakernels of kernels/ (through the *_unity.c files of this folder) and
+// exposes them as Go types. It holds no model policy: checkpoint name
+// mapping, pre- and post-processing live in models/.
+package native
+
+/*
+#cgo CFLAGS: -O3 -std=c11 -D_GNU_SOURCE -Wall -I${SRCDIR}/../kernels/common -I${SRCDIR}/../kernels/rfdetr
+#cgo LDFLAGS: -lm -lpthread
+#include <stdlib.h>
+#include "tt_cpu.h"
+#include "tt_pool.h"
+#include "tt_gemm.h"
+#include "tt_selftest.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"strings"
+	"unsafe"
+)
+
+// CPUFeatures reports what the host CPU offers the kernels.
+type CPUFeatures struct {
+	AVX2, FMA, AVX512F, AVX512BW, AVX512VL, AVX512DQ, AVX512BF16, AVX512VNNI bool
+	// BestISA is the kernel family the kernels use by default: scalar, avx2,
+	// avx512 or avx512bf16 (capped by the TT_ISA environment variable).
+	BestISA string
+}
+
+// DetectCPU reads the CPU feature flags (cpuid) once per call.
+func DetectCPU() CPUFeatures {
+	f := int(C.tt_cpu_features())
+	has := func(bit C.int) bool { return f&int(bit) != 0 }
+	return CPUFeatures{
+		AVX2: has(C.TT_CPU_AVX2), FMA: has(C.TT_CPU_FMA),
+		AVX512F: has(C.TT_CPU_AVX512F), AVX512BW: has(C.TT_CPU_AVX512BW),
+		AVX512VL: has(C.TT_CPU_AVX512VL), AVX512DQ: has(C.TT_CPU_AVX512DQ),
+		AVX512BF16: has(C.TT_CPU_AVX512BF16), AVX512VNNI: has(C.TT_CPU_AVX512VNNI),
+		BestISA: C.GoString(C.tt_isa_name(C.tt_cpu_best_isa())),
+	}
+}
+
+// String lists the features present, e.g. "avx512bf16 (avx2 fma avx512f ...)".
+func (c CPUFeatures) String() string {
+	var names []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{c.AVX2, "avx2"}, {c.FMA, "fma"}, {c.AVX512F, "avx512f"}, {c.AVX512BW, "avx512bw"},
+		{c.AVX512VL, "avx512vl"}, {c.AVX512DQ, "avx512dq"}, {c.AVX512BF16, "avx512bf16"},
+		{c.AVX512VNNI, "avx512vnni"}} {
+		if f.on {
+			names = append(names, f.name)
+		}
+	}
+	return fmt.Sprintf("%s (%s)", c.BestISA, strings.Join(names, " "))
+}
+
+// DefaultThreads is the thread count kernels use when none is given:
+// TT_NUM_THREADS when set to a positive integer, else the CPUs this process
+// may run on (sched_getaffinity).
+func DefaultThreads() int { return int(C.tt_default_threads()) }
+
+// PeakGFLOPS measures one thread's multiply-add peak (FMA for "fp32",
+// vdpbf16ps for "bf16") over iters register-blocked iterations; 0 when the
+// CPU lacks the instructions.
+func PeakGFLOPS(precision string, iters int) (float64, error) {
+	switch precision {
+	case "fp32":
+		return float64(C.tt_peak_gflops(C.TT_F32, C.long(iters))), nil
+	case "bf16":
+		return float64(C.tt_peak_gflops(C.TT_BF16, C.long(iters))), nil
+	}
+	return 0, fmt.Errorf("peak: precision %q: want fp32 or bf16", precision)
+}
+
+// KernelSelfTests names the C self-tests of kernels/common: every fast
+// kernel against its scalar reference on every ISA the CPU supports.
+func KernelSelfTests() []string {
+	n := int(C.tt_selftest_count())
+	names := make([]string, n)
+	for i := range names {
+		names[i] = C.GoString(C.tt_selftest_name(C.int(i)))
+	}
+	return names
+}
+
+// RunKernelSelfTest runs the named self-test.
+func RunKernelSelfTest(name string) error {
+	for i, n := range KernelSelfTests() {
+		if n != name {
+			continue
+		}
+		buf := (*C.char)(C.malloc(1024))
+		defer C.free(unsafe.Pointer(buf))
+		if C.tt_selftest_run(C.int(i), buf, 1024) != 0 {
+			return fmt.Errorf("kernel self-test %s: %s", name, C.GoString(buf))
+		}
+		return nil
+	}
+	return fmt.Errorf("kernel self-test %q: no such test", name)
+}
