@@ -1,0 +1,120 @@
+// Package pi05 is the model side of the pi0.5 policy (lerobot/pi05_base): server configuration,
+// checkpoint loading and validation, the PaliGemma prompt and tokenizer, image pre-processing,
+// state/action normalization and request validation. The compute runs in package native.
+package pi05
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/ttmodel/tt-model/hub"
+)
+
+// Fixed sizes of the pi0.5 interface.
+const (
+	ImageSize     = 224 // camera images are resized-with-pad to 224x224
+	MaxCameras    = 4
+	MaxActionDim  = 32 // actions and state are padded to 32
+	MaxTokenLen   = 224
+	DefaultHFRepo = "lerobot/pi05_base"
+)
+
+// ServerConfig is the environment of the seed package's server (PI05_* table, HF_MODEL, ...).
+type ServerConfig struct {
+	NumImages     int    // PI05_NUM_IMAGES, 1-4: the cameras of every request
+	ActionHorizon int    // PI05_ACTION_HORIZON, 1-64: the action chunk H
+	NumSteps      int    // PI05_NUM_STEPS, 1-10: default flow-matching steps
+	TokenLen      int    // PI05_TOKEN_LEN, 1-224: the tokenizer's buffer; longer prompts are truncated
+	HFModel       string // HF_MODEL: the weights repository, also the served model id
+	Revision      string // TT_WEIGHTS_REVISION: the pinned revision ("" = main)
+	WeightsDir    string // PI05_WEIGHTS_DIR: overrides the HF cache lookup
+	Tokenizer     string // PI05_TOKENIZER: tokenizer.model path (default: beside the weights)
+}
+
+type intVar struct {
+	name          string
+	dst           *int
+	def, min, max int
+}
+
+// ServerConfigFromEnv reads the configuration; getenv is os.Getenv in production. Every bad value
+// is reported with its variable name.
+func ServerConfigFromEnv(getenv func(string) string) (ServerConfig, error) {
+	c := ServerConfig{
+		HFModel:    getenv("HF_MODEL"),
+		Revision:   getenv("TT_WEIGHTS_REVISION"),
+		WeightsDir: getenv("PI05_WEIGHTS_DIR"),
+		Tokenizer:  getenv("PI05_TOKENIZER"),
+	}
+	if c.HFModel == "" {
+		c.HFModel = DefaultHFRepo
+	}
+	vars := []intVar{
+		{"PI05_NUM_IMAGES", &c.NumImages, 2, 1, MaxCameras},
+		{"PI05_ACTION_HORIZON", &c.ActionHorizon, 50, 1, 64},
+		{"PI05_NUM_STEPS", &c.NumSteps, 10, 1, 10},
+		{"PI05_TOKEN_LEN", &c.TokenLen, MaxTokenLen, 1, MaxTokenLen},
+	}
+	var errs []error
+	for _, v := range vars {
+		*v.dst = v.def
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < v.min || n > v.max {
+			errs = append(errs, fmt.Errorf("%s=%q: want an integer in %d..%d", v.name, s, v.min, v.max))
+			continue
+		}
+		*v.dst = n
+	}
+	return c, errors.Join(errs...)
+}
+
+// ResolveWeightsDir returns PI05_WEIGHTS_DIR, else the local Hugging Face cache snapshot of
+// HF_MODEL at TT_WEIGHTS_REVISION (a commit, or a branch/tag recorded under refs/). It never
+// touches the network: weights are pinned into the cache by `tt-model serve` / `weights pull`.
+func (c ServerConfig) ResolveWeightsDir(getenv func(string) string) (string, error) {
+	if c.WeightsDir != "" {
+		if fi, err := os.Stat(c.WeightsDir); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("PI05_WEIGHTS_DIR=%q is not a directory", c.WeightsDir)
+		}
+		return c.WeightsDir, nil
+	}
+	hc, err := hub.ConfigFromEnv(getenv)
+	if err != nil {
+		return "", fmt.Errorf("weights for %s: %w", c.HFModel, err)
+	}
+	cache := hub.Cache{Dir: hc.CacheDir}
+	rev := c.Revision
+	if rev == "" {
+		rev = "main"
+	}
+	commit := rev
+	if !hub.IsCommit(rev) {
+		commit, err = cache.ReadRef(c.HFModel, rev)
+		if err != nil {
+			return "", fmt.Errorf("weights for %s: %w", c.HFModel, err)
+		}
+		if commit == "" {
+			return "", fmt.Errorf("weights for %s at %q are not in the HF cache %s (set PI05_WEIGHTS_DIR or run `tt-model weights pull`)", c.HFModel, rev, hc.CacheDir)
+		}
+	}
+	dir := cache.SnapshotDir(c.HFModel, commit)
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
+		return "", fmt.Errorf("weights for %s at %s: %w (set PI05_WEIGHTS_DIR or run `tt-model weights pull`)", c.HFModel, commit, err)
+	}
+	return dir, nil
+}
+
+// TokenizerPath is PI05_TOKENIZER, else tokenizer.model beside the weights.
+func (c ServerConfig) TokenizerPath(weightsDir string) string {
+	if c.Tokenizer != "" {
+		return c.Tokenizer
+	}
+	return filepath.Join(weightsDir, "tokenizer.model")
+}
