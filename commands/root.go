@@ -45,6 +45,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newValidateCmd(),
 		newProfilesCmd(),
 		newWeightsCmd(),
+		newPackageCmd(),
 	)
 	return root
 }

@@ -1,0 +1,177 @@
+package builder
+
+import (
+	"bufio"
+	"context"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// modulePath is this tool's Go module; a checkout of it can build both binaries.
+const modulePath = "github.com/ttmodel/tt-model"
+
+// Image paths of the two binaries.
+const (
+	toolImagePath   = "/usr/local/bin/tt-model"
+	serverImagePath = "/usr/local/bin/tt-model-server"
+)
+
+// binary is one executable that goes into the image.
+type binary struct {
+	HostPath string
+	From     string // how it was chosen, for the summary and the card
+}
+
+// binaryPlan says where the builder may find or make the two binaries.
+type binaryPlan struct {
+	// ServerPath is runtime.server ("" when unset), already made absolute.
+	ServerPath string
+	// Executable is the running tt-model ("" when unknown). A binary that is
+	// not named tt-model (a test binary, say) is never put in an image.
+	Executable string
+	// SearchDirs are where to look upward for this module's go.mod.
+	SearchDirs []string
+	// BuildDir receives binaries built from source.
+	BuildDir string
+	Log      io.Writer
+}
+
+// locateBinaries picks tt-model-server and tt-model: runtime.server, else
+// the tt-model-server installed beside the running tt-model, else both
+// built from this module's source. A user who installed the two binaries
+// can package without the source; a developer gets a fresh build.
+func locateBinaries(ctx context.Context, plan binaryPlan) (server, tool binary, err error) {
+	exeIsTool := plan.Executable != "" && filepath.Base(plan.Executable) == "tt-model"
+	switch {
+	case plan.ServerPath != "":
+		server = binary{HostPath: plan.ServerPath, From: "runtime.server"}
+	case exeIsTool && isFile(filepath.Join(filepath.Dir(plan.Executable), "tt-model-server")):
+		server = binary{HostPath: filepath.Join(filepath.Dir(plan.Executable), "tt-model-server"), From: "installed beside tt-model"}
+	}
+	if exeIsTool {
+		tool = binary{HostPath: plan.Executable, From: "the running tt-model"}
+	}
+	if server.HostPath == "" || tool.HostPath == "" {
+		root, err := findModuleRoot(plan.SearchDirs)
+		if err != nil {
+			what := "tt-model-server"
+			if server.HostPath != "" {
+				what = "tt-model"
+			}
+			return binary{}, binary{}, fmt.Errorf("no %s binary to put in the image (set runtime.server, install tt-model-server beside tt-model, or package from a checkout of %s): %w", what, modulePath, err)
+		}
+		if server.HostPath == "" {
+			p, err := goBuild(ctx, root, "./cmd/tt-model-server", true, plan.BuildDir, plan.Log)
+			if err != nil {
+				return binary{}, binary{}, err
+			}
+			server = binary{HostPath: p, From: "built from " + root}
+		}
+		if tool.HostPath == "" {
+			p, err := goBuild(ctx, root, "./cmd/tt-model", false, plan.BuildDir, plan.Log)
+			if err != nil {
+				return binary{}, binary{}, err
+			}
+			tool = binary{HostPath: p, From: "built from " + root}
+		}
+	}
+	for _, b := range []struct {
+		bin  binary
+		what string
+	}{{server, "tt-model-server"}, {tool, "tt-model"}} {
+		if err := checkLinuxAMD64(b.bin.HostPath); err != nil {
+			return binary{}, binary{}, fmt.Errorf("%s (%s): %w", b.what, b.bin.From, err)
+		}
+	}
+	return server, tool, nil
+}
+
+func isFile(p string) bool {
+	info, err := os.Stat(p)
+	return err == nil && info.Mode().IsRegular()
+}
+
+// checkLinuxAMD64 refuses what the image could not run.
+func checkLinuxAMD64(p string) error {
+	info, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	f, err := elf.Open(p)
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF executable: %w", p, err)
+	}
+	defer f.Close()
+	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+		return fmt.Errorf("%s is %v %v; the image is linux/amd64", p, f.Class, f.Machine)
+	}
+	return nil
+}
+
+// findModuleRoot walks up from each dir to the go.mod of this module.
+func findModuleRoot(dirs []string) (string, error) {
+	for _, start := range dirs {
+		if start == "" {
+			continue
+		}
+		dir, err := filepath.Abs(start)
+		if err != nil {
+			continue
+		}
+		for {
+			if modOf(filepath.Join(dir, "go.mod")) == modulePath {
+				return dir, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", fmt.Errorf("no go.mod of module %s above %s", modulePath, strings.Join(dirs, ", "))
+}
+
+func modOf(gomod string) string {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
+
+// goBuild builds pkg of the module at root for linux/amd64, reproducibly:
+// -trimpath drops host paths and -buildid= fixes the build id, so equal
+// sources give equal binaries (and so equal layers).
+func goBuild(ctx context.Context, root, pkg string, cgo bool, outDir string, log io.Writer) (string, error) {
+	out := filepath.Join(outDir, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-buildid=", "-o", out, pkg)
+	cmd.Dir = root
+	cgoFlag := "CGO_ENABLED=0"
+	if cgo {
+		cgoFlag = "CGO_ENABLED=1"
+	}
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=amd64", cgoFlag)
+	cmd.Stdout = log
+	cmd.Stderr = log
+	fmt.Fprintf(log, "building %s (go build -trimpath -ldflags=-buildid=, linux/amd64, %s)\n", pkg, cgoFlag)
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build %s in %s: %w", pkg, root, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,199 @@
+package builder
+
+import (
+	"archive/tar"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+// Image-side directories the runtime writes to or mounts over.
+const (
+	homeDir      = "/home/tt"
+	cacheDir     = "/cache" // TT_METAL_CACHE, a host directory under serve
+	hfDir        = "/hf"    // HF_HOME, the host's Hugging Face cache under serve
+	defaultPATH  = "/usr/local/bin:/usr/bin:/bin"
+	historyStamp = "tt-model package"
+)
+
+// imageSpec is everything the image is made of.
+type imageSpec struct {
+	Base       *baseImage
+	Server     binary
+	Tool       binary
+	Closure    elfClosure // of both binaries together
+	Entrypoint []string
+	Cmd        []string
+	Env        map[string]string // on top of the base's env
+	Port       int
+	Labels     map[string]string
+	Epoch      time.Time
+}
+
+// builtImage is the assembled image and its layers, ours only.
+type builtImage struct {
+	Image  v1.Image
+	Layers []layerBlob
+	Known  map[string]byte // every path of the image's file system, by tar type
+}
+
+// assembleImage stacks our layers on the base: accounts and writable
+// directories, the shared-library closure (when a binary is dynamic), then
+// tt-model and tt-model-server (the layer that changes most goes last). Each
+// layer gets a history entry; the config gets the entrypoint, env, user,
+// port and labels; every time stamp is the epoch.
+func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
+	fs := newRootfs(spec.Base)
+	var layers []layerBlob
+
+	accounts := fs.plan()
+	passwd, group, err := accountFiles(spec.Base)
+	if err != nil {
+		return builtImage{}, err
+	}
+	accounts.add(fileEntry("/etc/passwd", 0o644, passwd))
+	accounts.add(fileEntry("/etc/group", 0o644, group))
+	accounts.add(dirEntry(homeDir, 0o755, ttUID, ttGID))
+	accounts.add(dirEntry(cacheDir, 0o775, ttUID, ttGID))
+	accounts.add(dirEntry(hfDir, 0o775, ttUID, ttGID))
+	if _, ok := fs.known["/tmp"]; !ok {
+		accounts.add(dirEntry("/tmp", 0o1777, 0, 0))
+	}
+	lb, err := accounts.build(spec.Epoch, "the tt user (uid 1000) and its writable /home/tt, /cache, /hf")
+	if err != nil {
+		return builtImage{}, err
+	}
+	layers = append(layers, lb)
+	progress.layer(lb)
+
+	if !spec.Closure.Static() {
+		libs := fs.plan()
+		if in := spec.Closure.Interpreter; in != nil {
+			if err := addHostFile(libs, in.ImagePath, in.HostPath); err != nil {
+				return builtImage{}, err
+			}
+		}
+		for _, l := range spec.Closure.Libraries {
+			if err := addHostFile(libs, l.ImagePath, l.HostPath); err != nil {
+				return builtImage{}, err
+			}
+		}
+		lb, err := libs.build(spec.Epoch, fmt.Sprintf("the shared libraries of the binaries (%d) and the loader", len(spec.Closure.Libraries)))
+		if err != nil {
+			return builtImage{}, err
+		}
+		layers = append(layers, lb)
+		progress.layer(lb)
+	}
+
+	for _, b := range []struct {
+		bin       binary
+		imagePath string
+	}{{spec.Tool, toolImagePath}, {spec.Server, serverImagePath}} {
+		p := fs.plan()
+		p.add(hostFileEntry(b.imagePath, 0o755, b.bin.HostPath))
+		lb, err := p.build(spec.Epoch, fmt.Sprintf("%s (%s)", b.imagePath, b.bin.From))
+		if err != nil {
+			return builtImage{}, err
+		}
+		layers = append(layers, lb)
+		progress.layer(lb)
+	}
+
+	adds := make([]mutate.Addendum, 0, len(layers))
+	for _, l := range layers {
+		adds = append(adds, mutate.Addendum{
+			Layer: l.Layer,
+			History: v1.History{
+				Created:   v1.Time{Time: spec.Epoch},
+				CreatedBy: historyStamp + ": " + l.Description,
+				Comment:   fmt.Sprintf("%d files", l.Files),
+			},
+		})
+	}
+	img, err := mutate.Append(spec.Base.Image, adds...)
+	if err != nil {
+		return builtImage{}, fmt.Errorf("append layers: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return builtImage{}, fmt.Errorf("config: %w", err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS = imagePlatform.OS
+	cf.Architecture = imagePlatform.Architecture
+	cf.Author = "tt-model"
+	cf.Config = imageConfig(cf.Config, spec)
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return builtImage{}, fmt.Errorf("config: %w", err)
+	}
+	img, err = mutate.CreatedAt(img, v1.Time{Time: spec.Epoch})
+	if err != nil {
+		return builtImage{}, fmt.Errorf("created: %w", err)
+	}
+	if !spec.Base.Scratch() {
+		annotated, ok := mutate.Annotations(img, map[string]string{
+			"org.opencontainers.image.base.name":   spec.Base.Ref,
+			"org.opencontainers.image.base.digest": spec.Base.Digest,
+		}).(v1.Image)
+		if !ok {
+			return builtImage{}, fmt.Errorf("annotate the image with its base")
+		}
+		img = annotated
+	}
+	return builtImage{Image: img, Layers: layers, Known: fs.known}, nil
+}
+
+// addHostFile copies a host file into the layer with its mode normalised.
+func addHostFile(l *layerPlan, imagePath, hostPath string) error {
+	info, err := os.Stat(hostPath)
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", hostPath, err)
+	}
+	l.add(entry{Path: imagePath, Type: tar.TypeReg, Mode: hostFileMode(info), Source: hostPath})
+	return nil
+}
+
+// imageConfig merges our settings over the base's: env by key (ours win),
+// labels by key, and the fields we own replaced outright.
+func imageConfig(base v1.Config, spec imageSpec) v1.Config {
+	cfg := base
+	env := map[string]string{}
+	for _, kv := range base.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if _, ok := env["PATH"]; !ok {
+		env["PATH"] = defaultPATH
+	}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	cfg.Env = make([]string, 0, len(env))
+	for k, v := range env {
+		cfg.Env = append(cfg.Env, k+"="+v)
+	}
+	sort.Strings(cfg.Env)
+
+	cfg.Entrypoint = spec.Entrypoint
+	cfg.Cmd = spec.Cmd
+	cfg.User = fmt.Sprintf("%d:%d", ttUID, ttGID)
+	cfg.WorkingDir = homeDir
+	cfg.ExposedPorts = map[string]struct{}{strconv.Itoa(spec.Port) + "/tcp": {}}
+	labels := map[string]string{}
+	for k, v := range base.Labels {
+		labels[k] = v
+	}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	cfg.Labels = labels
+	return cfg
+}

@@ -1,0 +1,127 @@
+package builder
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The image's unprivileged account.
+const (
+	ttUser = "tt"
+	ttUID  = 1000
+	ttGID  = 1000
+)
+
+// rootfs tracks what the image's file system holds so far (the base, then
+// each of our layers), so a layer adds a parent directory only when nothing
+// below provides it.
+type rootfs struct {
+	known map[string]byte // path -> tar type
+}
+
+func newRootfs(base *baseImage) *rootfs {
+	known := map[string]byte{"/": tar.TypeDir}
+	for p, t := range base.Paths {
+		known[p] = t
+	}
+	return &rootfs{known: known}
+}
+
+// layerPlan is the entries of one layer under construction.
+type layerPlan struct {
+	fs      *rootfs
+	entries []entry
+	added   map[string]bool
+}
+
+func (r *rootfs) plan() *layerPlan { return &layerPlan{fs: r, added: map[string]bool{}} }
+
+// mkdirAll adds root-owned 0755 directories for every missing ancestor of p
+// (and p itself).
+func (l *layerPlan) mkdirAll(p string) {
+	p = path.Clean(p)
+	if p == "/" {
+		return
+	}
+	l.mkdirAll(path.Dir(p))
+	if _, ok := l.fs.known[p]; ok || l.added[p] {
+		return
+	}
+	l.entries = append(l.entries, dirEntry(p, 0o755, 0, 0))
+	l.added[p] = true
+}
+
+// add puts e in the layer after its parents.
+func (l *layerPlan) add(e entry) {
+	e.Path = path.Clean(e.Path)
+	l.mkdirAll(path.Dir(e.Path))
+	l.entries = append(l.entries, e)
+	l.added[e.Path] = true
+}
+
+// build writes the layer and records its paths as present.
+func (l *layerPlan) build(epoch time.Time, description string) (layerBlob, error) {
+	blob, err := buildLayer(l.entries, epoch, description)
+	if err != nil {
+		return layerBlob{}, err
+	}
+	for _, e := range l.entries {
+		l.fs.known[e.Path] = e.Type
+	}
+	return blob, nil
+}
+
+// accountFiles returns /etc/passwd and /etc/group with the tt user and group
+// (uid/gid 1000) present: the base's files with a line appended, or, on
+// scratch, files holding root and tt. A base that gives uid 1000 or the name
+// tt to someone else is refused rather than silently patched.
+func accountFiles(base *baseImage) (passwd, group []byte, err error) {
+	passwd = base.Passwd
+	group = base.Group
+	if passwd == nil {
+		passwd = []byte("root:x:0:0:root:/root:/sbin/nologin\n")
+	}
+	if group == nil {
+		group = []byte("root:x:0:\n")
+	}
+	passwd, err = ensureAccount(passwd, "/etc/passwd", ttUser, ttUID,
+		fmt.Sprintf("%s:x:%d:%d:tt-model:/home/tt:/sbin/nologin", ttUser, ttUID, ttGID), 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	group, err = ensureAccount(group, "/etc/group", ttUser, ttGID, fmt.Sprintf("%s:x:%d:", ttUser, ttGID), 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	return passwd, group, nil
+}
+
+// ensureAccount appends line unless an entry named want with id wantID
+// (colon-separated field idField) is already there.
+func ensureAccount(data []byte, file, want string, wantID int, line string, idField int) ([]byte, error) {
+	id := strconv.Itoa(wantID)
+	for n, l := range strings.Split(string(data), "\n") {
+		f := strings.Split(l, ":")
+		if len(f) <= idField {
+			continue
+		}
+		switch {
+		case f[0] == want && f[idField] == id:
+			return data, nil
+		case f[0] == want:
+			return nil, fmt.Errorf("runtime.base: %s line %d gives %s id %s; the image runs as %s %d", file, n+1, want, f[idField], want, wantID)
+		case f[idField] == id:
+			return nil, fmt.Errorf("runtime.base: %s line %d gives id %d to %q; the image runs as %s %d", file, n+1, wantID, f[0], want, wantID)
+		}
+	}
+	out := bytes.Clone(data)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	return append(out, line+"\n"...), nil
+}

@@ -1,0 +1,168 @@
+package builder
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// gzipLevel is fixed: the compressed bytes, and so every layer digest, depend
+// on it. DefaultCompression would tie the digest to whatever compress/gzip
+// chooses as its default.
+const gzipLevel = 6
+
+// entry is one file-system object of a layer. Paths are absolute in the
+// image ("/usr/local/bin/tt-model"); the tar name drops the leading slash.
+type entry struct {
+	Path     string
+	Type     byte // tar.TypeDir, tar.TypeReg or tar.TypeSymlink
+	Mode     int64
+	UID, GID int
+	Linkname string // for symlinks
+	Data     []byte // for regular files given inline
+	Source   string // for regular files read from the host
+}
+
+func dirEntry(p string, mode int64, uid, gid int) entry {
+	return entry{Path: p, Type: tar.TypeDir, Mode: mode, UID: uid, GID: gid}
+}
+
+func fileEntry(p string, mode int64, data []byte) entry {
+	return entry{Path: p, Type: tar.TypeReg, Mode: mode, Data: data}
+}
+
+func hostFileEntry(p string, mode int64, source string) entry {
+	return entry{Path: p, Type: tar.TypeReg, Mode: mode, Source: source}
+}
+
+// layerBlob is a built layer: the v1.Layer plus the sizes progress and the
+// summary report.
+type layerBlob struct {
+	Layer        v1.Layer
+	Uncompressed int64
+	Compressed   int64
+	Description  string
+	Files        int
+}
+
+// buildLayer writes entries as a reproducible gzip'd tar: entries sorted by
+// path, every header's uid/gid/mtime fixed, no user or group names, PAX
+// records only where a field needs them, and a fixed gzip level. Equal
+// inputs give byte-equal blobs, which is what makes the image digest a
+// function of its content alone.
+func buildLayer(entries []entry, epoch time.Time, description string) (layerBlob, error) {
+	sorted := append([]entry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Path == sorted[i-1].Path {
+			return layerBlob{}, fmt.Errorf("layer %q: %s is listed twice", description, sorted[i].Path)
+		}
+	}
+
+	var gz bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&gz, gzipLevel)
+	if err != nil {
+		return layerBlob{}, fmt.Errorf("gzip writer: %w", err)
+	}
+	counter := &countingWriter{w: zw}
+	tw := tar.NewWriter(counter)
+	for _, e := range sorted {
+		if err := writeEntry(tw, e, epoch); err != nil {
+			return layerBlob{}, fmt.Errorf("layer %q: %w", description, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return layerBlob{}, fmt.Errorf("layer %q: close tar: %w", description, err)
+	}
+	if err := zw.Close(); err != nil {
+		return layerBlob{}, fmt.Errorf("layer %q: close gzip: %w", description, err)
+	}
+	blob := gz.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(blob)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return layerBlob{}, fmt.Errorf("layer %q: %w", description, err)
+	}
+	return layerBlob{
+		Layer:        layer,
+		Uncompressed: counter.n,
+		Compressed:   int64(len(blob)),
+		Description:  description,
+		Files:        len(sorted),
+	}, nil
+}
+
+func writeEntry(tw *tar.Writer, e entry, epoch time.Time) error {
+	name := strings.TrimPrefix(path.Clean(e.Path), "/")
+	if name == "" || name == "." {
+		return fmt.Errorf("entry with empty path")
+	}
+	hdr := &tar.Header{
+		Name:     name,
+		Typeflag: e.Type,
+		Mode:     e.Mode,
+		Uid:      e.UID,
+		Gid:      e.GID,
+		ModTime:  epoch,
+	}
+	switch e.Type {
+	case tar.TypeDir:
+		hdr.Name += "/"
+		return tw.WriteHeader(hdr)
+	case tar.TypeSymlink:
+		hdr.Linkname = e.Linkname
+		return tw.WriteHeader(hdr)
+	case tar.TypeReg:
+		data := e.Data
+		if e.Source != "" {
+			b, err := os.ReadFile(e.Source)
+			if err != nil {
+				return fmt.Errorf("read %s for %s: %w", e.Source, e.Path, err)
+			}
+			data = b
+		}
+		hdr.Size = int64(len(data))
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("header %s: %w", e.Path, err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			return fmt.Errorf("write %s: %w", e.Path, err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("%s: unsupported entry type %q", e.Path, e.Type)
+	}
+}
+
+// hostFileMode keeps only the permission bits of a host file, so that a
+// umask or a setuid bit on the build machine never reaches the image.
+func hostFileMode(info fs.FileInfo) int64 {
+	if info.Mode().Perm()&0o111 != 0 {
+		return 0o755
+	}
+	return 0o644
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,2 @@
+def demo():
+    return 1

@@ -1,0 +1,234 @@
+package builder
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"syscall"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// runner runs a command inside the built image.
+type runner interface {
+	// Where names the place, for messages ("the Docker engine").
+	Where() string
+	Run(ctx context.Context, argv []string, out io.Writer) (int, error)
+	Close() error
+}
+
+// dockerRunner runs containers of the image loaded into an engine.
+type dockerRunner struct {
+	engine *dockerEngine
+	tag    string
+}
+
+func (r dockerRunner) Where() string { return "a container on the Docker engine" }
+func (r dockerRunner) Run(ctx context.Context, argv []string, out io.Writer) (int, error) {
+	return r.engine.run(ctx, r.tag, argv, out)
+}
+func (r dockerRunner) Close() error { return r.engine.Close() }
+
+// chrootRunner runs commands chrooted into the unpacked image as uid 1000,
+// with the image's env: root uses chroot directly, anyone else a user
+// namespace that maps their uid to 1000. No /proc, /dev or network: a verify
+// step must not need them.
+type chrootRunner struct {
+	dir string
+	env []string
+	cwd string
+}
+
+func (r chrootRunner) Where() string { return "the unpacked image file system (chroot)" }
+
+func (r chrootRunner) Run(ctx context.Context, argv []string, out io.Writer) (int, error) {
+	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: r.env, Dir: r.cwd, Stdout: out, Stderr: out}
+	attr := &syscall.SysProcAttr{Chroot: r.dir, Credential: &syscall.Credential{Uid: ttUID, Gid: ttGID}}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags = syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: ttUID, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: ttGID, HostID: os.Getegid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		attr.Credential.NoSetGroups = true
+	}
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("start %v chrooted into %s: %w", argv, r.dir, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), nil
+		}
+		if err != nil {
+			return -1, err
+		}
+		return 0, nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-done
+		return -1, ctx.Err()
+	}
+}
+
+func (r chrootRunner) Close() error { return os.RemoveAll(r.dir) }
+
+// newChrootRunner unpacks img under scratch.
+func newChrootRunner(img v1.Image, scratch string) (chrootRunner, error) {
+	dir, err := os.MkdirTemp(scratch, "rootfs-")
+	if err != nil {
+		return chrootRunner{}, err
+	}
+	// The chroot's / must be searchable by uid 1000 (MkdirTemp makes 0700).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return chrootRunner{}, err
+	}
+	if err := unpackRootfs(img, dir); err != nil {
+		os.RemoveAll(dir)
+		return chrootRunner{}, fmt.Errorf("unpack the image for verify: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		os.RemoveAll(dir)
+		return chrootRunner{}, err
+	}
+	cwd := cf.Config.WorkingDir
+	if cwd == "" {
+		cwd = "/"
+	}
+	return chrootRunner{dir: dir, env: cf.Config.Env, cwd: cwd}, nil
+}
+
+// verifyStep is one command of the verify phase.
+type verifyStep struct {
+	What string // "tt-model-server --verify" or "verify[0]"
+	Argv []string
+}
+
+// verifySteps is the server's own check, then the manifest's verify list.
+// A statement runs under /bin/sh when the image has one; in a shell-less
+// image (scratch) it is split into words, and shell syntax is refused with
+// the reason rather than run wrongly.
+func verifySteps(statements []string, known map[string]byte, pathEnv string) ([]verifyStep, error) {
+	steps := []verifyStep{{What: "tt-model-server --verify", Argv: []string{serverImagePath, "--verify"}}}
+	_, hasShell := known["/bin/sh"]
+	for i, st := range statements {
+		what := fmt.Sprintf("verify[%d] %q", i, st)
+		if hasShell {
+			steps = append(steps, verifyStep{What: what, Argv: []string{"/bin/sh", "-ceu", st}})
+			continue
+		}
+		words, err := splitWords(st)
+		if err != nil {
+			return nil, fmt.Errorf("verify[%d]: %w (the image has no /bin/sh; base it on an image with a shell, or write a plain command)", i, err)
+		}
+		if len(words) == 0 {
+			return nil, fmt.Errorf("verify[%d]: empty statement", i)
+		}
+		if !strings.Contains(words[0], "/") {
+			found := ""
+			for _, dir := range strings.Split(pathEnv, ":") {
+				if t, ok := known[path.Join(dir, words[0])]; ok && t != tar.TypeDir {
+					found = path.Join(dir, words[0])
+					break
+				}
+			}
+			if found == "" {
+				return nil, fmt.Errorf("verify[%d]: %s is not on the image's PATH (%s)", i, words[0], pathEnv)
+			}
+			words[0] = found
+		}
+		steps = append(steps, verifyStep{What: what, Argv: words})
+	}
+	return steps, nil
+}
+
+// splitWords splits a command line as a POSIX shell would for plain words
+// with quotes and backslashes, and refuses what needs a real shell.
+func splitWords(s string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated ' quote")
+			}
+			cur.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case c == '"':
+			i++
+			for ; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\"\\$`", s[i+1]) >= 0 {
+					i++
+				} else if s[i] == '$' || s[i] == '`' {
+					return nil, fmt.Errorf("%q needs a shell (expansion inside double quotes)", s)
+				}
+				cur.WriteByte(s[i])
+			}
+			if i >= len(s) {
+				return nil, fmt.Errorf("unterminated \" quote")
+			}
+			inWord = true
+		case c == '\\':
+			if i+1 < len(s) {
+				i++
+				cur.WriteByte(s[i])
+				inWord = true
+			}
+		case c == ' ' || c == '\t' || c == '\n':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case strings.IndexByte("|&;<>()$`*?[]{}", c) >= 0, !inWord && (c == '~' || c == '#'):
+			return nil, fmt.Errorf("%q needs a shell (it uses %q)", s, c)
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+// runVerify runs every step and fails on the first non-zero exit, quoting
+// the tail of its output.
+func runVerify(ctx context.Context, r runner, steps []verifyStep, p *progress) error {
+	for _, st := range steps {
+		p.stage("verify: %s in %s", st.What, r.Where())
+		var buf bytes.Buffer
+		code, err := r.Run(ctx, st.Argv, io.MultiWriter(&buf, p.writer()))
+		if err != nil {
+			return fmt.Errorf("verify: %s: %w", st.What, err)
+		}
+		if code != 0 {
+			return fmt.Errorf("verify: %s exited %d in %s:\n%s", st.What, code, r.Where(), tail(buf.String(), 2000))
+		}
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
