@@ -1,0 +1,122 @@
+/* EXPERT: the whole flow-matching loop for nb requests in one call.
+ *
+ * Before the loop (the timesteps t_s = 1 + s*dt are known up front):
+ *   cond_s = silu(time_out(silu(time_in(sinusoid(t_s)))))                     [steps][ew], fp32
+ *   every adaRMSNorm modulation [scale | shift | gate] = dense(cond_s)          one GEMM per norm
+ * Each Euler step, for the H action rows of every request (rows stacked [nb*H]):
+ *   h = action_in(x)
+ *   per layer: y = RMS(h)(1+scale)+shift; q,k,v; RoPE at P_r + i; attention over the request's slab
+ *              prefix K/V plus its own suffix rows; h += o(attn) * gate;
+ *              y = adaRMS(h); h += down(gelu_tanh(gate y) * up y) * gate
+ *   v = action_out(adaRMS_final(h)); x += dt * v
+ * pack = 1 runs each linear once over all nb*H rows (weights streamed once per step); pack = 0 runs
+ * it per request, which makes every request bit-identical to a single-request call.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "pi05_internal.h"
+
+/* torch.linspace(0, 1, n, float64): the first half counts up from 0, the second down from 1. */
+static double linspace01(int i, int n)
+{
+    if (n == 1) return 0.0;
+    double step = 1.0 / (double)(n - 1);
+    return i < n / 2 ? (double)i * step : 1.0 - (double)(n - 1 - i) * step;
+}
+
+static void time_embedding(const pi05_dims *d, float t, float *emb)
+{
+    int half = d->e_width / 2;
+    for (int i = 0; i < half; i++) {
+        double period = d->min_period * pow(d->max_period / d->min_period, linspace01(i, half));
+        double a = 1.0 / period * 2.0 * M_PI * (double)t;
+        emb[i] = (float)sin(a);
+        emb[half + i] = (float)cos(a);
+    }
+}
+
+static void silu_inplace(float *x, long n)
+{
+    for (long i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+/* mods[(2l + j) * PI05_MAX_STEPS + s] for layer l norm j (0 input, 1 post), [2L] the final norm. */
+static float *mod_at(pi05_program *p, int norm, int step)
+{
+    return p->e_mods + ((long)norm * PI05_MAX_STEPS + step) * 3L * p->m->d.e_width;
+}
+
+static void conditioning(pi05_program *p, int steps)
+{
+    const pi05_model *m = p->m;
+    const pi05_dims *d = &m->d;
+    int ew = d->e_width;
+    float *emb = p->e_cond, *c = p->e_cond + (long)PI05_MAX_STEPS * ew;
+    double dt = -1.0 / steps;
+    for (int s = 0; s < steps; s++) time_embedding(d, (float)(1.0 + s * dt), emb + (long)s * ew);
+    p5_linear(p, &m->time_in, emb, ew, c, ew, steps, 0);
+    silu_inplace(c, (long)steps * ew);
+    p5_linear(p, &m->time_out, c, ew, emb, ew, steps, 0);
+    silu_inplace(emb, (long)steps * ew);
+    for (int l = 0; l < d->l_layers; l++) {
+        p5_linear(p, &m->el[l].ada_in, emb, ew, mod_at(p, 2 * l, 0), 3L * ew, steps, 0);
+        p5_linear(p, &m->el[l].ada_post, emb, ew, mod_at(p, 2 * l + 1, 0), 3L * ew, steps, 0);
+    }
+    p5_linear(p, &m->ada_final, emb, ew, mod_at(p, 2 * d->l_layers, 0), 3L * ew, steps, 0);
+}
+
+/* y = x W^T (+b) over the stacked rows: once (pack) or per request. */
+static void lin_rows(pi05_program *p, const p5_lin *l, const float *x, long ldx, float *y, long ldy,
+                     int nb, int H, int pack)
+{
+    if (pack) {
+        p5_linear(p, l, x, ldx, y, ldy, nb * H, 0);
+        return;
+    }
+    for (int r = 0; r < nb; r++) p5_linear(p, l, x + (long)r * H * ldx, ldx, y + (long)r * H * ldy, ldy, H, 0);
+}
+
+void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise, int H,
+                   int steps, int pack, float *actions)
+{
+    const pi05_model *m = p->m;
+    const pi05_dims *d = &m->d;
+    int ew = d->e_width, hd = d->head_dim, kvd = d->kv_heads * hd, eq = d->e_heads * hd;
+    int ad = d->action_dim, R = nb * H, L = d->l_layers;
+    conditioning(p, steps);
+    memcpy(p->e_x, noise, (size_t)R * (size_t)ad * sizeof(float));
+    float dt = (float)(-1.0 / steps);
+    for (int s = 0; s < steps; s++) {
+        lin_rows(p, &m->act_in, p->e_x, ad, p->e_h, ew, nb, H, pack);
+        for (int l = 0; l < L; l++) {
+            const p5_ex_layer *E = &m->el[l];
+            const float *mod = mod_at(p, 2 * l, s);
+            p5_adarms(p, p->e_h, p->e_y, R, ew, mod, d->e_eps);
+            lin_rows(p, &E->q, p->e_y, ew, p->e_q, eq, nb, H, pack);
+            lin_rows(p, &E->k, p->e_y, ew, p->e_k, kvd, nb, H, pack);
+            lin_rows(p, &E->v, p->e_y, ew, p->e_v, kvd, nb, H, pack);
+            for (int r = 0; r < nb; r++) {
+                int P = slabs[r]->prefix_len;
+                float *q = p->e_q + (long)r * H * eq, *k = p->e_k + (long)r * H * kvd;
+                p5_rope(p, q, eq, H, d->e_heads, P);
+                p5_rope(p, k, kvd, H, d->kv_heads, P);
+                p5_attend_slab(p, slabs[r], l, q, H, d->e_heads, k, p->e_v + (long)r * H * kvd, H,
+                               p->e_a + (long)r * H * eq);
+            }
+            lin_rows(p, &E->o, p->e_a, eq, p->e_t, ew, nb, H, pack);
+            p5_gated_add(p, p->e_h, p->e_t, R, ew, mod + 2L * ew);
+            mod = mod_at(p, 2 * l + 1, s);
+            p5_adarms(p, p->e_h, p->e_y, R, ew, mod, d->e_eps);
+            lin_rows(p, &E->gate, p->e_y, ew, p->e_g, d->e_mlp, nb, H, pack);
+            lin_rows(p, &E->up, p->e_y, ew, p->e_u, d->e_mlp, nb, H, pack);
+            p5_geglu(p, p->e_g, p->e_u, (long)R * d->e_mlp);
+            lin_rows(p, &E->down, p->e_g, d->e_mlp, p->e_t, ew, nb, H, pack);
+            p5_gated_add(p, p->e_h, p->e_t, R, ew, mod + 2L * ew);
+        }
+        p5_adarms(p, p->e_h, p->e_y, R, ew, mod_at(p, 2 * L, s), d->e_eps);
+        lin_rows(p, &m->act_out, p->e_y, ew, p->e_vel, ad, nb, H, pack);
+        for (long i = 0; i < (long)R * ad; i++) p->e_x[i] += dt * p->e_vel[i];
+    }
+    memcpy(actions, p->e_x, (size_t)R * (size_t)ad * sizeof(float));
+}

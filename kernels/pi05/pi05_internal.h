@@ -1,0 +1,147 @@
+/* Internal types of kernels/pi05 shared by its .c files (not part of the ABI). */
+#ifndef PI05_INTERNAL_H
+#define PI05_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "../common/tt_gemm.h"
+#include "../common/tt_pool.h"
+#include "pi05.h"
+
+/* One Linear layer y = x W^T + b, W [n][k] (PyTorch layout).
+ * PI05_REF keeps W in fp32 as given; the fast paths keep it packed in `mat` (dtype per layer: bf16
+ * for the big matmuls in PI05_BF16, fp32 for the layers the spec keeps in fp32). */
+typedef struct {
+    int n, k;
+    int keep_f32; /* fp32 even in PI05_BF16 */
+    float *w;     /* PI05_REF */
+    float *b;     /* [n] or NULL; owned here (mat.bias points at it) */
+    tt_mat mat;   /* fast paths */
+} p5_lin;
+
+typedef struct {
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    p5_lin q, k, v, o, fc1, fc2;
+} p5_vis_layer;
+
+typedef struct {
+    float *in_norm, *post_norm; /* Gemma RMSNorm weights, applied as (1 + w) */
+    p5_lin q, k, v, o, gate, up, down;
+} p5_lm_layer;
+
+typedef struct {
+    p5_lin ada_in, ada_post; /* adaRMSNorm modulation dense layers [3*width][width] */
+    p5_lin q, k, v, o, gate, up, down;
+} p5_ex_layer;
+
+/* An expected checkpoint tensor. */
+typedef struct {
+    char name[160];
+    int ndim;
+    int64_t shape[4];
+    int kind;  /* P5_SLOT_* */
+    void *dst; /* p5_lin* or float** */
+    int set;
+} p5_slot;
+
+enum { P5_SLOT_LIN_W, P5_SLOT_LIN_B, P5_SLOT_VEC, P5_SLOT_EMBED };
+
+struct pi05_model {
+    pi05_dims d;
+    pi05_precision prec;
+    tt_isa isa;
+    int v_tokens, v_hd; /* tokens per camera, vision head dim */
+    p5_lin patch;       /* [v_width][3*patch*patch], fp32 */
+    float *pos;         /* [v_tokens][v_width] */
+    p5_vis_layer *vl;
+    float *post_w, *post_b;
+    p5_lin proj;
+    float *embed32;    /* PI05_REF / PI05_F32: [vocab][l_width] */
+    uint16_t *embed16; /* PI05_BF16: bf16 rows */
+    p5_lm_layer *ll;
+    p5_ex_layer *el;
+    p5_lin ada_final, act_in, act_out, time_in, time_out;
+    p5_slot *slots;
+    int nslots;
+    size_t bytes;
+};
+
+/* One request's state: image tokens, then the per-layer K/V of its valid prefix. */
+struct pi05_slab {
+    const pi05_program *prog;
+    int max_prefix;    /* cams * v_tokens + text_bucket */
+    int nimg;          /* valid image token rows in img (after VISION) */
+    int prefix_len;    /* valid prefix rows (after PREFIX); -1 before */
+    int vision_done;
+    float *img;        /* [cams * v_tokens][l_width] */
+    /* PI05_REF: K and V fp32 [layers][kv_heads][max_prefix][head_dim] */
+    float *k32, *v32;
+    /* fast paths: per layer and KV head, K packed as a GEMM weight [prefix][head_dim] and V as
+     * V^T [head_dim][prefix], so attention is two tt_gemm calls over the slab */
+    tt_mat *kmat, *vmat;
+    void *kbuf, *vbuf;
+    size_t kstride, vstride; /* bytes per (layer, kv head) */
+    size_t bytes;
+};
+
+struct pi05_program {
+    pi05_model *m;
+    pi05_preset preset;
+    tt_pool *pool;
+    int nthreads;
+    int max_prefix, max_rows; /* max_rows = action_rows * max_batch */
+    int max_pos;
+    float *rope_cos, *rope_sin; /* [max_pos][head_dim/2] */
+    /* scratch (allocated once) */
+    float *v_patch, *v_x, *v_h, *v_q, *v_k, *v_v, *v_a, *v_m;
+    float *l_x, *l_h, *l_q, *l_k, *l_v, *l_a, *l_g, *l_u;
+    float *e_x, *e_h, *e_y, *e_q, *e_k, *e_v, *e_a, *e_g, *e_u, *e_t, *e_vel, *e_cond, *e_mods;
+    float *scores;    /* attention probabilities, per thread for PI05_REF, one matrix for fast */
+    void *gemm_ws;    /* bf16 copy of a GEMM's A */
+    void *att_ws;     /* packed suffix K / V^T, packed vision K / V^T */
+    size_t att_ws_half;
+    float *e_k32;     /* PI05_REF expert keys/values: prefix + suffix rows */
+    float *e_v32;
+    size_t bytes;
+};
+
+/* The dtype of attention matmuls: bf16 in PI05_BF16 (like the reference's bf16 run), else fp32. */
+tt_dtype p5_att_dtype(const pi05_model *m);
+
+/* ---- pi05_ops.c ---- */
+void p5_err(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void *p5_alloc(size_t bytes, size_t *total);
+/* y[m][n] (+)= x[m][k] W^T + b; ACCUM adds into y. */
+void p5_linear(pi05_program *p, const p5_lin *l, const float *x, long ldx, float *y, long ldy, int m,
+               int accum);
+/* y = x * rsqrt(mean(x^2) + eps) * (1 + w) per row (w = NULL: no weight). */
+void p5_rmsnorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *w, float eps);
+/* y = RMS(x) * (1 + scale) + shift with mod = [scale | shift | gate] per row group. */
+void p5_adarms(pi05_program *p, const float *x, float *y, int rows, int n, const float *mod, float eps);
+/* x += gate (*) t, per row. */
+void p5_gated_add(pi05_program *p, float *x, const float *t, int rows, int n, const float *gate);
+/* g = gelu_tanh(g) * u */
+void p5_geglu(pi05_program *p, float *g, const float *u, long count);
+void p5_gelu_tanh(pi05_program *p, float *x, long count);
+void p5_layernorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *g,
+                  const float *b, float eps);
+/* Rotate-half RoPE on heads [rows][heads*hd] (row stride ld) at positions pos0 + row. */
+void p5_rope(pi05_program *p, float *x, long ld, int rows, int heads, int pos0);
+/* Attention of nq query rows q [nq][heads*hd] over keys/values given per KV head in the slab
+ * (prefix part, npre rows) plus an optional suffix part (ksuf/vsuf [nsuf][kv*hd], nsuf may be 0).
+ * out [nq][heads*hd]. */
+void p5_attend_slab(pi05_program *p, const pi05_slab *s, int layer, const float *q, int nq, int heads,
+                    const float *ksuf, const float *vsuf, int nsuf, float *out);
+/* Bidirectional attention within each of nb blocks of T rows (vision): q/k/v/out [nb*T][heads*hd]. */
+void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const float *v, float *out,
+                      int nb, int T, int heads, int hd);
+/* Writes the prefix K / V (fp32 [P][kv*hd]) of one layer into the slab. */
+void p5_slab_store(pi05_program *p, pi05_slab *s, int layer, const float *k, const float *v, int P);
+
+/* ---- stages ---- */
+int p5_vision_run(pi05_program *p, pi05_slab *s, const float *images, const uint8_t *cam_mask);
+int p5_prefix_run(pi05_program *p, pi05_slab *s, const int32_t *tokens, const uint8_t *mask, int ntok);
+void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise, int horizon,
+                   int steps, int pack, float *actions);
+
+#endif

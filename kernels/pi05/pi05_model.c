@@ -1,0 +1,624 @@
+/* pi05 model, program and slab lifecycles: the checkpoint tensor table, packing at load, scratch. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/tt_cpu.h"
+#include "pi05_internal.h"
+
+#define VIS "paligemma_with_expert.paligemma.model.vision_tower.vision_model."
+#define PROJ "paligemma_with_expert.paligemma.model.multi_modal_projector.linear."
+#define LM "paligemma_with_expert.paligemma.model.language_model."
+#define EMBED "paligemma_with_expert.paligemma.lm_head.weight"
+#define EX "paligemma_with_expert.gemma_expert.model."
+
+void pi05_dims_default(pi05_dims *d)
+{
+    *d = (pi05_dims){.image = 224, .patch = 14, .v_width = 1152, .v_layers = 27, .v_heads = 16,
+                     .v_mlp = 4304, .v_eps = 1e-6f, .l_width = 2048, .l_layers = 18, .l_heads = 8,
+                     .kv_heads = 1, .head_dim = 256, .l_mlp = 16384, .vocab = 257152, .e_width = 1024,
+                     .e_heads = 8, .e_mlp = 4096, .l_eps = 1e-6f, .e_eps = 1e-6f, .rope_theta = 10000.0f,
+                     .min_period = 4e-3, .max_period = 4.0, .action_dim = 32};
+}
+
+/* ---------------------------------------------------------------- tensor table */
+
+static p5_slot *add_slot(pi05_model *m, int kind, void *dst, int ndim, const int64_t *shape,
+                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+static p5_slot *add_slot(pi05_model *m, int kind, void *dst, int ndim, const int64_t *shape,
+                         const char *fmt, ...)
+{
+    p5_slot *s = &m->slots[m->nslots++];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->name, sizeof s->name, fmt, ap);
+    va_end(ap);
+    s->kind = kind;
+    s->dst = dst;
+    s->ndim = ndim;
+    for (int i = 0; i < ndim; i++) s->shape[i] = shape[i];
+    return s;
+}
+
+/* A Linear "<prefix>weight" [n][k] and, when bias, "<prefix>bias" [n]. */
+static void add_lin(pi05_model *m, p5_lin *l, int n, int k, int bias, int keep_f32, const char *prefix)
+{
+    l->n = n;
+    l->k = k;
+    l->keep_f32 = keep_f32;
+    int64_t ws[2] = {n, k}, bs[1] = {n};
+    add_slot(m, P5_SLOT_LIN_W, l, 2, ws, "%sweight", prefix);
+    if (bias) add_slot(m, P5_SLOT_LIN_B, l, 1, bs, "%sbias", prefix);
+}
+
+static void add_vec(pi05_model *m, float **dst, int ndim, const int64_t *shape, const char *name)
+{
+    add_slot(m, P5_SLOT_VEC, dst, ndim, shape, "%s", name);
+}
+
+static void build_table(pi05_model *m)
+{
+    const pi05_dims *d = &m->d;
+    char pre[200];
+    int64_t vw[1] = {d->v_width}, lw[1] = {d->l_width};
+    int hd = d->head_dim, kvd = d->kv_heads * d->head_dim;
+
+    int64_t pw[4] = {d->v_width, 3, d->patch, d->patch};
+    m->patch.n = d->v_width;
+    m->patch.k = 3 * d->patch * d->patch;
+    m->patch.keep_f32 = 1;
+    add_slot(m, P5_SLOT_LIN_W, &m->patch, 4, pw, VIS "embeddings.patch_embedding.weight");
+    add_slot(m, P5_SLOT_LIN_B, &m->patch, 1, vw, VIS "embeddings.patch_embedding.bias");
+    int64_t ps[2] = {m->v_tokens, d->v_width};
+    add_vec(m, &m->pos, 2, ps, VIS "embeddings.position_embedding.weight");
+    for (int i = 0; i < d->v_layers; i++) {
+        p5_vis_layer *L = &m->vl[i];
+        snprintf(pre, sizeof pre, VIS "encoder.layers.%d.", i);
+        char nm[240];
+        snprintf(nm, sizeof nm, "%slayer_norm1.weight", pre), add_vec(m, &L->ln1_w, 1, vw, nm);
+        snprintf(nm, sizeof nm, "%slayer_norm1.bias", pre), add_vec(m, &L->ln1_b, 1, vw, nm);
+        snprintf(nm, sizeof nm, "%slayer_norm2.weight", pre), add_vec(m, &L->ln2_w, 1, vw, nm);
+        snprintf(nm, sizeof nm, "%slayer_norm2.bias", pre), add_vec(m, &L->ln2_b, 1, vw, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.q_proj.", pre), add_lin(m, &L->q, d->v_width, d->v_width, 1, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.k_proj.", pre), add_lin(m, &L->k, d->v_width, d->v_width, 1, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.v_proj.", pre), add_lin(m, &L->v, d->v_width, d->v_width, 1, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.out_proj.", pre), add_lin(m, &L->o, d->v_width, d->v_width, 1, 0, nm);
+        snprintf(nm, sizeof nm, "%smlp.fc1.", pre), add_lin(m, &L->fc1, d->v_mlp, d->v_width, 1, 0, nm);
+        snprintf(nm, sizeof nm, "%smlp.fc2.", pre), add_lin(m, &L->fc2, d->v_width, d->v_mlp, 1, 0, nm);
+    }
+    add_vec(m, &m->post_w, 1, vw, VIS "post_layernorm.weight");
+    add_vec(m, &m->post_b, 1, vw, VIS "post_layernorm.bias");
+    add_lin(m, &m->proj, d->l_width, d->v_width, 1, 0, PROJ);
+
+    int64_t es[2] = {d->vocab, d->l_width};
+    add_slot(m, P5_SLOT_EMBED, NULL, 2, es, EMBED);
+    for (int i = 0; i < d->l_layers; i++) {
+        p5_lm_layer *L = &m->ll[i];
+        char nm[240];
+        snprintf(pre, sizeof pre, LM "layers.%d.", i);
+        snprintf(nm, sizeof nm, "%sself_attn.q_proj.", pre), add_lin(m, &L->q, d->l_heads * hd, d->l_width, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.k_proj.", pre), add_lin(m, &L->k, kvd, d->l_width, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.v_proj.", pre), add_lin(m, &L->v, kvd, d->l_width, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.o_proj.", pre), add_lin(m, &L->o, d->l_width, d->l_heads * hd, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%smlp.gate_proj.", pre), add_lin(m, &L->gate, d->l_mlp, d->l_width, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%smlp.up_proj.", pre), add_lin(m, &L->up, d->l_mlp, d->l_width, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%smlp.down_proj.", pre), add_lin(m, &L->down, d->l_width, d->l_mlp, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%sinput_layernorm.weight", pre), add_vec(m, &L->in_norm, 1, lw, nm);
+        snprintf(nm, sizeof nm, "%spost_attention_layernorm.weight", pre), add_vec(m, &L->post_norm, 1, lw, nm);
+    }
+    int ew = d->e_width;
+    for (int i = 0; i < d->l_layers; i++) {
+        p5_ex_layer *L = &m->el[i];
+        char nm[240];
+        snprintf(pre, sizeof pre, EX "layers.%d.", i);
+        snprintf(nm, sizeof nm, "%sself_attn.q_proj.", pre), add_lin(m, &L->q, d->e_heads * hd, ew, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.k_proj.", pre), add_lin(m, &L->k, kvd, ew, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.v_proj.", pre), add_lin(m, &L->v, kvd, ew, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%sself_attn.o_proj.", pre), add_lin(m, &L->o, ew, d->e_heads * hd, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%smlp.gate_proj.", pre), add_lin(m, &L->gate, d->e_mlp, ew, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%smlp.up_proj.", pre), add_lin(m, &L->up, d->e_mlp, ew, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%smlp.down_proj.", pre), add_lin(m, &L->down, ew, d->e_mlp, 0, 0, nm);
+        snprintf(nm, sizeof nm, "%sinput_layernorm.dense.", pre), add_lin(m, &L->ada_in, 3 * ew, ew, 1, 1, nm);
+        snprintf(nm, sizeof nm, "%spost_attention_layernorm.dense.", pre), add_lin(m, &L->ada_post, 3 * ew, ew, 1, 1, nm);
+    }
+    add_lin(m, &m->ada_final, 3 * ew, ew, 1, 1, EX "norm.dense.");
+    add_lin(m, &m->act_in, ew, d->action_dim, 1, 1, "action_in_proj.");
+    add_lin(m, &m->act_out, d->action_dim, ew, 1, 1, "action_out_proj.");
+    add_lin(m, &m->time_in, ew, ew, 1, 1, "time_mlp_in.");
+    add_lin(m, &m->time_out, ew, ew, 1, 1, "time_mlp_out.");
+}
+
+static int dims_ok(const pi05_dims *d, char *err, size_t n)
+{
+#define NEED(c, what)                      \
+    if (!(c)) {                            \
+        p5_err(err, n, "dims: %s", what); \
+        return 0;                          \
+    }
+    NEED(d->image > 0 && d->patch > 0 && d->image % d->patch == 0, "image must be a multiple of patch");
+    NEED(d->v_width > 0 && d->v_heads > 0 && d->v_width % d->v_heads == 0, "v_width % v_heads != 0");
+    NEED(d->v_layers > 0 && d->v_mlp > 0, "vision layers/mlp");
+    NEED(d->l_width > 0 && d->l_layers > 0 && d->l_mlp > 0 && d->vocab > 0, "prefix width/layers/mlp/vocab");
+    NEED(d->kv_heads > 0 && d->l_heads % d->kv_heads == 0 && d->e_heads % d->kv_heads == 0,
+         "heads must be multiples of kv_heads");
+    NEED(d->head_dim > 0 && d->head_dim % 2 == 0, "head_dim must be even");
+    NEED(d->e_width > 0 && d->e_width % 2 == 0 && d->e_mlp > 0, "expert width must be even");
+    NEED(d->action_dim > 0, "action_dim");
+    NEED(d->min_period > 0 && d->max_period > 0 && d->rope_theta > 0, "periods / rope_theta");
+#undef NEED
+    return 1;
+}
+
+pi05_model *pi05_model_new(const pi05_dims *d, pi05_precision prec, int isa, char *err, size_t errlen)
+{
+    if (!dims_ok(d, err, errlen)) return NULL;
+    if (prec != PI05_REF && prec != PI05_F32 && prec != PI05_BF16) {
+        p5_err(err, errlen, "unknown precision %d", (int)prec);
+        return NULL;
+    }
+    pi05_model *m = calloc(1, sizeof *m);
+    if (m == NULL) goto oom;
+    m->d = *d;
+    m->prec = prec;
+    m->isa = prec == PI05_REF ? TT_ISA_SCALAR : (isa < 0 ? tt_cpu_best_isa() : (tt_isa)isa);
+    if (!tt_cpu_supports(m->isa)) {
+        p5_err(err, errlen, "this CPU cannot run isa %s", tt_isa_name(m->isa));
+        free(m);
+        return NULL;
+    }
+    int g = d->image / d->patch;
+    m->v_tokens = g * g;
+    m->v_hd = d->v_width / d->v_heads;
+    m->vl = calloc((size_t)d->v_layers, sizeof *m->vl);
+    m->ll = calloc((size_t)d->l_layers, sizeof *m->ll);
+    m->el = calloc((size_t)d->l_layers, sizeof *m->el);
+    int nmax = 8 + 16 * d->v_layers + 9 * d->l_layers + 11 * d->l_layers + 16;
+    m->slots = calloc((size_t)nmax, sizeof *m->slots);
+    if (!m->vl || !m->ll || !m->el || !m->slots) goto oom;
+    build_table(m);
+    return m;
+oom:
+    p5_err(err, errlen, "out of memory");
+    pi05_model_free(m);
+    return NULL;
+}
+
+static void free_lin(p5_lin *l)
+{
+    l->mat.bias = NULL; /* owned by l->b */
+    tt_mat_free(&l->mat);
+    free(l->w);
+    free(l->b);
+}
+
+void pi05_model_free(pi05_model *m)
+{
+    if (m == NULL) return;
+    for (int i = 0; i < m->nslots; i++) {
+        p5_slot *s = &m->slots[i];
+        if (s->kind == P5_SLOT_LIN_W) free_lin(s->dst);
+        else if (s->kind == P5_SLOT_VEC) free(*(float **)s->dst);
+    }
+    free(m->embed32);
+    free(m->embed16);
+    free(m->vl);
+    free(m->ll);
+    free(m->el);
+    free(m->slots);
+    free(m);
+}
+
+int pi05_model_tensor_count(const pi05_model *m) { return m->nslots; }
+const char *pi05_model_tensor_name(const pi05_model *m, int i)
+{
+    return i >= 0 && i < m->nslots ? m->slots[i].name : NULL;
+}
+size_t pi05_model_bytes(const pi05_model *m) { return m->bytes; }
+const char *pi05_model_isa(const pi05_model *m)
+{
+    return m->prec == PI05_REF ? "reference" : tt_isa_name(m->isa);
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+static float bf16_to_f32(uint16_t x) { return tt_bf16_to_f32(x); }
+
+/* fp32 copy of a tensor (F32 or BF16), or NULL when out of memory. */
+static float *to_f32(int dtype, const void *data, size_t count)
+{
+    float *o = malloc(count * sizeof(float) + 1);
+    if (o == NULL) return NULL;
+    if (dtype == PI05_DT_F32) memcpy(o, data, count * sizeof(float));
+    else
+        for (size_t i = 0; i < count; i++) o[i] = bf16_to_f32(((const uint16_t *)data)[i]);
+    return o;
+}
+
+int pi05_model_set(pi05_model *m, const char *name, int dtype, const int64_t *shape, int ndim,
+                   const void *data, char *err, size_t errlen)
+{
+    char alias[200];
+    if (strncmp(name, "action_time_mlp_", 16) == 0) { /* older checkpoints */
+        snprintf(alias, sizeof alias, "time_mlp_%s", name + 16);
+        name = alias;
+    }
+    p5_slot *s = NULL;
+    for (int i = 0; i < m->nslots; i++)
+        if (strcmp(m->slots[i].name, name) == 0) {
+            s = &m->slots[i];
+            break;
+        }
+    if (s == NULL) return 1;
+    int same = ndim == s->ndim;
+    for (int i = 0; same && i < ndim; i++) same = shape[i] == s->shape[i];
+    if (!same) {
+        char got[96], want[96];
+        shape_str(got, sizeof got, ndim, shape);
+        shape_str(want, sizeof want, s->ndim, s->shape);
+        p5_err(err, errlen, "tensor %s: shape %s, want %s", name, got, want);
+        return PI05_ESHAPE;
+    }
+    if (dtype != PI05_DT_F32 && dtype != PI05_DT_BF16) {
+        p5_err(err, errlen, "tensor %s: dtype %d is neither F32 nor BF16", name, dtype);
+        return PI05_ESHAPE;
+    }
+    if (s->set) {
+        p5_err(err, errlen, "tensor %s given twice", name);
+        return PI05_EINVAL;
+    }
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++) count *= (size_t)shape[i];
+
+    if (s->kind == P5_SLOT_EMBED) {
+        if (m->prec == PI05_BF16) {
+            m->embed16 = malloc(count * 2);
+            if (m->embed16 == NULL) goto oom;
+            if (dtype == PI05_DT_BF16) memcpy(m->embed16, data, count * 2);
+            else
+                for (size_t i = 0; i < count; i++) m->embed16[i] = tt_f32_to_bf16(((const float *)data)[i]);
+            m->bytes += count * 2;
+        } else {
+            if ((m->embed32 = to_f32(dtype, data, count)) == NULL) goto oom;
+            m->bytes += count * 4;
+        }
+    } else if (s->kind == P5_SLOT_VEC) {
+        float **dst = s->dst;
+        if ((*dst = to_f32(dtype, data, count)) == NULL) goto oom;
+        m->bytes += count * 4;
+    } else if (s->kind == P5_SLOT_LIN_B) {
+        p5_lin *l = s->dst;
+        if ((l->b = to_f32(dtype, data, count)) == NULL) goto oom;
+        l->mat.bias = l->b;
+        m->bytes += count * 4;
+    } else { /* LIN_W */
+        p5_lin *l = s->dst;
+        if (m->prec == PI05_REF) {
+            if ((l->w = to_f32(dtype, data, count)) == NULL) goto oom;
+            m->bytes += count * 4;
+        } else {
+            tt_dtype dt = (m->prec == PI05_BF16 && !l->keep_f32) ? TT_BF16 : TT_F32;
+            float *tmp = dtype == PI05_DT_F32 ? (float *)data : to_f32(dtype, data, count);
+            if (tmp == NULL) goto oom;
+            int rc = tt_mat_pack(&l->mat, dt, m->isa, tmp, l->k, 0, l->n, l->k, NULL);
+            if (tmp != data) free(tmp);
+            if (rc != 0) goto oom;
+            l->mat.bias = l->b;
+            m->bytes += tt_mat_bytes(dt, l->n, l->k);
+        }
+    }
+    s->set = 1;
+    return 0;
+oom:
+    p5_err(err, errlen, "tensor %s: out of memory", name);
+    return PI05_ENOMEM;
+}
+
+int pi05_model_ready(pi05_model *m, char *err, size_t errlen)
+{
+    int missing = 0;
+    size_t o = 0;
+    for (int i = 0; i < m->nslots; i++) {
+        if (m->slots[i].set) continue;
+        if (missing == 0) o = (size_t)snprintf(err, errlen, "missing tensors: %s", m->slots[i].name);
+        else if (missing < 8 && o < errlen) o += (size_t)snprintf(err + o, errlen - o, ", %s", m->slots[i].name);
+        missing++;
+    }
+    if (missing == 0) return 0;
+    if (missing > 8 && o < errlen) snprintf(err + o, errlen - o, " (and %d more)", missing - 8);
+    return PI05_EMISSING;
+}
+
+/* ---------------------------------------------------------------- presets and programs */
+
+int pi05_preset_valid(const pi05_preset *p)
+{
+    if (p->cams < 1 || p->cams > PI05_MAX_CAMS) return 0;
+    if (p->action_rows != 32 && p->action_rows != 64) return 0;
+    if (p->max_batch < 1 || p->max_batch > 8) return 0;
+    switch (p->text_bucket) {
+    case 32: case 64: case 128: case 224: return 1;
+    case 192: return p->cams == 1;
+    case 160: return p->cams == 2;
+    case 96: return p->cams == 4;
+    }
+    return 0;
+}
+
+void *p5_alloc(size_t bytes, size_t *total)
+{
+    size_t b = (bytes + 63) & ~(size_t)63;
+    if (b == 0) b = 64;
+    void *x = aligned_alloc(64, b);
+    if (x != NULL) {
+        memset(x, 0, b);
+        *total += b;
+    }
+    return x;
+}
+
+static size_t lin_max_k(const pi05_model *m)
+{
+    size_t k = 0;
+    for (int i = 0; i < m->nslots; i++)
+        if (m->slots[i].kind == P5_SLOT_LIN_W) {
+            const p5_lin *l = m->slots[i].dst;
+            if ((size_t)l->k > k) k = (size_t)l->k;
+        }
+    return k;
+}
+
+static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
+
+pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads, char *err,
+                                size_t errlen)
+{
+    if (!pi05_preset_valid(pr)) {
+        p5_err(err, errlen, "preset: %d cameras, text bucket %d, %d action rows, batch %d is not a pi0.5 preset",
+               pr->cams, pr->text_bucket, pr->action_rows, pr->max_batch);
+        return NULL;
+    }
+    if (pi05_model_ready(m, err, errlen) != 0) return NULL;
+    pi05_program *p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        p5_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    const pi05_dims *d = &m->d;
+    p->m = m;
+    p->preset = *pr;
+    if (m->prec != PI05_REF) {
+        p->pool = tt_pool_create(threads);
+        if (p->pool == NULL) {
+            p5_err(err, errlen, "cannot start %d threads", threads);
+            free(p);
+            return NULL;
+        }
+    }
+    p->nthreads = tt_pool_threads(p->pool);
+    size_t T = (size_t)m->v_tokens, V = (size_t)pr->cams * T;
+    size_t P = V + (size_t)pr->text_bucket, R = (size_t)pr->action_rows * (size_t)pr->max_batch;
+    size_t hd = (size_t)d->head_dim, kvd = (size_t)d->kv_heads * hd, nsteps = PI05_MAX_STEPS;
+    size_t lq = (size_t)d->l_heads * hd, eq = (size_t)d->e_heads * hd, ew = (size_t)d->e_width;
+    p->max_prefix = (int)P;
+    p->max_rows = (int)R;
+    p->max_pos = (int)(P + (size_t)pr->action_rows);
+    size_t *t = &p->bytes;
+    const size_t F = sizeof(float);
+    p->rope_cos = p5_alloc((size_t)p->max_pos * hd / 2 * F, t);
+    p->rope_sin = p5_alloc((size_t)p->max_pos * hd / 2 * F, t);
+    size_t vw = (size_t)d->v_width, lw = (size_t)d->l_width;
+    p->v_patch = p5_alloc(V * (size_t)m->patch.k * F, t);
+    p->v_x = p5_alloc(V * vw * F, t);
+    p->v_h = p5_alloc(V * vw * F, t);
+    p->v_q = p5_alloc(V * vw * F, t);
+    p->v_k = p5_alloc(V * vw * F, t);
+    p->v_v = p5_alloc(V * vw * F, t);
+    p->v_a = p5_alloc(V * vw * F, t);
+    p->v_m = p5_alloc(V * (size_t)d->v_mlp * F, t);
+    p->l_x = p5_alloc(P * lw * F, t);
+    p->l_h = p5_alloc(P * lw * F, t);
+    p->l_q = p5_alloc(P * lq * F, t);
+    p->l_a = p5_alloc(P * lq * F, t);
+    p->l_k = p5_alloc(P * kvd * F, t);
+    p->l_v = p5_alloc(P * kvd * F, t);
+    p->l_g = p5_alloc(P * (size_t)d->l_mlp * F, t);
+    p->l_u = p5_alloc(P * (size_t)d->l_mlp * F, t);
+    p->e_x = p5_alloc(R * (size_t)d->action_dim * F, t);
+    p->e_vel = p5_alloc(R * (size_t)d->action_dim * F, t);
+    p->e_h = p5_alloc(R * ew * F, t);
+    p->e_y = p5_alloc(R * ew * F, t);
+    p->e_t = p5_alloc(R * ew * F, t);
+    p->e_q = p5_alloc(R * eq * F, t);
+    p->e_a = p5_alloc(R * eq * F, t);
+    p->e_k = p5_alloc(R * kvd * F, t);
+    p->e_v = p5_alloc(R * kvd * F, t);
+    p->e_g = p5_alloc(R * (size_t)d->e_mlp * F, t);
+    p->e_u = p5_alloc(R * (size_t)d->e_mlp * F, t);
+    p->e_cond = p5_alloc(2 * nsteps * ew * F, t);
+    p->e_mods = p5_alloc((size_t)(2 * d->l_layers + 1) * nsteps * 3 * ew * F, t);
+    size_t keys = P + (size_t)pr->action_rows;
+    size_t qrows = maxz(maxz(P, T), (size_t)pr->action_rows);
+    if (m->prec == PI05_REF) {
+        p->scores = p5_alloc(maxz(keys, T) * F, t);
+        p->e_k32 = p5_alloc(keys * kvd * F, t);
+        p->e_v32 = p5_alloc(keys * kvd * F, t);
+    } else {
+        p->scores = p5_alloc(qrows * maxz(keys, T) * F, t);
+        size_t rows = maxz(maxz(V, P), maxz(R, qrows));
+        size_t kmax = maxz(maxz(lin_max_k(m), keys), hd) + 2;
+        p->gemm_ws = p5_alloc(rows * kmax * 2, t);
+        size_t hmax = maxz(hd, (size_t)m->v_hd), nmax = maxz((size_t)pr->action_rows, T);
+        p->att_ws_half = maxz(tt_mat_bytes(TT_F32, (int)nmax, (int)hmax), tt_mat_bytes(TT_F32, (int)hmax, (int)nmax));
+        p->att_ws_half = (p->att_ws_half + 63) & ~(size_t)63;
+        p->att_ws = p5_alloc(2 * p->att_ws_half, t);
+    }
+    void *need[] = {p->rope_cos, p->rope_sin, p->v_patch, p->v_x, p->v_h, p->v_q, p->v_k, p->v_v, p->v_a,
+                    p->v_m, p->l_x, p->l_h, p->l_q, p->l_a, p->l_k, p->l_v, p->l_g, p->l_u, p->e_x,
+                    p->e_vel, p->e_h, p->e_y, p->e_t, p->e_q, p->e_a, p->e_k, p->e_v, p->e_g, p->e_u,
+                    p->e_cond, p->e_mods, p->scores};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (need[i] == NULL) goto oom;
+    if (m->prec == PI05_REF ? (!p->e_k32 || !p->e_v32) : (!p->gemm_ws || !p->att_ws)) goto oom;
+    /* RoPE tables, fp32 angles as the reference: inv_freq[i] = theta^(-2i/hd), angle = pos * inv_freq */
+    int half = d->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float inv = powf(d->rope_theta, -(float)(2 * i) / (float)d->head_dim);
+        for (int pos = 0; pos < p->max_pos; pos++) {
+            float a = (float)pos * inv;
+            p->rope_cos[(size_t)pos * half + i] = cosf(a);
+            p->rope_sin[(size_t)pos * half + i] = sinf(a);
+        }
+    }
+    return p;
+oom:
+    p5_err(err, errlen, "program: out of memory (%zu bytes of scratch)", p->bytes);
+    pi05_program_free(p);
+    return NULL;
+}
+
+size_t pi05_program_bytes(const pi05_program *p) { return p->bytes; }
+int pi05_program_threads(const pi05_program *p) { return p->nthreads; }
+
+void pi05_program_free(pi05_program *p)
+{
+    if (p == NULL) return;
+    void *all[] = {p->rope_cos, p->rope_sin, p->v_patch, p->v_x, p->v_h, p->v_q, p->v_k, p->v_v, p->v_a,
+                   p->v_m, p->l_x, p->l_h, p->l_q, p->l_a, p->l_k, p->l_v, p->l_g, p->l_u, p->e_x,
+                   p->e_vel, p->e_h, p->e_y, p->e_t, p->e_q, p->e_a, p->e_k, p->e_v, p->e_g, p->e_u,
+                   p->e_cond, p->e_mods, p->scores, p->gemm_ws, p->att_ws, p->e_k32, p->e_v32};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    tt_pool_destroy(p->pool);
+    free(p);
+}
+
+/* ---------------------------------------------------------------- slabs */
+
+tt_dtype p5_att_dtype(const pi05_model *m) { return m->prec == PI05_BF16 ? TT_BF16 : TT_F32; }
+
+pi05_slab *pi05_slab_new(pi05_program *p, char *err, size_t errlen)
+{
+    const pi05_model *m = p->m;
+    const pi05_dims *d = &m->d;
+    pi05_slab *s = calloc(1, sizeof *s);
+    if (s == NULL) goto oom;
+    s->prog = p;
+    s->max_prefix = p->max_prefix;
+    s->prefix_len = -1;
+    size_t hd = (size_t)d->head_dim, nkv = (size_t)d->l_layers * (size_t)d->kv_heads;
+    s->img = p5_alloc((size_t)p->preset.cams * (size_t)m->v_tokens * (size_t)d->l_width * sizeof(float), &s->bytes);
+    if (s->img == NULL) goto oom;
+    if (m->prec == PI05_REF) {
+        size_t n = nkv * (size_t)s->max_prefix * hd * sizeof(float);
+        s->k32 = p5_alloc(n, &s->bytes);
+        s->v32 = p5_alloc(n, &s->bytes);
+        if (!s->k32 || !s->v32) goto oom;
+    } else {
+        tt_dtype dt = p5_att_dtype(m);
+        s->kstride = (tt_mat_bytes(dt, s->max_prefix, (int)hd) + 63) & ~(size_t)63;
+        s->vstride = (tt_mat_bytes(dt, (int)hd, s->max_prefix) + 63) & ~(size_t)63;
+        s->kbuf = p5_alloc(nkv * s->kstride, &s->bytes);
+        s->vbuf = p5_alloc(nkv * s->vstride, &s->bytes);
+        s->kmat = calloc(nkv, sizeof *s->kmat);
+        s->vmat = calloc(nkv, sizeof *s->vmat);
+        if (!s->kbuf || !s->vbuf || !s->kmat || !s->vmat) goto oom;
+    }
+    return s;
+oom:
+    p5_err(err, errlen, "slab: out of memory");
+    pi05_slab_free(s);
+    return NULL;
+}
+
+size_t pi05_slab_bytes(const pi05_slab *s) { return s->bytes; }
+int pi05_slab_prefix_len(const pi05_slab *s) { return s->prefix_len; }
+
+void pi05_slab_free(pi05_slab *s)
+{
+    if (s == NULL) return;
+    free(s->img);
+    free(s->k32);
+    free(s->v32);
+    free(s->kbuf);
+    free(s->vbuf);
+    free(s->kmat);
+    free(s->vmat);
+    free(s);
+}
+
+/* Reads element (i, j) of a packed tt_mat (layout in tt_gemm.h). */
+static float mat_at(const tt_mat *w, int i, int j)
+{
+    int p = i / TT_NR, lane = i % TT_NR;
+    if (w->dtype == TT_F32) return ((const float *)w->panels)[((long)p * w->kp + j) * TT_NR + lane];
+    long idx = (((long)p * (w->kp / 2) + j / 2) * TT_NR + lane) * 2 + (j & 1);
+    return tt_bf16_to_f32(((const uint16_t *)w->panels)[idx]);
+}
+
+int pi05_slab_kv(const pi05_slab *s, int layer, float *k, float *v)
+{
+    const pi05_model *m = s->prog->m;
+    const pi05_dims *d = &m->d;
+    if (s->prefix_len < 0 || layer < 0 || layer >= d->l_layers) return PI05_ESTATE;
+    int P = s->prefix_len, hd = d->head_dim;
+    for (int h = 0; h < d->kv_heads; h++) {
+        size_t slot = (size_t)layer * (size_t)d->kv_heads + (size_t)h;
+        for (int r = 0; r < P; r++)
+            for (int j = 0; j < hd; j++) {
+                size_t o = ((size_t)h * (size_t)P + (size_t)r) * (size_t)hd + (size_t)j;
+                if (m->prec == PI05_REF) {
+                    size_t i = (slot * (size_t)s->max_prefix + (size_t)r) * (size_t)hd + (size_t)j;
+                    k[o] = s->k32[i];
+                    v[o] = s->v32[i];
+                } else {
+                    k[o] = mat_at(&s->kmat[slot], r, j);
+                    v[o] = mat_at(&s->vmat[slot], j, r);
+                }
+            }
+    }
+    return 0;
+}
+
+int pi05_slab_image_tokens(const pi05_slab *s, float *out, int *rows)
+{
+    if (!s->vision_done) return PI05_ESTATE;
+    *rows = s->nimg;
+    memcpy(out, s->img, (size_t)s->nimg * (size_t)s->prog->m->d.l_width * sizeof(float));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- flop counts */
+
+double pi05_flops_vision(const pi05_model *m, int cams)
+{
+    const pi05_dims *d = &m->d;
+    double T = m->v_tokens * (double)cams, vw = d->v_width;
+    double per = T * (4 * vw * vw + 2 * vw * d->v_mlp) + 2.0 * cams * m->v_tokens * (double)m->v_tokens * vw;
+    return 2.0 * (T * m->patch.k * vw + d->v_layers * per + T * vw * d->l_width);
+}
+
+double pi05_flops_prefix(const pi05_model *m, int P)
+{
+    const pi05_dims *d = &m->d;
+    double lw = d->l_width, hd = d->head_dim, q = d->l_heads * hd, kv = d->kv_heads * hd;
+    /* every layer: k, v; all but the last: q, attention, o and the MLP */
+    double kv_lin = (double)P * lw * kv * 2;
+    double rest = (double)P * (lw * q * 2 + 3 * lw * d->l_mlp) + 2.0 * P * (double)P * q;
+    return 2.0 * (d->l_layers * kv_lin + (d->l_layers - 1) * rest);
+}
+
+double pi05_flops_expert_step(const pi05_model *m, int P, int H)
+{
+    const pi05_dims *d = &m->d;
+    double ew = d->e_width, hd = d->head_dim, q = d->e_heads * hd, kv = d->kv_heads * hd;
+    double lin = (double)H * (ew * q * 2 + ew * kv * 2 + 3 * ew * d->e_mlp);
+    double att = 2.0 * H * (double)(P + H) * q;
+    return 2.0 * (d->l_layers * (lin + att) + (double)H * (2 * ew * d->action_dim));
+}

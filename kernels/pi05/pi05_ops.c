@@ -1,0 +1,421 @@
+/* pi05 building blocks: each op has the plain-loop reference (PI05_REF) and the fast version
+ * (packed tt_gemm, the thread pool, AVX-512 where the model's isa allows). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/tt_attention.h"
+#include "../common/tt_cpu.h"
+#include "../common/tt_ops.h"
+#include "pi05_internal.h"
+
+void p5_err(char *err, size_t n, const char *fmt, ...)
+{
+    if (err == NULL || n == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+}
+
+static int is_ref(const pi05_program *p) { return p->m->prec == PI05_REF; }
+static int use512(const pi05_program *p) { return !is_ref(p) && p->m->isa >= TT_ISA_AVX512; }
+
+/* ---------------------------------------------------------------- rows in parallel */
+
+typedef void (*rows_fn)(void *arg, int r0, int r1);
+typedef struct {
+    rows_fn fn;
+    void *arg;
+    int rows, chunk;
+} rows_job;
+
+static void rows_task(void *a, int task, int thread)
+{
+    (void)thread;
+    rows_job *j = a;
+    int r0 = task * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+    if (r0 < r1) j->fn(j->arg, r0, r1);
+}
+
+/* Runs fn over [0, rows) in chunks on the pool (serially for PI05_REF). */
+static void par_rows(pi05_program *p, int rows, rows_fn fn, void *arg)
+{
+    if (p->pool == NULL || rows < 2) {
+        if (rows > 0) fn(arg, 0, rows);
+        return;
+    }
+    int tasks = p->nthreads * 4 < rows ? p->nthreads * 4 : rows;
+    rows_job j = {fn, arg, rows, (rows + tasks - 1) / tasks};
+    tt_pool_run(p->pool, (rows + j.chunk - 1) / j.chunk, rows_task, &j);
+}
+
+/* ---------------------------------------------------------------- linear */
+
+void p5_linear(pi05_program *p, const p5_lin *l, const float *x, long ldx, float *y, long ldy, int m,
+               int accum)
+{
+    if (!is_ref(p)) {
+        tt_gemm(p->pool, &l->mat, x, ldx, y, ldy, m, accum ? TT_GEMM_ACCUM : 0, p->gemm_ws);
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        const float *xr = x + (long)i * ldx;
+        float *yr = y + (long)i * ldy;
+        for (int o = 0; o < l->n; o++) {
+            const float *wr = l->w + (long)o * l->k;
+            float s = 0.0f;
+            for (int k = 0; k < l->k; k++) s += xr[k] * wr[k];
+            if (l->b) s += l->b[o];
+            yr[o] = accum ? yr[o] + s : s;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- norms */
+
+static float rms_inv_scalar(const float *x, int n, float eps)
+{
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
+TT_TARGET_AVX512 static float rms_inv_512(const float *x, int n, float eps)
+{
+    __m512 acc = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        acc = _mm512_fmadd_ps(v, v, acc);
+    }
+    float ss = _mm512_reduce_add_ps(acc);
+    for (; i < n; i++) ss += x[i] * x[i];
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
+typedef struct {
+    pi05_program *p;
+    const float *x, *w, *mod, *g, *b, *t;
+    float *y;
+    int n;
+    int mod_rows; /* rows sharing one modulation vector (adaRMS) */
+    float eps;
+} norm_job;
+
+/* y = x * inv * (1 + w) (+ shift with scale from mod) */
+static void rms_rows(void *a, int r0, int r1)
+{
+    norm_job *j = a;
+    int n = j->n, v = use512(j->p);
+    for (int r = r0; r < r1; r++) {
+        const float *x = j->x + (long)r * n;
+        float *y = j->y + (long)r * n;
+        float inv = v ? rms_inv_512(x, n, j->eps) : rms_inv_scalar(x, n, j->eps);
+        if (j->mod) {
+            const float *scale = j->mod + (long)(r / j->mod_rows) * 3 * n, *shift = scale + n;
+            for (int i = 0; i < n; i++) y[i] = x[i] * inv * (1.0f + scale[i]) + shift[i];
+        } else if (j->w) {
+            for (int i = 0; i < n; i++) y[i] = x[i] * inv * (1.0f + j->w[i]);
+        } else {
+            for (int i = 0; i < n; i++) y[i] = x[i] * inv;
+        }
+    }
+}
+
+void p5_rmsnorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *w, float eps)
+{
+    norm_job j = {.p = p, .x = x, .w = w, .y = y, .n = n, .eps = eps, .mod_rows = 1};
+    par_rows(p, rows, rms_rows, &j);
+}
+
+void p5_adarms(pi05_program *p, const float *x, float *y, int rows, int n, const float *mod, float eps)
+{
+    norm_job j = {.p = p, .x = x, .mod = mod, .y = y, .n = n, .eps = eps, .mod_rows = rows};
+    par_rows(p, rows, rms_rows, &j);
+}
+
+static void gated_rows(void *a, int r0, int r1)
+{
+    norm_job *j = a;
+    for (int r = r0; r < r1; r++) {
+        float *x = j->y + (long)r * j->n;
+        const float *t = j->t + (long)r * j->n;
+        for (int i = 0; i < j->n; i++) x[i] += t[i] * j->g[i];
+    }
+}
+
+void p5_gated_add(pi05_program *p, float *x, const float *t, int rows, int n, const float *gate)
+{
+    norm_job j = {.p = p, .y = x, .t = t, .g = gate, .n = n};
+    par_rows(p, rows, gated_rows, &j);
+}
+
+static void ln_rows(void *a, int r0, int r1)
+{
+    norm_job *j = a;
+    tt_isa isa = is_ref(j->p) ? TT_ISA_SCALAR : j->p->m->isa;
+    tt_layernorm_rows(isa, j->x + (long)r0 * j->n, j->n, j->y + (long)r0 * j->n, j->n, r1 - r0, j->n, j->g,
+                      j->b, j->eps);
+}
+
+void p5_layernorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *g,
+                  const float *b, float eps)
+{
+    norm_job j = {.p = p, .x = x, .y = y, .n = n, .g = g, .b = b, .eps = eps};
+    par_rows(p, rows, ln_rows, &j);
+}
+
+/* ---------------------------------------------------------------- GELU (tanh) */
+
+static float gelu_tanh_scalar(float x)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+/* e^x for x in [-87, 88]: x = n ln2 + r, e^r by a degree-6 polynomial (< 2e-7 relative). */
+TT_TARGET_AVX512 static inline __m512 exp_512(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 q = _mm512_set1_ps(1.0f / 720.0f);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 120.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 24.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 6.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(q, n);
+}
+
+/* gelu_tanh(x) = x * sigmoid(2c(x + 0.044715 x^3)) = x / (1 + e^{-2u}) */
+TT_TARGET_AVX512 static inline __m512 gelu_tanh_512(__m512 x)
+{
+    __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                             _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+    __m512 e = exp_512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+TT_TARGET_AVX512 static void geglu_512(float *g, const float *u, long n)
+{
+    long i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = gelu_tanh_512(_mm512_loadu_ps(g + i));
+        if (u) v = _mm512_mul_ps(v, _mm512_loadu_ps(u + i));
+        _mm512_storeu_ps(g + i, v);
+    }
+    for (; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
+}
+
+typedef struct {
+    pi05_program *p;
+    float *g;
+    const float *u;
+    long per;
+    long n;
+} geglu_job;
+
+static void geglu_rows(void *a, int r0, int r1)
+{
+    geglu_job *j = a;
+    long b = (long)r0 * j->per, e = (long)r1 * j->per < j->n ? (long)r1 * j->per : j->n;
+    if (use512(j->p)) {
+        geglu_512(j->g + b, j->u ? j->u + b : NULL, e - b);
+        return;
+    }
+    for (long i = b; i < e; i++) j->g[i] = gelu_tanh_scalar(j->g[i]) * (j->u ? j->u[i] : 1.0f);
+}
+
+void p5_geglu(pi05_program *p, float *g, const float *u, long count)
+{
+    geglu_job j = {p, g, u, 4096, count};
+    par_rows(p, (int)((count + j.per - 1) / j.per), geglu_rows, &j);
+}
+
+void p5_gelu_tanh(pi05_program *p, float *x, long count) { p5_geglu(p, x, NULL, count); }
+
+/* ---------------------------------------------------------------- RoPE */
+
+typedef struct {
+    pi05_program *p;
+    float *x;
+    long ld;
+    int heads, pos0;
+} rope_job;
+
+static void rope_rows(void *a, int r0, int r1)
+{
+    rope_job *j = a;
+    int hd = j->p->m->d.head_dim, half = hd / 2;
+    for (int r = r0; r < r1; r++) {
+        const float *c = j->p->rope_cos + (long)(j->pos0 + r) * half;
+        const float *s = j->p->rope_sin + (long)(j->pos0 + r) * half;
+        for (int h = 0; h < j->heads; h++) {
+            float *x = j->x + (long)r * j->ld + (long)h * hd;
+            for (int i = 0; i < half; i++) {
+                float x1 = x[i], x2 = x[i + half];
+                x[i] = x1 * c[i] - x2 * s[i];
+                x[i + half] = x2 * c[i] + x1 * s[i];
+            }
+        }
+    }
+}
+
+void p5_rope(pi05_program *p, float *x, long ld, int rows, int heads, int pos0)
+{
+    rope_job j = {p, x, ld, heads, pos0};
+    par_rows(p, rows, rope_rows, &j);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* Plain attention: queries [nq][ldq] (head h at h*hd), keys/values [nk][ldkv] (kv head g at g*hd);
+ * query head h reads kv head h / (heads / kvh). */
+static void attend_ref(const float *q, long ldq, int nq, int heads, const float *k, const float *v,
+                       long ldkv, int nk, int kvh, int hd, float *out, long ldo, float *sc)
+{
+    float scale = 1.0f / sqrtf((float)hd);
+    int group = heads / kvh;
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < heads; h++) {
+            const float *qi = q + (long)i * ldq + (long)h * hd;
+            int g = h / group;
+            float mx = -INFINITY;
+            for (int j = 0; j < nk; j++) {
+                const float *kj = k + (long)j * ldkv + (long)g * hd;
+                float s = 0.0f;
+                for (int e = 0; e < hd; e++) s += qi[e] * kj[e];
+                sc[j] = s * scale;
+                if (sc[j] > mx) mx = sc[j];
+            }
+            float sum = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                sc[j] = expf(sc[j] - mx);
+                sum += sc[j];
+            }
+            float *o = out + (long)i * ldo + (long)h * hd;
+            for (int e = 0; e < hd; e++) o[e] = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                float w = sc[j] / sum;
+                const float *vj = v + (long)j * ldkv + (long)g * hd;
+                for (int e = 0; e < hd; e++) o[e] += w * vj[e];
+            }
+        }
+}
+
+void p5_slab_store(pi05_program *p, pi05_slab *s, int layer, const float *k, const float *v, int P)
+{
+    const pi05_dims *d = &p->m->d;
+    int hd = d->head_dim, kvd = d->kv_heads * hd;
+    for (int h = 0; h < d->kv_heads; h++) {
+        size_t slot = (size_t)layer * (size_t)d->kv_heads + (size_t)h;
+        if (is_ref(p)) {
+            for (int r = 0; r < P; r++) {
+                size_t o = (slot * (size_t)s->max_prefix + (size_t)r) * (size_t)hd;
+                memcpy(s->k32 + o, k + (long)r * kvd + (long)h * hd, (size_t)hd * sizeof(float));
+                memcpy(s->v32 + o, v + (long)r * kvd + (long)h * hd, (size_t)hd * sizeof(float));
+            }
+            continue;
+        }
+        tt_dtype dt = p5_att_dtype(p->m);
+        tt_mat_pack_into(&s->kmat[slot], (char *)s->kbuf + slot * s->kstride, dt, p->m->isa, k + h * hd, kvd,
+                         0, P, hd);
+        tt_mat_pack_into(&s->vmat[slot], (char *)s->vbuf + slot * s->vstride, dt, p->m->isa, v + h * hd, kvd,
+                         1, hd, P);
+    }
+}
+
+typedef struct {
+    pi05_program *p;
+    float *s;
+    long ld;
+    int n;
+    float scale;
+} softmax_job;
+
+static void softmax_rows(void *a, int r0, int r1)
+{
+    softmax_job *j = a;
+    tt_softmax_rows(j->p->m->isa, j->s + (long)r0 * j->ld, j->ld, r1 - r0, j->n, j->scale);
+}
+
+void p5_attend_slab(pi05_program *p, const pi05_slab *s, int layer, const float *q, int nq, int heads,
+                    const float *ksuf, const float *vsuf, int nsuf, float *out)
+{
+    const pi05_dims *d = &p->m->d;
+    int hd = d->head_dim, kvd = d->kv_heads * hd, P = s->prefix_len, nk = P + nsuf;
+    long ldq = (long)heads * hd;
+    if (is_ref(p)) {
+        /* keys = the slab's prefix rows, then the suffix rows */
+        for (int h = 0; h < d->kv_heads; h++) {
+            size_t slot = (size_t)layer * (size_t)d->kv_heads + (size_t)h;
+            for (int r = 0; r < P; r++) {
+                size_t o = (slot * (size_t)s->max_prefix + (size_t)r) * (size_t)hd;
+                memcpy(p->e_k32 + (long)r * kvd + h * hd, s->k32 + o, (size_t)hd * sizeof(float));
+                memcpy(p->e_v32 + (long)r * kvd + h * hd, s->v32 + o, (size_t)hd * sizeof(float));
+            }
+        }
+        for (int r = 0; r < nsuf; r++) {
+            memcpy(p->e_k32 + (long)(P + r) * kvd, ksuf + (long)r * kvd, (size_t)kvd * sizeof(float));
+            memcpy(p->e_v32 + (long)(P + r) * kvd, vsuf + (long)r * kvd, (size_t)kvd * sizeof(float));
+        }
+        attend_ref(q, ldq, nq, heads, p->e_k32, p->e_v32, kvd, nk, d->kv_heads, hd, out, ldq, p->scores);
+        return;
+    }
+    /* S = Q_h K^T as two GEMMs (slab prefix keys, then suffix keys) into one score matrix, softmax,
+     * then O_h = S V as two GEMMs (the second accumulates). */
+    tt_dtype dt = p5_att_dtype(p->m);
+    long lds = nk;
+    int group = heads / d->kv_heads;
+    softmax_job sj = {p, p->scores, lds, nk, 1.0f / sqrtf((float)hd)};
+    for (int g = 0; g < d->kv_heads; g++) {
+        size_t slot = (size_t)layer * (size_t)d->kv_heads + (size_t)g;
+        tt_mat ks, vs;
+        if (nsuf > 0) {
+            tt_mat_pack_into(&ks, p->att_ws, dt, p->m->isa, ksuf + g * hd, kvd, 0, nsuf, hd);
+            tt_mat_pack_into(&vs, (char *)p->att_ws + p->att_ws_half, dt, p->m->isa, vsuf + g * hd, kvd, 1, hd,
+                             nsuf);
+        }
+        for (int h = g * group; h < (g + 1) * group; h++) {
+            const float *qh = q + (long)h * hd;
+            float *oh = out + (long)h * hd;
+            tt_gemm(p->pool, &s->kmat[slot], qh, ldq, p->scores, lds, nq, 0, p->gemm_ws);
+            if (nsuf > 0) tt_gemm(p->pool, &ks, qh, ldq, p->scores + P, lds, nq, 0, p->gemm_ws);
+            par_rows(p, nq, softmax_rows, &sj);
+            tt_gemm(p->pool, &s->vmat[slot], p->scores, lds, oh, ldq, nq, 0, p->gemm_ws);
+            if (nsuf > 0) tt_gemm(p->pool, &vs, p->scores + P, lds, oh, ldq, nq, TT_GEMM_ACCUM, p->gemm_ws);
+        }
+    }
+}
+
+void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const float *v, float *out,
+                      int nb, int T, int heads, int hd)
+{
+    long ld = (long)heads * hd;
+    if (is_ref(p)) {
+        for (int b = 0; b < nb; b++) {
+            long o = (long)b * T * ld;
+            attend_ref(q + o, ld, T, heads, k + o, v + o, ld, T, heads, hd, out + o, ld, p->scores);
+        }
+        return;
+    }
+    tt_dtype dt = p5_att_dtype(p->m);
+    softmax_job sj = {p, p->scores, T, T, 1.0f / sqrtf((float)hd)};
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < heads; h++) {
+            long o = (long)b * T * ld + (long)h * hd;
+            tt_mat ks, vs;
+            tt_mat_pack_into(&ks, p->att_ws, dt, p->m->isa, k + o, ld, 0, T, hd);
+            tt_mat_pack_into(&vs, (char *)p->att_ws + p->att_ws_half, dt, p->m->isa, v + o, ld, 1, hd, T);
+            tt_gemm(p->pool, &ks, q + o, ld, p->scores, T, T, 0, p->gemm_ws);
+            par_rows(p, T, softmax_rows, &sj);
+            tt_gemm(p->pool, &vs, p->scores, T, out + o, ld, T, 0, p->gemm_ws);
+        }
+}

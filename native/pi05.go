@@ -1,0 +1,496 @@
+package native
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../kernels/pi05
+#include <stdlib.h>
+#include "tt_cpu.h"
+#include "pi05.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// pi0.5 on the CPU (kernels/pi05/pi05.h): VISION, PREFIX and EXPERT megakernels, one cgo call each.
+//
+// Loading (models/pi05 maps the checkpoint; this package only takes named tensors):
+//
+//	dims := native.Pi05DefaultDims()           // then override from config.json / tensor shapes
+//	m, err := native.NewPi05Model(dims, native.Pi05BF16, "")
+//	for each tensor of model.safetensors:      // lerobot names, e.g.
+//	    // "paligemma_with_expert.paligemma.model.language_model.layers.0.self_attn.q_proj.weight"
+//	    used, err := m.SetTensor(name, "F32" or "BF16", shape, rawLittleEndianBytes)
+//	    // the bytes may be unmapped (madvise DONTNEED) right after: the model keeps its own packed
+//	    // copy, so an F32 checkpoint streams to bf16 one tensor at a time. used=false: not a pi0.5
+//	    // tensor (e.g. an expert lm_head), ignore it.
+//	err = m.Ready()                            // names every missing tensor
+//
+// Serving one request:
+//
+//	prog, _ := m.NewProgram(native.Pi05Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 4}, 0)
+//	slab, _ := prog.NewSlab()                  // allocate a few at start, reuse them
+//	prog.Vision(slab, images, camMask)         // images [cams][3][224][224] in [-1, 1]
+//	prog.Prefix(slab, tokens, tokenMask)       // len(tokens) <= TextBucket; padding masked false
+//	actions, _ := prog.Expert(slab, noise, horizon, steps) // noise [horizon][32] -> actions [horizon][32]
+//	actions, _ = prog.ExpertBatch([]*native.Pi05Slab{a, b}, noise2, horizon, steps, pack)
+//
+// Dims that shapes cannot give (heads, head_dim, eps, rope theta, periods) come from config.json's
+// vision_config / text_config / expert_config; checkpoint tensors are checked against the dims and a
+// mismatch names the tensor with both shapes.
+
+// Pi05Dims mirrors pi05_dims: the shapes of a pi0.5 checkpoint.
+type Pi05Dims struct {
+	Image, Patch                                       int // 224, 14
+	VisionWidth, VisionLayers, VisionHeads, VisionMLP  int // 1152, 27, 16, 4304
+	VisionEps                                          float32
+	Width, Layers, Heads, KVHeads, HeadDim, MLP, Vocab int // 2048, 18, 8, 1, 256, 16384, 257152
+	ExpertWidth, ExpertHeads, ExpertMLP                int // 1024, 8, 4096 (expert layers = Layers)
+	Eps, ExpertEps, RopeTheta                          float32
+	MinPeriod, MaxPeriod                               float64 // 4e-3, 4.0
+	ActionDim                                          int     // 32
+}
+
+// Pi05DefaultDims returns the full-size lerobot/pi05_base shapes.
+func Pi05DefaultDims() Pi05Dims {
+	var c C.pi05_dims
+	C.pi05_dims_default(&c)
+	return dimsFromC(c)
+}
+
+func dimsFromC(c C.pi05_dims) Pi05Dims {
+	return Pi05Dims{
+		Image: int(c.image), Patch: int(c.patch),
+		VisionWidth: int(c.v_width), VisionLayers: int(c.v_layers), VisionHeads: int(c.v_heads),
+		VisionMLP: int(c.v_mlp), VisionEps: float32(c.v_eps),
+		Width: int(c.l_width), Layers: int(c.l_layers), Heads: int(c.l_heads), KVHeads: int(c.kv_heads),
+		HeadDim: int(c.head_dim), MLP: int(c.l_mlp), Vocab: int(c.vocab),
+		ExpertWidth: int(c.e_width), ExpertHeads: int(c.e_heads), ExpertMLP: int(c.e_mlp),
+		Eps: float32(c.l_eps), ExpertEps: float32(c.e_eps), RopeTheta: float32(c.rope_theta),
+		MinPeriod: float64(c.min_period), MaxPeriod: float64(c.max_period), ActionDim: int(c.action_dim),
+	}
+}
+
+func (d Pi05Dims) toC() C.pi05_dims {
+	return C.pi05_dims{
+		image: C.int(d.Image), patch: C.int(d.Patch),
+		v_width: C.int(d.VisionWidth), v_layers: C.int(d.VisionLayers), v_heads: C.int(d.VisionHeads),
+		v_mlp: C.int(d.VisionMLP), v_eps: C.float(d.VisionEps),
+		l_width: C.int(d.Width), l_layers: C.int(d.Layers), l_heads: C.int(d.Heads), kv_heads: C.int(d.KVHeads),
+		head_dim: C.int(d.HeadDim), l_mlp: C.int(d.MLP), vocab: C.int(d.Vocab),
+		e_width: C.int(d.ExpertWidth), e_heads: C.int(d.ExpertHeads), e_mlp: C.int(d.ExpertMLP),
+		l_eps: C.float(d.Eps), e_eps: C.float(d.ExpertEps), rope_theta: C.float(d.RopeTheta),
+		min_period: C.double(d.MinPeriod), max_period: C.double(d.MaxPeriod), action_dim: C.int(d.ActionDim),
+	}
+}
+
+// Pi05Precision selects the kernel path.
+type Pi05Precision int
+
+const (
+	// Pi05Ref is the scalar fp32 reference path (plain loops, one thread, fp32 weights: small
+	// checkpoints and tests only).
+	Pi05Ref Pi05Precision = C.PI05_REF
+	// Pi05F32 is the fast path (packed GEMMs, thread pool, runtime ISA dispatch) in fp32.
+	Pi05F32 Pi05Precision = C.PI05_F32
+	// Pi05BF16 is the fast path with bf16 weights and matmul inputs, fp32 accumulation (serving).
+	Pi05BF16 Pi05Precision = C.PI05_BF16
+)
+
+func (p Pi05Precision) String() string {
+	switch p {
+	case Pi05Ref:
+		return "ref"
+	case Pi05F32:
+		return "fp32"
+	case Pi05BF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("Pi05Precision(%d)", int(p))
+}
+
+// ParsePi05Precision reads "ref", "fp32" or "bf16" ("" is bf16).
+func ParsePi05Precision(s string) (Pi05Precision, error) {
+	switch s {
+	case "", "bf16":
+		return Pi05BF16, nil
+	case "fp32":
+		return Pi05F32, nil
+	case "ref":
+		return Pi05Ref, nil
+	}
+	return 0, fmt.Errorf("pi05 precision %q: want ref, fp32 or bf16", s)
+}
+
+const errLen = 1024
+
+// cerr is a C buffer for error messages.
+type cerr struct{ p *C.char }
+
+func newCerr() cerr           { return cerr{(*C.char)(C.malloc(errLen))} }
+func (e cerr) free()          { C.free(unsafe.Pointer(e.p)) }
+func (e cerr) String() string { return C.GoString(e.p) }
+
+func isaCode(isa string) (C.int, error) {
+	switch isa {
+	case "":
+		return -1, nil
+	case "scalar":
+		return C.int(C.TT_ISA_SCALAR), nil
+	case "avx2":
+		return C.int(C.TT_ISA_AVX2), nil
+	case "avx512":
+		return C.int(C.TT_ISA_AVX512), nil
+	case "avx512bf16":
+		return C.int(C.TT_ISA_AVX512BF16), nil
+	}
+	return 0, fmt.Errorf("isa %q: want scalar, avx2, avx512 or avx512bf16", isa)
+}
+
+// Pi05Model holds the packed weights. Its methods are not for concurrent use while loading.
+type Pi05Model struct {
+	c    *C.pi05_model
+	prec Pi05Precision
+	dims Pi05Dims
+}
+
+// NewPi05Model creates an empty model. isa "" uses the best the CPU has (capped by TT_ISA);
+// "scalar", "avx2", "avx512", "avx512bf16" force a kernel family (tests).
+func NewPi05Model(d Pi05Dims, prec Pi05Precision, isa string) (*Pi05Model, error) {
+	code, err := isaCode(isa)
+	if err != nil {
+		return nil, err
+	}
+	e := newCerr()
+	defer e.free()
+	cd := d.toC()
+	m := C.pi05_model_new(&cd, C.pi05_precision(prec), code, e.p, errLen)
+	if m == nil {
+		return nil, fmt.Errorf("pi05 model: %s", e)
+	}
+	return &Pi05Model{c: m, prec: prec, dims: d}, nil
+}
+
+// SetTensor hands one checkpoint tensor (raw little-endian bytes, dtype "F32" or "BF16") to the
+// model, which copies and packs it. used is false for names that are not part of pi0.5.
+func (m *Pi05Model) SetTensor(name, dtype string, shape []int, raw []byte) (used bool, err error) {
+	var dt C.int
+	var size int
+	switch dtype {
+	case "F32":
+		dt, size = C.PI05_DT_F32, 4
+	case "BF16":
+		dt, size = C.PI05_DT_BF16, 2
+	default:
+		return false, fmt.Errorf("pi05 tensor %s: dtype %s (want F32 or BF16)", name, dtype)
+	}
+	n := 1
+	cshape := make([]C.int64_t, len(shape)+1)
+	for i, s := range shape {
+		n *= s
+		cshape[i] = C.int64_t(s)
+	}
+	if n*size != len(raw) {
+		return false, fmt.Errorf("pi05 tensor %s: %d bytes for shape %v of %s", name, len(raw), shape, dtype)
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	e := newCerr()
+	defer e.free()
+	var data unsafe.Pointer
+	if len(raw) > 0 {
+		data = unsafe.Pointer(&raw[0])
+	}
+	rc := C.pi05_model_set(m.c, cname, dt, &cshape[0], C.int(len(shape)), data, e.p, errLen)
+	switch {
+	case rc == 1:
+		return false, nil
+	case rc != 0:
+		return false, fmt.Errorf("pi05: %s", e)
+	}
+	return true, nil
+}
+
+// SetF32 is SetTensor for float32 values.
+func (m *Pi05Model) SetF32(name string, shape []int, data []float32) (bool, error) {
+	var raw []byte
+	if len(data) > 0 {
+		raw = unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), 4*len(data))
+	}
+	return m.SetTensor(name, "F32", shape, raw)
+}
+
+// Ready reports every expected tensor not yet set (the first few by name, then a count).
+func (m *Pi05Model) Ready() error {
+	e := newCerr()
+	defer e.free()
+	if C.pi05_model_ready(m.c, e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
+}
+
+// TensorNames lists the lerobot names the model expects, in load order.
+func (m *Pi05Model) TensorNames() []string {
+	n := int(C.pi05_model_tensor_count(m.c))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = C.GoString(C.pi05_model_tensor_name(m.c, C.int(i)))
+	}
+	return out
+}
+
+// Bytes is the memory of the packed weights.
+func (m *Pi05Model) Bytes() int64 { return int64(C.pi05_model_bytes(m.c)) }
+
+// ISA names the kernel family ("reference" for Pi05Ref).
+func (m *Pi05Model) ISA() string { return C.GoString(C.pi05_model_isa(m.c)) }
+
+// Precision is the path the model was created for.
+func (m *Pi05Model) Precision() Pi05Precision { return m.prec }
+
+// Dims are the model's shapes.
+func (m *Pi05Model) Dims() Pi05Dims { return m.dims }
+
+// Close frees the weights; programs of this model must be closed first.
+func (m *Pi05Model) Close() {
+	if m.c != nil {
+		C.pi05_model_free(m.c)
+		m.c = nil
+	}
+}
+
+// FLOPs of one call (a multiply-add counts 2), for GFLOP/s reports.
+func (m *Pi05Model) FlopsVision(cams int) float64 {
+	return float64(C.pi05_flops_vision(m.c, C.int(cams)))
+}
+
+// FlopsPrefix counts the PREFIX over prefixLen valid tokens.
+func (m *Pi05Model) FlopsPrefix(prefixLen int) float64 {
+	return float64(C.pi05_flops_prefix(m.c, C.int(prefixLen)))
+}
+
+// FlopsExpertStep counts one Euler step of one request.
+func (m *Pi05Model) FlopsExpertStep(prefixLen, horizon int) float64 {
+	return float64(C.pi05_flops_expert_step(m.c, C.int(prefixLen), C.int(horizon)))
+}
+
+// Pi05Preset is one compiled configuration (seed 000): Cams 1-4; TextBucket 32/64/128/224, or 192
+// with 1 camera, 160 with 2, 96 with 4; ActionRows 32 (H <= 32) or 64; MaxBatch 1-8.
+type Pi05Preset struct {
+	Cams, TextBucket, ActionRows, MaxBatch int
+}
+
+func (p Pi05Preset) toC() C.pi05_preset {
+	return C.pi05_preset{cams: C.int(p.Cams), text_bucket: C.int(p.TextBucket),
+		action_rows: C.int(p.ActionRows), max_batch: C.int(p.MaxBatch)}
+}
+
+// Valid reports whether p is one of the seed's presets.
+func (p Pi05Preset) Valid() bool {
+	c := p.toC()
+	return C.pi05_preset_valid(&c) != 0
+}
+
+// Pi05Program is a model specialised for one preset, with its scratch and thread pool. Calls on
+// one program are serialized (it has one set of scratch buffers); use several for concurrency.
+type Pi05Program struct {
+	mu     sync.Mutex
+	c      *C.pi05_program
+	m      *Pi05Model
+	preset Pi05Preset
+}
+
+// NewProgram allocates the preset's scratch and starts threads (<= 0: DefaultThreads()).
+func (m *Pi05Model) NewProgram(p Pi05Preset, threads int) (*Pi05Program, error) {
+	e := newCerr()
+	defer e.free()
+	cp := p.toC()
+	c := C.pi05_program_new(m.c, &cp, C.int(threads), e.p, errLen)
+	if c == nil {
+		return nil, fmt.Errorf("pi05: %s", e)
+	}
+	return &Pi05Program{c: c, m: m, preset: p}, nil
+}
+
+// Preset is the program's preset.
+func (p *Pi05Program) Preset() Pi05Preset { return p.preset }
+
+// Threads is the size of the program's thread pool.
+func (p *Pi05Program) Threads() int { return int(C.pi05_program_threads(p.c)) }
+
+// ScratchBytes is the memory of the program's scratch.
+func (p *Pi05Program) ScratchBytes() int64 { return int64(C.pi05_program_bytes(p.c)) }
+
+// Close stops the threads and frees the scratch; its slabs must be closed first.
+func (p *Pi05Program) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.c != nil {
+		C.pi05_program_free(p.c)
+		p.c = nil
+	}
+}
+
+// Pi05Slab is one request's state: image tokens after Vision, per-layer K/V after Prefix.
+type Pi05Slab struct {
+	c *C.pi05_slab
+	p *Pi05Program
+}
+
+// NewSlab allocates a slab for requests of this program.
+func (p *Pi05Program) NewSlab() (*Pi05Slab, error) {
+	e := newCerr()
+	defer e.free()
+	c := C.pi05_slab_new(p.c, e.p, errLen)
+	if c == nil {
+		return nil, fmt.Errorf("pi05: %s", e)
+	}
+	return &Pi05Slab{c: c, p: p}, nil
+}
+
+// Close frees the slab.
+func (s *Pi05Slab) Close() {
+	if s.c != nil {
+		C.pi05_slab_free(s.c)
+		s.c = nil
+	}
+}
+
+// Bytes is the slab's memory.
+func (s *Pi05Slab) Bytes() int64 { return int64(C.pi05_slab_bytes(s.c)) }
+
+// PrefixLen is the number of valid prefix tokens after Prefix (-1 before).
+func (s *Pi05Slab) PrefixLen() int { return int(C.pi05_slab_prefix_len(s.c)) }
+
+func boolsToC(b []bool) []C.uint8_t {
+	out := make([]C.uint8_t, len(b)+1)
+	for i, v := range b {
+		if v {
+			out[i] = 1
+		}
+	}
+	return out
+}
+
+func (p *Pi05Program) own(s *Pi05Slab) error {
+	if s == nil || s.c == nil || s.p != p {
+		return fmt.Errorf("pi05: the slab does not belong to this program")
+	}
+	return nil
+}
+
+// Vision runs SigLIP + the projector: images [Cams][3][Image][Image] in [-1, 1], camMask[Cams]
+// (false: camera missing, skipped).
+func (p *Pi05Program) Vision(s *Pi05Slab, images []float32, camMask []bool) error {
+	d := p.m.dims
+	if err := p.own(s); err != nil {
+		return err
+	}
+	want := p.preset.Cams * 3 * d.Image * d.Image
+	if len(images) != want || len(camMask) != p.preset.Cams {
+		return fmt.Errorf("pi05 vision: %d image values and %d camera flags, want %d and %d (%d cameras of 3x%dx%d)",
+			len(images), len(camMask), want, p.preset.Cams, p.preset.Cams, d.Image, d.Image)
+	}
+	cm := boolsToC(camMask)
+	e := newCerr()
+	defer e.free()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if C.pi05_vision(p.c, s.c, (*C.float)(&images[0]), &cm[0], e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
+}
+
+// Prefix runs the Gemma prefix over the slab's image tokens and the real text tokens
+// (tokens[i] with mask[i] true; len(tokens) <= TextBucket) and keeps the per-layer K/V.
+func (p *Pi05Program) Prefix(s *Pi05Slab, tokens []int32, mask []bool) error {
+	if err := p.own(s); err != nil {
+		return err
+	}
+	if len(tokens) != len(mask) {
+		return fmt.Errorf("pi05 prefix: %d tokens but %d mask flags", len(tokens), len(mask))
+	}
+	tk := make([]C.int32_t, len(tokens)+1)
+	for i, t := range tokens {
+		tk[i] = C.int32_t(t)
+	}
+	cm := boolsToC(mask)
+	e := newCerr()
+	defer e.free()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if C.pi05_prefix(p.c, s.c, &tk[0], &cm[0], C.int(len(tokens)), e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
+}
+
+// Expert runs the whole denoising loop for one request: noise [horizon][ActionDim] -> actions.
+func (p *Pi05Program) Expert(s *Pi05Slab, noise []float32, horizon, steps int) ([]float32, error) {
+	return p.ExpertBatch([]*Pi05Slab{s}, noise, horizon, steps, true)
+}
+
+// ExpertBatch runs len(slabs) requests in one call; noise and the result are
+// [len(slabs)][horizon][ActionDim]. pack=true shares each linear layer's GEMM across the requests;
+// pack=false (PI05_EXPERT_PACK=0) runs them per request: bit-identical to Expert on each.
+func (p *Pi05Program) ExpertBatch(slabs []*Pi05Slab, noise []float32, horizon, steps int, pack bool) ([]float32, error) {
+	ad := p.m.dims.ActionDim
+	if len(slabs) == 0 {
+		return nil, fmt.Errorf("pi05 expert: no request")
+	}
+	if horizon < 1 || len(noise) != len(slabs)*horizon*ad {
+		return nil, fmt.Errorf("pi05 expert: noise has %d values, want %d (%d requests x horizon %d x %d)",
+			len(noise), len(slabs)*max(horizon, 0)*ad, len(slabs), horizon, ad)
+	}
+	cs := make([]*C.pi05_slab, len(slabs)) // C pointers only: may be passed to C
+	for i, s := range slabs {
+		if err := p.own(s); err != nil {
+			return nil, fmt.Errorf("pi05 expert: request %d: %w", i, err)
+		}
+		cs[i] = s.c
+	}
+	out := make([]float32, len(noise))
+	e := newCerr()
+	defer e.free()
+	pk := C.int(0)
+	if pack {
+		pk = 1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if C.pi05_expert_batch(p.c, &cs[0], C.int(len(slabs)), (*C.float)(&noise[0]), C.int(horizon), C.int(steps),
+		pk, (*C.float)(&out[0]), e.p, errLen) != 0 {
+		return nil, fmt.Errorf("pi05: %s", e)
+	}
+	return out, nil
+}
+
+// KV returns one layer's prefix K (after RoPE) and V, each [KVHeads][PrefixLen][HeadDim] (tests).
+func (s *Pi05Slab) KV(layer int) (k, v []float32, err error) {
+	d := s.p.m.dims
+	n := s.PrefixLen()
+	if n < 0 {
+		return nil, nil, fmt.Errorf("pi05: no prefix in the slab")
+	}
+	k = make([]float32, d.KVHeads*n*d.HeadDim+1)
+	v = make([]float32, len(k))
+	if C.pi05_slab_kv(s.c, C.int(layer), (*C.float)(&k[0]), (*C.float)(&v[0])) != 0 {
+		return nil, nil, fmt.Errorf("pi05: slab layer %d: no K/V", layer)
+	}
+	return k[:len(k)-1], v[:len(v)-1], nil
+}
+
+// ImageTokens returns the projected image tokens of the present cameras [rows][Width] (tests).
+func (s *Pi05Slab) ImageTokens() ([]float32, int, error) {
+	d := s.p.m.dims
+	out := make([]float32, s.p.preset.Cams*(d.Image/d.Patch)*(d.Image/d.Patch)*d.Width+1)
+	var rows C.int
+	if C.pi05_slab_image_tokens(s.c, (*C.float)(&out[0]), &rows) != 0 {
+		return nil, 0, fmt.Errorf("pi05: no image tokens in the slab (run Vision)")
+	}
+	return out[:int(rows)*d.Width], int(rows), nil
+}

@@ -1,0 +1,300 @@
+package native
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ttmodel/tt-model/models/safetensors"
+)
+
+// The goldens come from tools/reference/pi05.py (PyTorch, from the spec) on a tiny random
+// checkpoint with the real lerobot tensor names: `pi05.py goldens --out kernels/pi05/testdata`.
+const pi05Testdata = "../kernels/pi05/testdata"
+
+// pi05Golden is one committed case: inputs and the reference's outputs.
+type pi05Golden struct {
+	name                 string
+	images, noise        []float32
+	camMask, tokMask     []bool
+	tokens               []int32
+	steps, horizon       int
+	imageTokens, pk, pv  []float32 // fp32 reference: valid image tokens, prefix K/V [L][KV][P][hd]
+	actions, actionsBF16 []float32
+	prefixLen            int
+}
+
+func readGolden(t *testing.T, path string) pi05Golden {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f32 := func(n string) []float32 {
+		v, err := f.Float32(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]float32(nil), v...)
+	}
+	raw := func(n string) []byte {
+		b, err := f.Bytes(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	bools := func(n string) []bool {
+		b := raw(n)
+		out := make([]bool, len(b))
+		for i, v := range b {
+			out[i] = v != 0
+		}
+		return out
+	}
+	i32 := func(n string) []int32 {
+		b := raw(n)
+		out := make([]int32, len(b)/4)
+		for i := range out {
+			out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return out
+	}
+	g := pi05Golden{name: strings.TrimSuffix(filepath.Base(path), ".safetensors"),
+		images: f32("images"), noise: f32("noise"), camMask: bools("image_masks"), tokMask: bools("token_masks"),
+		tokens: i32("tokens"), steps: int(i32("steps")[0]), imageTokens: f32("image_tokens"),
+		pk: f32("prefix_k"), pv: f32("prefix_v"), actions: f32("actions"), actionsBF16: f32("actions_bf16")}
+	info, _ := f.Info("noise")
+	g.horizon = info.Shape[0]
+	info, _ = f.Info("prefix_k")
+	g.prefixLen = info.Shape[2]
+	return g
+}
+
+func pi05Goldens(t *testing.T) []pi05Golden {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(pi05Testdata, "*.safetensors"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no goldens in %s: %v", pi05Testdata, err)
+	}
+	var out []pi05Golden
+	for _, p := range paths {
+		out = append(out, readGolden(t, p))
+	}
+	return out
+}
+
+// tinyDims reads the tiny checkpoint's config.json (HF key names) over the defaults, as models/pi05
+// does for a real one.
+func tinyDims(t *testing.T) Pi05Dims {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(pi05Testdata, "tiny", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sub struct {
+		Hidden    int     `json:"hidden_size"`
+		Layers    int     `json:"num_hidden_layers"`
+		Heads     int     `json:"num_attention_heads"`
+		KV        int     `json:"num_key_value_heads"`
+		HeadDim   int     `json:"head_dim"`
+		MLP       int     `json:"intermediate_size"`
+		Vocab     int     `json:"vocab_size"`
+		Patch     int     `json:"patch_size"`
+		Image     int     `json:"image_size"`
+		LNEps     float32 `json:"layer_norm_eps"`
+		RMSEps    float32 `json:"rms_norm_eps"`
+		RopeTheta float32 `json:"rope_theta"`
+	}
+	var c struct {
+		Vision    sub     `json:"vision_config"`
+		Text      sub     `json:"text_config"`
+		Expert    sub     `json:"expert_config"`
+		MinPeriod float64 `json:"min_period"`
+		MaxPeriod float64 `json:"max_period"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	d := Pi05DefaultDims()
+	d.Image, d.Patch = c.Vision.Image, c.Vision.Patch
+	d.VisionWidth, d.VisionLayers, d.VisionHeads, d.VisionMLP, d.VisionEps =
+		c.Vision.Hidden, c.Vision.Layers, c.Vision.Heads, c.Vision.MLP, c.Vision.LNEps
+	d.Width, d.Layers, d.Heads, d.KVHeads, d.HeadDim, d.MLP, d.Vocab, d.Eps, d.RopeTheta =
+		c.Text.Hidden, c.Text.Layers, c.Text.Heads, c.Text.KV, c.Text.HeadDim, c.Text.MLP, c.Text.Vocab,
+		c.Text.RMSEps, c.Text.RopeTheta
+	d.ExpertWidth, d.ExpertHeads, d.ExpertMLP, d.ExpertEps = c.Expert.Hidden, c.Expert.Heads, c.Expert.MLP, c.Expert.RMSEps
+	d.MinPeriod, d.MaxPeriod = c.MinPeriod, c.MaxPeriod
+	return d
+}
+
+func loadTiny(t *testing.T, prec Pi05Precision, isa string) *Pi05Model {
+	t.Helper()
+	m, err := NewPi05Model(tinyDims(t), prec, isa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	f, err := safetensors.Open(filepath.Join(pi05Testdata, "tiny", "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, name := range f.Names() {
+		info, _ := f.Info(name)
+		raw, err := f.Bytes(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used, err := m.SetTensor(name, string(info.DType), info.Shape, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the prefix's final norm is never needed: only its per-layer K/V leave the prefix
+		if !used && name != "paligemma_with_expert.paligemma.model.language_model.norm.weight" {
+			t.Fatalf("tensor %s of the tiny checkpoint was not used", name)
+		}
+	}
+	if err := m.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func presetFor(g pi05Golden, batch int) Pi05Preset {
+	rows := 64
+	if g.horizon <= 32 {
+		rows = 32
+	}
+	return Pi05Preset{Cams: len(g.camMask), TextBucket: len(g.tokens), ActionRows: rows, MaxBatch: batch}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	m := 0.0
+	for i := range a {
+		d := math.Abs(float64(a[i]) - float64(b[i]))
+		if d > m || math.IsNaN(d) {
+			m = d
+			if math.IsNaN(d) {
+				return math.Inf(1)
+			}
+		}
+	}
+	return m
+}
+
+// runGolden runs the three stages on a fresh program and slab of g's preset.
+func runGolden(t *testing.T, m *Pi05Model, g pi05Golden) (*Pi05Slab, []float32) {
+	t.Helper()
+	prog, err := m.NewProgram(presetFor(g, 1), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prog.Close)
+	slab, err := prog.NewSlab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slab.Close)
+	if err := prog.Vision(slab, g.images, g.camMask); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Prefix(slab, g.tokens, g.tokMask); err != nil {
+		t.Fatal(err)
+	}
+	act, err := prog.Expert(slab, g.noise, g.horizon, g.steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slab, act
+}
+
+// checkStages compares the image tokens, every layer's K/V and the actions with the fp32 reference.
+func checkStages(t *testing.T, m *Pi05Model, g pi05Golden, slab *Pi05Slab, act []float32, tol float64) {
+	t.Helper()
+	img, _, err := slab.ImageTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxAbsDiff(img, g.imageTokens); d > tol {
+		t.Errorf("image tokens: max |diff| %.3g > %.g", d, tol)
+	}
+	if slab.PrefixLen() != g.prefixLen {
+		t.Fatalf("prefix length %d, reference %d", slab.PrefixLen(), g.prefixLen)
+	}
+	d := m.Dims()
+	per := d.KVHeads * g.prefixLen * d.HeadDim
+	for l := 0; l < d.Layers; l++ {
+		k, v, err := slab.KV(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dk, dv := maxAbsDiff(k, g.pk[l*per:(l+1)*per]), maxAbsDiff(v, g.pv[l*per:(l+1)*per]); dk > tol || dv > tol {
+			t.Errorf("layer %d K/V: max |diff| %.3g / %.3g > %.g", l, dk, dv, tol)
+		}
+	}
+	if dd := maxAbsDiff(act, g.actions); dd > tol {
+		t.Errorf("actions: max |diff| %.3g > %.g", dd, tol)
+	} else {
+		t.Logf("actions: max |diff| %.3g vs the fp32 reference", dd)
+	}
+}
+
+// The scalar fp32 reference path and the fast fp32 path against the PyTorch fp32 run: 1e-4.
+func TestPi05ParityFP32(t *testing.T) {
+	goldens := pi05Goldens(t)
+	paths := []struct {
+		prec Pi05Precision
+		isa  string
+	}{{Pi05Ref, ""}, {Pi05F32, ""}}
+	if DetectCPU().BestISA != "scalar" {
+		paths = append(paths, struct {
+			prec Pi05Precision
+			isa  string
+		}{Pi05F32, "scalar"})
+	}
+	for _, pth := range paths {
+		m := loadTiny(t, pth.prec, pth.isa)
+		for _, g := range goldens {
+			t.Run(fmt.Sprintf("%s-%s/%s", pth.prec, m.ISA(), g.name), func(t *testing.T) {
+				slab, act := runGolden(t, m, g)
+				checkStages(t, m, g, slab, act, 1e-4)
+			})
+		}
+	}
+}
+
+// The bf16 fast path against the PyTorch bf16 run: 2e-2 (every ISA this CPU has, so the AVX2 and
+// scalar bf16 kernels are covered on an AVX-512 machine too).
+func TestPi05ParityBF16(t *testing.T) {
+	goldens := pi05Goldens(t)
+	isas := []string{""}
+	cpu := DetectCPU()
+	for _, isa := range []string{"avx512", "avx2", "scalar"} {
+		if isa != cpu.BestISA && (isa == "scalar" || (isa == "avx2" && cpu.AVX2 && cpu.FMA) || (isa == "avx512" && cpu.AVX512F)) {
+			isas = append(isas, isa)
+		}
+	}
+	for _, isa := range isas {
+		m := loadTiny(t, Pi05BF16, isa)
+		for _, g := range goldens {
+			t.Run(fmt.Sprintf("%s/%s", m.ISA(), g.name), func(t *testing.T) {
+				_, act := runGolden(t, m, g)
+				if d := maxAbsDiff(act, g.actionsBF16); d > 2e-2 {
+					t.Errorf("actions: max |diff| %.3g > 2e-2 vs the bf16 reference", d)
+				} else {
+					t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.actions))
+				}
+			})
+		}
+	}
+}
