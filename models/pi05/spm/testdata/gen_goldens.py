@@ -65,6 +65,12 @@ MODELS = {
         "--pad_id=0", "--eos_id=1", "--bos_id=2", "--unk_id=3",
         "--user_defined_symbols=<loc0012>,<seg003>", "--character_coverage=0.98",
     ],
+    # The same kind with at most 512 pieces, the vocabulary of the tiny test checkpoints.
+    "bpe_tiny": [
+        "--model_type=bpe", "--vocab_size=400", "--byte_fallback=true", "--normalization_rule_name=identity",
+        "--add_dummy_prefix=false", "--remove_extra_whitespaces=false", "--split_digits=true",
+        "--pad_id=0", "--eos_id=1", "--bos_id=2", "--unk_id=3", "--character_coverage=0.98",
+    ],
     # Default spm_train normalisation (nmt_nfkc with its precompiled charsmap), unknown pieces merged.
     "bpe_nfkc": ["--model_type=bpe", "--vocab_size=500", "--character_coverage=0.99"],
     "unigram_nfkc": ["--model_type=unigram", "--vocab_size=200", "--character_coverage=0.99", "--hard_vocab_limit=false",

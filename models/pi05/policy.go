@@ -1,0 +1,249 @@
+package pi05
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ttmodel/tt-model/models/pi05/spm"
+	"github.com/ttmodel/tt-model/models/safetensors"
+	"github.com/ttmodel/tt-model/native"
+	"golang.org/x/sys/unix"
+)
+
+// LoadOptions choose the kernel path.
+type LoadOptions struct {
+	Precision native.Pi05Precision // PI05_PRECISION: bf16 (default), fp32 or ref
+	Threads   int                  // <= 0: TT_NUM_THREADS or the CPUs of this process
+	ISA       string               // "" = the best the CPU has
+}
+
+// Policy is a loaded pi0.5 policy: tokenizer, statistics, packed weights and one program for the
+// server's preset. Run serializes requests on the program (one request saturates the CPU).
+type Policy struct {
+	Server     ServerConfig
+	Config     PolicyConfig
+	Dims       Dims
+	WeightsDir string
+	Tokenizer  *spm.Processor
+	Norm       *Normalizer
+	Preset     native.Pi05Preset
+
+	mu    sync.Mutex
+	model *native.Pi05Model
+	prog  *native.Pi05Program
+	slab  *native.Pi05Slab
+}
+
+// LoadPolicy reads config.json, the tokenizer, the normalizer statistics and model.safetensors
+// from dir, checks every tensor before loading any, and streams the weights into the kernels.
+func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, opts LoadOptions, log *slog.Logger) (*Policy, error) {
+	cfg, err := LoadPolicyConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	tokPath := srv.TokenizerPath(dir)
+	tok, err := spm.Load(tokPath)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer (PI05_TOKENIZER or tokenizer.model beside the weights): %w", err)
+	}
+	if tok.BOS() < 0 {
+		return nil, fmt.Errorf("tokenizer %s has no BOS piece", tokPath)
+	}
+	norm, err := LoadNormalizer(dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wpath := filepath.Join(dir, "model.safetensors")
+	f, err := safetensors.Open(wpath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dims, err := InferDims(f, cfg, wpath)
+	if err != nil {
+		return nil, err
+	}
+	if tok.Size() > dims.Vocab {
+		return nil, fmt.Errorf("tokenizer %s has %d pieces, more than the checkpoint's vocabulary %d", tokPath, tok.Size(), dims.Vocab)
+	}
+	names, err := ResolveTensors(f, dims, wpath)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{Server: srv, Config: cfg, Dims: dims, WeightsDir: dir, Tokenizer: tok, Norm: norm}
+	p.model, err = native.NewPi05Model(dims.native(), opts.Precision, opts.ISA)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.setTensors(ctx, f, names, log); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.Preset = native.Pi05Preset{
+		Cams:       srv.NumImages,
+		TextBucket: PromptBuckets(srv.NumImages)[len(PromptBuckets(srv.NumImages))-1],
+		ActionRows: ActionRows(srv.ActionHorizon),
+		MaxBatch:   1,
+	}
+	if p.prog, err = p.model.NewProgram(p.Preset, opts.Threads); err != nil {
+		p.Close()
+		return nil, err
+	}
+	if p.slab, err = p.prog.NewSlab(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	log.Info("pi05 loaded", "weights", dir, "precision", opts.Precision.String(), "isa", p.model.ISA(),
+		"packed_bytes", p.model.Bytes(), "scratch_bytes", p.prog.ScratchBytes(), "threads", p.prog.Threads(),
+		"cameras", p.Preset.Cams, "action_rows", p.Preset.ActionRows, "normalizer", norm.Files)
+	return p, nil
+}
+
+func (d Dims) native() native.Pi05Dims {
+	return native.Pi05Dims{
+		Image: d.Image, Patch: d.Patch,
+		VisionWidth: d.VWidth, VisionLayers: d.VLayers, VisionHeads: d.VHeads, VisionMLP: d.VMLP,
+		VisionEps: float32(d.VEps),
+		Width:     d.LWidth, Layers: d.LLayers, Heads: d.LHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim,
+		MLP: d.LMLP, Vocab: d.Vocab,
+		ExpertWidth: d.EWidth, ExpertHeads: d.EHeads, ExpertMLP: d.EMLP,
+		Eps: float32(d.LEps), ExpertEps: float32(d.EEps), RopeTheta: float32(d.RopeTheta),
+		MinPeriod: d.MinPeriod, MaxPeriod: d.MaxPeriod, ActionDim: d.ActionDim,
+	}
+}
+
+// setTensors hands every tensor to the kernels, largest first: the model packs each one (an F32
+// checkpoint becomes bf16) and its pages of the mapping are dropped right after, so the resident
+// set is the packed weights plus one source tensor, and the big embedding table is in flight while
+// little else is packed.
+func (p *Policy) setTensors(ctx context.Context, f *safetensors.File, names map[string]string, log *slog.Logger) error {
+	type item struct {
+		name, file string
+		info       safetensors.TensorInfo
+	}
+	items := make([]item, 0, len(names))
+	var total int64
+	for name, file := range names {
+		info, _ := f.Info(file)
+		items = append(items, item{name, file, info})
+		total += info.End - info.Begin
+	}
+	sort.Slice(items, func(i, j int) bool {
+		si, sj := items[i].info.End-items[i].info.Begin, items[j].info.End-items[j].info.Begin
+		if si != sj {
+			return si > sj
+		}
+		return items[i].name < items[j].name
+	})
+	var done int64
+	last := time.Now()
+	for i, it := range items {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("load %s: %w", f.Path(), err)
+		}
+		raw, err := f.Bytes(it.file)
+		if err != nil {
+			return err
+		}
+		if _, err := p.model.SetTensor(it.name, string(it.info.DType), it.info.Shape, raw); err != nil {
+			return fmt.Errorf("load %s: %w", f.Path(), err)
+		}
+		dropPages(raw)
+		done += int64(len(raw))
+		if time.Since(last) > 2*time.Second || i == len(items)-1 {
+			log.Info("pi05 loading weights", "tensors", fmt.Sprintf("%d/%d", i+1, len(items)),
+				"gb", fmt.Sprintf("%.2f/%.2f", float64(done)/1e9, float64(total)/1e9))
+			last = time.Now()
+		}
+	}
+	return p.model.Ready()
+}
+
+// dropPages tells the kernel the mapped source bytes are no longer needed, so they leave the
+// resident set (they stay in the page cache). Only whole pages inside b are dropped.
+func dropPages(b []byte) {
+	page := uintptr(os.Getpagesize())
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := int((page - addr%page) % page)
+	hi := len(b) - int((addr+uintptr(len(b)))%page)
+	if hi-lo < int(page) {
+		return
+	}
+	_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
+}
+
+// Close frees the slab, the program and the weights.
+func (p *Policy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.slab != nil {
+		p.slab.Close()
+	}
+	if p.prog != nil {
+		p.prog.Close()
+	}
+	if p.model != nil {
+		p.model.Close()
+	}
+	p.slab, p.prog, p.model = nil, nil, nil
+}
+
+// Device describes where inference runs.
+func (p *Policy) Device() string {
+	return fmt.Sprintf("cpu (%s, %s, %d threads)", p.model.ISA(), p.model.Precision(), p.prog.Threads())
+}
+
+// Timing is where a request's time went.
+type Timing struct {
+	Vision, Prefix, Expert time.Duration
+}
+
+// Result is one action chunk.
+type Result struct {
+	Actions    [][]float32 // [horizon][action dim]
+	Normalized bool        // true when no action statistics were applied
+	Timing     Timing
+}
+
+// Run executes VISION, PREFIX and EXPERT for a prepared request.
+func (p *Policy) Run(ctx context.Context, in *Prepared) (*Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prog == nil {
+		return nil, fmt.Errorf("pi05: policy is closed")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var t Timing
+	t0 := time.Now()
+	if err := p.prog.Vision(p.slab, in.Images, in.CameraMask); err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	if err := p.prog.Prefix(p.slab, in.Tokens, in.TokenMask); err != nil {
+		return nil, err
+	}
+	t2 := time.Now()
+	h := p.Server.ActionHorizon
+	flat, err := p.prog.Expert(p.slab, in.Noise, h, in.Steps)
+	if err != nil {
+		return nil, err
+	}
+	t.Vision, t.Prefix, t.Expert = t1.Sub(t0), t2.Sub(t1), time.Since(t2)
+
+	ad, outDim := p.Dims.ActionDim, p.Config.ActionDim()
+	actions := make([][]float32, h)
+	for r := range actions {
+		actions[r] = flat[r*ad : r*ad+outDim : r*ad+outDim]
+	}
+	normalized := !p.Norm.UnnormalizeActions(actions)
+	return &Result{Actions: actions, Normalized: normalized, Timing: t}, nil
+}
