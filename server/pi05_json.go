@@ -1,0 +1,263 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/ttmodel/tt-model/models/pi05"
+)
+
+// quoteNonFinite rewrites the bare NaN, Infinity and -Infinity tokens that Python's json.dumps
+// writes (outside strings) as the strings "NaN", "Infinity", "-Infinity", so the body parses and a
+// NaN in the state is reported as such instead of as a syntax error.
+func quoteNonFinite(b []byte) []byte {
+	if !bytes.Contains(b, []byte("NaN")) && !bytes.Contains(b, []byte("Infinity")) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			out = append(out, c)
+			switch c {
+			case '\\':
+				if i+1 < len(b) {
+					i++
+					out = append(out, b[i])
+				}
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		if c == '"' {
+			inString = true
+			out = append(out, c)
+			continue
+		}
+		matched := false
+		for _, tok := range []string{"NaN", "Infinity", "-Infinity"} {
+			if bytes.HasPrefix(b[i:], []byte(tok)) {
+				out = append(out, '"')
+				out = append(out, tok...)
+				out = append(out, '"')
+				i += len(tok) - 1
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// jsonFloat is a JSON number, or one of the strings "NaN", "Infinity", "-Infinity" (so that the
+// validation, not the parser, reports a non-finite value with its index).
+type jsonFloat float32
+
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		switch s {
+		case "NaN":
+			*f = jsonFloat(math.NaN())
+		case "Infinity":
+			*f = jsonFloat(math.Inf(1))
+		case "-Infinity":
+			*f = jsonFloat(math.Inf(-1))
+		default:
+			return fmt.Errorf("%q is not a number", s)
+		}
+		return nil
+	}
+	v, err := strconv.ParseFloat(string(b), 32)
+	if err != nil {
+		return fmt.Errorf("%s is not a number", b)
+	}
+	*f = jsonFloat(v)
+	return nil
+}
+
+// floatList decodes a JSON list of numbers; null or absent gives nil.
+func floatList(raw json.RawMessage) ([]float32, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return nil, nil
+	}
+	var v []jsonFloat
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("want a list of numbers: %v", err)
+	}
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out, nil
+}
+
+// floatMatrix decodes a JSON list of equally long lists of numbers into a flat row-major slice.
+func floatMatrix(raw json.RawMessage) (vals []float32, rows, cols int, err error) {
+	var v [][]jsonFloat
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, 0, 0, fmt.Errorf("want a list of lists of numbers: %v", err)
+	}
+	if len(v) == 0 {
+		return nil, 0, 0, fmt.Errorf("is empty")
+	}
+	cols = len(v[0])
+	vals = make([]float32, 0, len(v)*cols)
+	for i, row := range v {
+		if len(row) != cols {
+			return nil, 0, 0, fmt.Errorf("row %d has %d values, row 0 has %d", i, len(row), cols)
+		}
+		for _, x := range row {
+			vals = append(vals, float32(x))
+		}
+	}
+	return vals, len(v), cols, nil
+}
+
+// intList decodes a JSON list of integers.
+func intList(raw json.RawMessage) ([]int, error) {
+	var v []int
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("want a list of integers: %v", err)
+	}
+	return v, nil
+}
+
+// imageValue decodes one camera frame: a base64 PNG/JPEG string, or an HxWx3 array of 0..255
+// integers (what numpy's uint8 .tolist() gives).
+func imageValue(raw json.RawMessage) (pi05.RGB, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return pi05.RGB{}, err
+		}
+		return pi05.DecodeBase64Image(s)
+	}
+	return parseUint8Image(raw)
+}
+
+// parseUint8Image reads [[[r,g,b], ...], ...] without building a tree of interfaces (a 224x224
+// frame is 150k numbers).
+func parseUint8Image(b []byte) (pi05.RGB, error) {
+	p := &arrayScanner{b: b}
+	var img pi05.RGB
+	if err := p.expect('['); err != nil {
+		return img, err
+	}
+	for row := 0; ; row++ {
+		if p.peek() == ']' && row == 0 {
+			return img, fmt.Errorf("image array is empty")
+		}
+		if err := p.expect('['); err != nil {
+			return img, err
+		}
+		w := 0
+		for {
+			if err := p.expect('['); err != nil {
+				return img, err
+			}
+			for c := 0; c < 3; c++ {
+				v, err := p.uint8()
+				if err != nil {
+					return img, fmt.Errorf("pixel [%d][%d][%d]: %w", row, w, c, err)
+				}
+				img.Pix = append(img.Pix, v)
+				sep := byte(']')
+				if c < 2 {
+					sep = ','
+				}
+				if err := p.expect(sep); err != nil {
+					return img, fmt.Errorf("pixel [%d][%d]: want 3 channels: %w", row, w, err)
+				}
+			}
+			w++
+			if p.peek() == ',' {
+				p.pos++
+				continue
+			}
+			if err := p.expect(']'); err != nil {
+				return img, err
+			}
+			break
+		}
+		if row == 0 {
+			img.W = w
+		} else if w != img.W {
+			return img, fmt.Errorf("image row %d has %d pixels, row 0 has %d", row, w, img.W)
+		}
+		img.H++
+		if p.peek() == ',' {
+			p.pos++
+			continue
+		}
+		if err := p.expect(']'); err != nil {
+			return img, err
+		}
+		break
+	}
+	if p.skip(); p.pos != len(p.b) {
+		return img, fmt.Errorf("data after the image array at byte %d", p.pos)
+	}
+	return pi05.NewRGB(img.H, img.W, img.Pix)
+}
+
+type arrayScanner struct {
+	b   []byte
+	pos int
+}
+
+func (s *arrayScanner) skip() {
+	for s.pos < len(s.b) {
+		switch s.b[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *arrayScanner) peek() byte {
+	s.skip()
+	if s.pos >= len(s.b) {
+		return 0
+	}
+	return s.b[s.pos]
+}
+
+func (s *arrayScanner) expect(c byte) error {
+	if got := s.peek(); got != c {
+		if got == 0 {
+			return fmt.Errorf("image array ends early, want %q", c)
+		}
+		return fmt.Errorf("image array: want %q at byte %d, got %q", c, s.pos, got)
+	}
+	s.pos++
+	return nil
+}
+
+// uint8 reads an integer 0..255 (a trailing ".0" is accepted).
+func (s *arrayScanner) uint8() (uint8, error) {
+	s.skip()
+	start := s.pos
+	for s.pos < len(s.b) && (s.b[s.pos] >= '0' && s.b[s.pos] <= '9' || s.b[s.pos] == '.' || s.b[s.pos] == '-') {
+		s.pos++
+	}
+	f, err := strconv.ParseFloat(string(s.b[start:s.pos]), 64)
+	if err != nil || f != math.Trunc(f) || f < 0 || f > 255 {
+		return 0, fmt.Errorf("%q is not an integer in 0..255", s.b[start:s.pos])
+	}
+	return uint8(f), nil
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"image"
+	"image/jpeg"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// fuzzHandler serves /predict over twoLabelOutputs. Any answer other than
+// 200, 400 or 422 means the request or image path misbehaved: a panic is
+// recovered as a 500, which fails the fuzz run.
+func fuzzHandler(t testing.TB) http.Handler {
+	m := NewRFDETR(RFDETROptions{Getenv: func(string) string { return "" }})
+	m.log = discardLog()
+	m.det = newDetectorForTest(twoLabelOutputs())
+	s := New(m, Options{Log: discardLog()})
+	s.ready.Store(true)
+	return s.Handler()
+}
+
+func checkAnswer(t *testing.T, h http.Handler, body []byte) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/predict", bytes.NewReader(body)))
+	switch rec.Code {
+	case http.StatusOK, http.StatusBadRequest, http.StatusUnprocessableEntity:
+	default:
+		t.Fatalf("status %d for body %q: %s", rec.Code, truncate(body), rec.Body.String())
+	}
+	if !json.Valid(rec.Body.Bytes()) {
+		t.Fatalf("answer is not JSON: %q", rec.Body.String())
+	}
+}
+
+func truncate(b []byte) []byte {
+	if len(b) > 200 {
+		return b[:200]
+	}
+	return b
+}
+
+func seedImages(f *testing.F) [][]byte {
+	var p, j bytes.Buffer
+	img := image.NewNRGBA(image.Rect(0, 0, 5, 3))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 37)
+	}
+	if err := png.Encode(&p, img); err != nil {
+		f.Fatal(err)
+	}
+	if err := jpeg.Encode(&j, img, nil); err != nil {
+		f.Fatal(err)
+	}
+	return [][]byte{p.Bytes(), j.Bytes()}
+}
+
+// FuzzPredictImage fuzzes the image bytes (and the knobs) of a well-formed
+// request: base64 → PNG/JPEG decode → pre-processing → response.
+func FuzzPredictImage(f *testing.F) {
+	for _, img := range seedImages(f) {
+		f.Add(img, 0.5, 100, false, false)
+		f.Add(img, 0.0, 300, true, true)
+	}
+	h := fuzzHandler(f)
+	f.Fuzz(func(t *testing.T, img []byte, threshold float64, maxDet int, raw, dataURL bool) {
+		b64 := base64.StdEncoding.EncodeToString(img)
+		if dataURL {
+			b64 = "data:image/png;base64," + b64
+		}
+		body, err := json.Marshal(map[string]any{"image": b64, "threshold": threshold, "max_detections": maxDet, "return_raw": raw})
+		if err != nil {
+			return // NaN/Inf threshold: not expressible in JSON
+		}
+		checkAnswer(t, h, body)
+	})
+}
+
+// FuzzPredictBody fuzzes the raw request body: JSON schema checks, base64.
+func FuzzPredictBody(f *testing.F) {
+	for _, img := range seedImages(f) {
+		f.Add([]byte(`{"image":"` + base64.StdEncoding.EncodeToString(img) + `","threshold":0.3,"max_detections":5,"return_raw":false}`))
+	}
+	f.Add([]byte(`{"image":"data:image/jpeg;base64,/9j/"}`))
+	f.Add([]byte(`{"threshold":"x","max_detections":1e400}`))
+	f.Add([]byte(`[]`))
+	h := fuzzHandler(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkAnswer(t, h, body)
+	})
+}

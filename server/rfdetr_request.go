@@ -1,0 +1,139 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Limits of POST /predict (the seed's contract).
+const (
+	MaxBodyBytes         = 32 << 20 // a larger body is a 400
+	defaultThreshold     = 0.5
+	defaultMaxDetections = 100
+	maxMaxDetections     = 300
+)
+
+// predictRequest is a validated POST /predict body.
+type predictRequest struct {
+	Image         string // base64 text, prefix and whitespace not yet removed
+	Threshold     float64
+	MaxDetections int
+	ReturnRaw     bool
+}
+
+// parsePredict validates the JSON body like the seed's pydantic model:
+// every violation is reported (422), extra fields are ignored, numbers must
+// be JSON numbers (max_detections an integral one) and flags JSON booleans.
+func parsePredict(body []byte) (predictRequest, []FieldError) {
+	req := predictRequest{Threshold: defaultThreshold, MaxDetections: defaultMaxDetections}
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		msg := "request body must be a JSON object"
+		if err != nil {
+			msg = "JSON decode error: " + err.Error()
+		}
+		return req, []FieldError{{Loc: []string{"body"}, Msg: msg, Type: "json_invalid"}}
+	}
+	if dec.More() {
+		return req, []FieldError{{Loc: []string{"body"}, Msg: "JSON decode error: data after the object", Type: "json_invalid"}}
+	}
+	var errs []FieldError
+	fail := func(field, typ, format string, args ...any) {
+		errs = append(errs, FieldError{Loc: []string{"body", field}, Msg: fmt.Sprintf(format, args...), Type: typ})
+	}
+
+	if raw, ok := fields["image"]; !ok {
+		fail("image", "missing", "Field required")
+	} else if err := json.Unmarshal(raw, &req.Image); err != nil || isNull(raw) {
+		fail("image", "string_type", "Input should be a valid string (base64 PNG or JPEG)")
+	}
+	if raw, ok := fields["threshold"]; ok {
+		switch v, ok := number(raw); {
+		case !ok:
+			fail("threshold", "float_type", "Input should be a valid number")
+		case v < 0:
+			fail("threshold", "greater_than_equal", "Input should be greater than or equal to 0")
+		case v > 1:
+			fail("threshold", "less_than_equal", "Input should be less than or equal to 1")
+		default:
+			req.Threshold = v
+		}
+	}
+	if raw, ok := fields["max_detections"]; ok {
+		switch v, ok := number(raw); {
+		case !ok || v != math.Trunc(v):
+			fail("max_detections", "int_type", "Input should be a valid integer")
+		case v < 1:
+			fail("max_detections", "greater_than_equal", "Input should be greater than or equal to 1")
+		case v > maxMaxDetections:
+			fail("max_detections", "less_than_equal", "Input should be less than or equal to %d", maxMaxDetections)
+		default:
+			req.MaxDetections = int(v)
+		}
+	}
+	if raw, ok := fields["return_raw"]; ok {
+		if err := json.Unmarshal(raw, &req.ReturnRaw); err != nil || isNull(raw) {
+			fail("return_raw", "bool_type", "Input should be a valid boolean")
+		}
+	}
+	return req, errs
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// number reads a JSON number (not a string, bool or null) as a finite float.
+func number(raw json.RawMessage) (float64, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) {
+		return 0, false // a string, bool, null, array or object
+	}
+	var n json.Number
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&n); err != nil {
+		return 0, false
+	}
+	v, err := n.Float64()
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, false
+	}
+	return v, true
+}
+
+// decodeBase64Image strips an optional data: URL prefix and any whitespace
+// (wrapped base64), then decodes standard or URL-safe base64, padded or not.
+func decodeBase64Image(s string) ([]byte, error) {
+	if strings.HasPrefix(s, "data:") {
+		header, payload, ok := strings.Cut(s, ",")
+		if !ok {
+			return nil, fmt.Errorf("image data URL has no ',' before its payload")
+		}
+		if !strings.HasSuffix(header, ";base64") {
+			return nil, fmt.Errorf("image data URL %q is not base64", header)
+		}
+		s = payload
+	}
+	s = strings.Map(func(r rune) rune {
+		switch r {
+		case ' ', '\n', '\r', '\t':
+			return -1
+		}
+		return r
+	}, s)
+	s = strings.TrimRight(s, "=")
+	enc := base64.RawStdEncoding
+	if strings.ContainsAny(s, "-_") {
+		enc = base64.RawURLEncoding
+	}
+	out, err := enc.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("image is not valid base64: %v", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,322 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/ttmodel/tt-model/models/rfdetr"
+)
+
+// RFDETRName is the display name of the RF-DETR model (seed 003).
+const RFDETRName = "RF-DETR-base"
+
+// RFDETROptions configure the RF-DETR model behind the server.
+type RFDETROptions struct {
+	Getenv func(string) string // os.Getenv in production: weights discovery
+	Build  rfdetr.Builder      // compiles the network (the native forward)
+	Device string              // what /health reports once ready, e.g. "cpu avx512bf16, fp32, 2 threads"
+	Warmup int                 // forwards before ready; 0 means 2
+	// Version is the server binary's version, reported by /info.
+	Version string
+}
+
+// RFDETR serves seed 003's API: POST /predict on one image.
+type RFDETR struct {
+	opts RFDETROptions
+	log  *slog.Logger // set by Load
+
+	mu     sync.Mutex // guards det and source, which Load sets while /info reads
+	det    *rfdetr.Detector
+	source rfdetr.Source
+}
+
+// NewRFDETR prepares the model; nothing is read until Load.
+func NewRFDETR(opts RFDETROptions) *RFDETR {
+	if opts.Warmup == 0 {
+		opts.Warmup = 2
+	}
+	return &RFDETR{opts: opts}
+}
+
+func (m *RFDETR) Name() string { return RFDETRName }
+
+// Load finds the weights, checks and compiles them, and runs the warm-up
+// forwards.
+func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
+	m.log = log
+	src, err := rfdetr.FindWeights(m.opts.Getenv)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.source = src
+	m.mu.Unlock()
+	log.Info("loading weights", "dir", src.Dir, "via", src.Via, "repo", src.Repo, "revision", src.Revision)
+	det, err := rfdetr.Load(ctx, src, m.opts.Build, log)
+	if err != nil {
+		return err
+	}
+	log.Info("warming up", "forwards", m.opts.Warmup)
+	start := time.Now()
+	if err := det.Warmup(ctx, m.opts.Warmup); err != nil {
+		_ = det.Close()
+		return err
+	}
+	log.Info("warm-up complete", "seconds", time.Since(start).Seconds())
+	m.mu.Lock()
+	m.det = det
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *RFDETR) detector() *rfdetr.Detector {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.det
+}
+
+func (m *RFDETR) Device() string {
+	if m.detector() == nil {
+		return ""
+	}
+	return m.opts.Device
+}
+
+func (m *RFDETR) Close() error {
+	if d := m.detector(); d != nil {
+		return d.Close()
+	}
+	return nil
+}
+
+func (m *RFDETR) repo() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.source.Repo != "" {
+		return m.source.Repo
+	}
+	if r := m.opts.Getenv("HF_MODEL"); r != "" && m.source.Via != "HF_MODEL" {
+		return r
+	}
+	return rfdetr.DefaultRepo
+}
+
+func (m *RFDETR) ModelCards() []ModelCard {
+	return []ModelCard{{ID: m.repo(), Object: "model", OwnedBy: "tt-model"}}
+}
+
+func (m *RFDETR) Info() any {
+	m.mu.Lock()
+	src, det := m.source, m.det
+	m.mu.Unlock()
+	status, device := "starting", any(nil)
+	labels := rfdetr.Labels(nil)
+	names := ""
+	if det != nil {
+		status, device, labels, names = "ok", m.opts.Device, det.Labels(), det.Scheme()
+	}
+	return map[string]any{
+		"model":    RFDETRName,
+		"task":     "object-detection",
+		"status":   status,
+		"hardware": "cpu",
+		"device":   device,
+		"weights": map[string]any{
+			"repo": m.repo(), "revision": nilIfEmpty(src.Revision), "dir": nilIfEmpty(src.Dir), "via": nilIfEmpty(src.Via),
+			"files": []string{rfdetr.WeightsFile, rfdetr.ConfigFile}, "tensor_names": nilIfEmpty(names),
+		},
+		"input": map[string]any{
+			"size": []int{rfdetr.InputSize, rfdetr.InputSize}, "images_per_request": 1, "batch": 1,
+			"formats": []string{"png", "jpeg"}, "max_side": rfdetr.MaxImageSide, "max_body_bytes": MaxBodyBytes,
+		},
+		"defaults":   map[string]any{"threshold": defaultThreshold, "max_detections": defaultMaxDetections},
+		"outputs":    map[string]any{"queries": rfdetr.NumQueries, "classes": rfdetr.NumClasses},
+		"labels":     labels,
+		"server":     map[string]any{"name": "tt-model-server", "version": m.opts.Version},
+		"serialized": true,
+	}
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (m *RFDETR) Routes() []Route {
+	return []Route{{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, Handler: m.predict}}
+}
+
+type detectionJSON struct {
+	Label   string     `json:"label"`
+	LabelID int        `json:"label_id"`
+	Score   float32    `json:"score"`
+	Box     [4]float32 `json:"box"`
+	BoxNorm [4]float32 `json:"box_cxcywh_norm"`
+}
+
+type timingJSON struct {
+	Decode      float64 `json:"decode"`
+	Preprocess  float64 `json:"preprocess"`
+	Inference   float64 `json:"inference"`
+	Postprocess float64 `json:"postprocess"`
+	Total       float64 `json:"total"`
+}
+
+type rawJSON struct {
+	Logits    [][]float32 `json:"logits"`
+	PredBoxes [][]float32 `json:"pred_boxes"`
+}
+
+type predictResponse struct {
+	Detections    []detectionJSON `json:"detections"`
+	NumDetections int             `json:"num_detections"`
+	ImageSize     struct {
+		Width  int `json:"width"`
+		Height int `json:"height"`
+	} `json:"image_size"`
+	InputSize [2]int     `json:"input_size"`
+	Threshold float64    `json:"threshold"`
+	TimingMS  timingJSON `json:"timing_ms"`
+	Raw       *rawJSON   `json:"raw,omitempty"`
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+// predict answers POST /predict. Status codes: 400 for a body or image that
+// cannot be used (with the reason), 422 for schema violations, 500
+// "inference failed: <Type>: <text>" when the forward fails.
+func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
+	start := time.Now()
+	if r.ContentLength > MaxBodyBytes {
+		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("request body is %d bytes; the limit is %d (32 MiB)", r.ContentLength, MaxBodyBytes))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeDetail(w, http.StatusBadRequest, fmt.Sprintf("request body exceeds the %d-byte (32 MiB) limit", MaxBodyBytes))
+			return
+		}
+		writeDetail(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+		return
+	}
+	req, ferrs := parsePredict(body)
+	if len(ferrs) > 0 {
+		writeFieldErrors(w, ferrs)
+		return
+	}
+	body = nil
+
+	t0 := time.Now()
+	data, err := decodeBase64Image(req.Image)
+	if err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	req.Image = ""
+	img, _, err := rfdetr.DecodeImage(data)
+	if err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	decode := time.Since(t0)
+
+	res, err := detect(r.Context(), m.detector(), img, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
+	if err != nil {
+		var p *PanicError
+		if errors.As(err, &p) {
+			m.log.Error("forward panicked", "panic", p.Error(), "stack", p.Stack)
+		}
+		writeDetail(w, http.StatusInternalServerError, inferenceFailure(err))
+		return
+	}
+	resp := predictResponse{
+		Detections: make([]detectionJSON, 0, len(res.Detections)),
+		InputSize:  [2]int{rfdetr.InputSize, rfdetr.InputSize},
+		Threshold:  req.Threshold,
+	}
+	for _, d := range res.Detections {
+		if !finite(d.BoxNorm[:]) {
+			writeDetail(w, http.StatusInternalServerError, fmt.Sprintf("inference failed: NonFiniteOutput: query %d box %v", d.Query, d.BoxNorm))
+			return
+		}
+		resp.Detections = append(resp.Detections, detectionJSON{Label: d.Label, LabelID: d.LabelID, Score: d.Score, Box: d.Box, BoxNorm: d.BoxNorm})
+	}
+	resp.NumDetections = len(resp.Detections)
+	resp.ImageSize.Width, resp.ImageSize.Height = img.Bounds().Dx(), img.Bounds().Dy()
+	if req.ReturnRaw {
+		if !finite(res.Logits) || !finite(res.Boxes) {
+			writeDetail(w, http.StatusInternalServerError, "inference failed: NonFiniteOutput: raw logits or boxes contain NaN or Inf")
+			return
+		}
+		resp.Raw = &rawJSON{Logits: rows(res.Logits, rfdetr.NumClasses), PredBoxes: rows(res.Boxes, 4)}
+	}
+	rec.Stage("decode", decode)
+	rec.Stage("preprocess", res.Timing.Preprocess)
+	rec.Stage("inference", res.Timing.Inference)
+	rec.Stage("postprocess", res.Timing.Postprocess)
+	resp.TimingMS = timingJSON{
+		Decode: ms(decode), Preprocess: ms(res.Timing.Preprocess), Inference: ms(res.Timing.Inference),
+		Postprocess: ms(res.Timing.Postprocess), Total: ms(time.Since(start)),
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// detect runs the detector, turning a panic in the forward into an error so
+// the request is answered as an inference failure.
+func detect(ctx context.Context, det *rfdetr.Detector, img image.Image, opt rfdetr.Options) (res rfdetr.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &rfdetr.InferenceError{Err: &PanicError{Value: p, Stack: string(debug.Stack())}}
+		}
+	}()
+	return det.Detect(ctx, img, opt)
+}
+
+// PanicError is a recovered panic.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string { return fmt.Sprint(e.Value) }
+
+// inferenceFailure formats the seed's 500 detail: "inference failed:
+// <Type>: <text>", the type being the innermost error's.
+func inferenceFailure(err error) string {
+	var inf *rfdetr.InferenceError
+	if errors.As(err, &inf) {
+		err = inf.Err
+	}
+	return fmt.Sprintf("inference failed: %s: %v", errorKind(err), err)
+}
+
+func finite(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// rows views a flat row-major matrix as rows (no copy).
+func rows(flat []float32, width int) [][]float32 {
+	out := make([][]float32, len(flat)/width)
+	for i := range out {
+		out[i] = flat[i*width : (i+1)*width : (i+1)*width]
+	}
+	return out
+}

@@ -1,0 +1,278 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ExitFault is the exit code of a device hang: the supervisor resets the
+// chip and restarts the server when it sees it.
+const ExitFault = 75
+
+// Options configure a Server.
+type Options struct {
+	Log *slog.Logger
+	// FaultExitAfter, when > 0, makes Run return a *FaultExit after that
+	// many predictions have been answered: a test-only switch that simulates
+	// a device hang for the supervisor's reset-and-restart path
+	// (TT_MODEL_FAULT_EXIT_AFTER in tt-model-server).
+	FaultExitAfter int
+	// ShutdownGrace bounds how long in-flight requests may finish after a
+	// stop signal (default 30 s).
+	ShutdownGrace time.Duration
+}
+
+// FaultExit is returned by Run when the fault switch fires.
+type FaultExit struct{ Predictions int }
+
+func (e *FaultExit) Error() string {
+	return fmt.Sprintf("fault switch: simulated device hang after %d predictions (exit %d)", e.Predictions, ExitFault)
+}
+
+// Server serves one Model.
+type Server struct {
+	model   Model
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+	handler http.Handler
+
+	ready       atomic.Bool
+	exclusive   sync.Mutex // one model request at a time (the program has one set of buffers)
+	predictions atomic.Int64
+	fault       chan struct{}
+	faultOnce   sync.Once
+}
+
+// New builds a server for m; nothing is loaded until Run.
+func New(m Model, opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.ShutdownGrace == 0 {
+		opts.ShutdownGrace = 30 * time.Second
+	}
+	s := &Server{model: m, opts: opts, log: opts.Log, metrics: newMetrics(m.Name()), fault: make(chan struct{})}
+	s.handler = s.routes()
+	return s
+}
+
+// Handler is the server's HTTP handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Ready reports whether the model is loaded.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// routes wires the common endpoints and the model's. Dispatch is by exact
+// path, then method, so unknown paths and wrong methods get JSON 404/405.
+func (s *Server) routes() http.Handler {
+	type entry struct {
+		methods map[string]http.HandlerFunc
+	}
+	table := map[string]*entry{}
+	add := func(method, path, name string, h http.HandlerFunc) {
+		e := table[path]
+		if e == nil {
+			e = &entry{methods: map[string]http.HandlerFunc{}}
+			table[path] = e
+		}
+		e.methods[method] = s.instrument(name, h)
+	}
+	add(http.MethodGet, "/health", "health", s.health)
+	add(http.MethodGet, "/info", "info", s.info)
+	add(http.MethodGet, "/v1/models", "models", s.models)
+	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
+	add(http.MethodGet, "/metrics", "metrics", metricsHandler.ServeHTTP)
+	for _, r := range s.model.Routes() {
+		add(r.Method, r.Path, r.Name, s.modelRoute(r))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e := table[r.URL.Path]
+		if e == nil {
+			writeDetail(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		h := e.methods[r.Method]
+		if h == nil && r.Method == http.MethodHead {
+			h = e.methods[http.MethodGet]
+		}
+		if h == nil {
+			allowed := ""
+			for m := range e.methods {
+				if allowed != "" {
+					allowed += ", "
+				}
+				allowed += m
+			}
+			w.Header().Set("Allow", allowed)
+			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+			return
+		}
+		h(w, r)
+	})
+}
+
+// statusWriter remembers the status code for metrics and recovery.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// instrument adds metrics, an access log line and panic recovery: a panic
+// in one request is logged with its stack and answered 500; the server
+// keeps serving.
+func (s *Server) instrument(name string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("request panicked", "route", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					writeDetail(sw, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
+				}
+			}
+			d := time.Since(start)
+			s.metrics.requests.WithLabelValues(name, strconv.Itoa(sw.status)).Inc()
+			s.metrics.latency.WithLabelValues(name).Observe(d.Seconds())
+			if name != "health" && name != "metrics" {
+				s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "ms", float64(d.Microseconds())/1000)
+			}
+		}()
+		h(sw, r)
+	}
+}
+
+// modelRoute gates a model handler: 503 until loaded, then one request at a
+// time; counted requests feed the fault switch.
+func (s *Server) modelRoute(rt Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() {
+			w.Header().Set("Retry-After", "5")
+			writeDetail(w, http.StatusServiceUnavailable, s.model.Name()+" is starting: weights are loading and warming up")
+			return
+		}
+		s.metrics.queued.Inc()
+		s.exclusive.Lock()
+		s.metrics.queued.Dec()
+		defer s.exclusive.Unlock()
+		sw := &statusWriter{ResponseWriter: w}
+		rt.Handler(sw, r, stageRecorder{s.metrics})
+		if rt.Counts && sw.status == http.StatusOK {
+			n := s.predictions.Add(1)
+			if s.opts.FaultExitAfter > 0 && n >= int64(s.opts.FaultExitAfter) {
+				s.faultOnce.Do(func() { close(s.fault) })
+			}
+		}
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	status, device := "starting", any(nil)
+	if s.ready.Load() {
+		status, device = "ok", s.model.Device()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "model": s.model.Name(), "device": device})
+}
+
+func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.model.Info())
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": s.model.ModelCards()})
+}
+
+// Run serves on ln, loads the model in the background, and returns when ctx
+// is cancelled (graceful shutdown: nil), when loading fails (its error), or
+// when the fault switch fires (*FaultExit, after the last response is out).
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute, // a 32 MB body over a slow link
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	s.log.Info("listening", "addr", ln.Addr().String(), "model", s.model.Name())
+
+	loadErr := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		err := s.model.Load(ctx, s.log)
+		if err == nil {
+			s.metrics.loadSecs.Set(time.Since(start).Seconds())
+			s.metrics.ready.Set(1)
+			s.ready.Store(true)
+			s.log.Info("ready", "model", s.model.Name(), "device", s.model.Device(), "seconds", time.Since(start).Seconds())
+		}
+		loadErr <- err
+	}()
+
+	var result error
+	loading := loadErr
+wait:
+	for {
+		select {
+		case err := <-loading:
+			loading = nil
+			if err != nil {
+				result = fmt.Errorf("load %s: %w", s.model.Name(), err)
+				break wait
+			}
+		case err := <-serveErr:
+			result = fmt.Errorf("serve: %w", err)
+			break wait
+		case <-s.fault:
+			result = &FaultExit{Predictions: int(s.predictions.Load())}
+			break wait
+		case <-ctx.Done():
+			s.log.Info("stop signal: shutting down", "grace", s.opts.ShutdownGrace)
+			break wait
+		}
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+	defer cancel()
+	err := hs.Shutdown(shutCtx)
+	switch {
+	case err != nil && !errors.Is(err, http.ErrServerClosed):
+		// A request may still be inside the program: freeing it now could
+		// crash that request, and the process is exiting anyway.
+		s.log.Warn("shutdown: requests still running; model not closed", "err", err)
+	case s.ready.Load():
+		if err := s.model.Close(); err != nil {
+			s.log.Warn("close model", "err", err)
+		}
+	}
+	return result
+}

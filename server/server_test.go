@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// echoModel is a minimal Model for the server's own behaviour: its Load
+// waits for a signal, /echo answers with the request count, /boom panics.
+type echoModel struct {
+	release  chan struct{}
+	loadErr  error
+	inFlight atomic.Int32
+	maxSeen  atomic.Int32
+	closed   atomic.Bool
+}
+
+func (m *echoModel) Name() string { return "echo" }
+func (m *echoModel) Load(ctx context.Context, _ *slog.Logger) error {
+	select {
+	case <-m.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return m.loadErr
+}
+func (m *echoModel) Device() string { return "test device" }
+func (m *echoModel) Info() any      { return map[string]string{"model": "echo"} }
+func (m *echoModel) ModelCards() []ModelCard {
+	return []ModelCard{{ID: "test/echo", Object: "model", OwnedBy: "tt-model"}}
+}
+func (m *echoModel) Close() error { m.closed.Store(true); return nil }
+func (m *echoModel) Routes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/echo", Name: "echo", Counts: true, Handler: func(w http.ResponseWriter, r *http.Request, _ Recorder) {
+			n := m.inFlight.Add(1)
+			if n > m.maxSeen.Load() {
+				m.maxSeen.Store(n)
+			}
+			time.Sleep(20 * time.Millisecond) // widen the window in which overlap would show
+			m.inFlight.Add(-1)
+			writeJSON(w, http.StatusOK, map[string]string{"ok": "yes"})
+		}},
+		{Method: http.MethodPost, Path: "/boom", Name: "boom", Handler: func(http.ResponseWriter, *http.Request, Recorder) {
+			var m map[string]int
+			m["x"]++ // nil map write: a real runtime panic
+		}},
+	}
+}
+
+func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func getJSON(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// startRun runs s on a free port and returns its base URL and Run's result.
+func startRun(t *testing.T, ctx context.Context, s *Server) (string, chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, ln) }()
+	return "http://" + ln.Addr().String(), done
+}
+
+func waitReady(t *testing.T, s *Server) {
+	t.Helper()
+	for i := 0; i < 500 && !s.Ready(); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !s.Ready() {
+		t.Fatal("server never became ready")
+	}
+}
+
+func TestStartingThenReadyThenGracefulStop(t *testing.T) {
+	m := &echoModel{release: make(chan struct{})}
+	s := New(m, Options{Log: discardLog()})
+	ctx, cancel := context.WithCancel(context.Background())
+	base, done := startRun(t, ctx, s)
+
+	code, body := getJSON(t, base+"/health")
+	if code != 200 || body["status"] != "starting" || body["model"] != "echo" || body["device"] != nil {
+		t.Fatalf("health while starting: %d %v", code, body)
+	}
+	if code, b := post(t, base+"/echo", "{}"); code != 503 || !strings.Contains(b, "echo is starting") {
+		t.Fatalf("model route while starting: %d %s", code, b)
+	}
+	close(m.release)
+	waitReady(t, s)
+	code, body = getJSON(t, base+"/health")
+	if code != 200 || body["status"] != "ok" || body["device"] != "test device" {
+		t.Fatalf("health when ready: %d %v", code, body)
+	}
+	if code, body := getJSON(t, base+"/v1/models"); code != 200 || body["object"] != "list" {
+		t.Fatalf("/v1/models: %d %v", code, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after stop = %v, want nil", err)
+	}
+	if !m.closed.Load() {
+		t.Error("model not closed on shutdown")
+	}
+}
+
+func TestLoadFailureEndsRun(t *testing.T) {
+	m := &echoModel{release: make(chan struct{}), loadErr: errors.New("no weights here")}
+	close(m.release)
+	_, done := startRun(t, context.Background(), New(m, Options{Log: discardLog()}))
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "load echo: no weights here") {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func TestRoutingPanicsAndSerialisation(t *testing.T) {
+	m := &echoModel{release: make(chan struct{})}
+	close(m.release)
+	s := New(m, Options{Log: discardLog()})
+	s.ready.Store(true)
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+
+	cases := []struct {
+		method, path string
+		want         int
+		body         string
+	}{
+		{"GET", "/nope", 404, `{"detail":"Not Found"}`},
+		{"GET", "/echo", 405, `{"detail":"Method Not Allowed"}`},
+		{"POST", "/health", 405, `{"detail":"Method Not Allowed"}`},
+		{"POST", "/boom", 500, `{"detail":"internal error: assignment to entry in nil map"}`},
+		{"GET", "/info", 200, `{"model":"echo"}`},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(c.method, ts.URL+c.path, strings.NewReader("{}"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || strings.TrimSpace(string(b)) != c.body {
+			t.Errorf("%s %s: %d %s, want %d %s", c.method, c.path, resp.StatusCode, b, c.want, c.body)
+		}
+	}
+
+	// Eight concurrent requests: the model never sees two at once.
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, b := post(t, ts.URL+"/echo", "{}"); code != 200 {
+				t.Errorf("echo: %d %s", code, b)
+			}
+		}()
+	}
+	wg.Wait()
+	if m.maxSeen.Load() != 1 {
+		t.Errorf("%d requests overlapped in the model, want 1", m.maxSeen.Load())
+	}
+
+	resp, err := http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tt_model_http_requests_total{code="200",model="echo",route="echo"} 8`, `route="boom"`, "go_goroutines"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestFaultSwitchExitsAfterN(t *testing.T) {
+	m := &echoModel{release: make(chan struct{})}
+	close(m.release)
+	s := New(m, Options{Log: discardLog(), FaultExitAfter: 2})
+	base, done := startRun(t, context.Background(), s)
+	waitReady(t, s)
+	for i := 0; i < 2; i++ {
+		if code, b := post(t, base+"/echo", "{}"); code != 200 {
+			t.Fatalf("prediction %d: %d %s (the answer must still be sent)", i+1, code, b)
+		}
+	}
+	err := <-done
+	var fe *FaultExit
+	if !errors.As(err, &fe) || fe.Predictions != 2 {
+		t.Fatalf("Run = %v, want FaultExit after 2", err)
+	}
+}
