@@ -45,6 +45,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newValidateCmd(),
 		newProfilesCmd(),
 		newWeightsCmd(),
+		newServeCmd(),
+		newStopCmd(),
+		newPsCmd(),
+		newLogsCmd(),
 		newPackageCmd(),
 	)
 	return root

@@ -1,0 +1,33 @@
+package commands
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newLogsCmd() *cobra.Command {
+	var profile string
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print a tt-model server's output (-f to follow it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			set, err := openRunners(cmd, true)
+			if err != nil {
+				return err
+			}
+			defer set.Close()
+			r, inst, err := set.resolve(cmd, args[0], profile)
+			if err != nil {
+				return err
+			}
+			if err := r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout()); err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&profile, "profile", "", "the profile, when NAME runs under several")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until interrupted")
+	return cmd
+}

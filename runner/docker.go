@@ -1,0 +1,332 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/ttmodel/tt-model/manifest"
+)
+
+// Mount points inside the container, as upstream's serve.
+const (
+	containerHF          = "/hf"
+	containerMetalCache  = "/cache"
+	containerWeightCache = "/weight-cache"
+	hugepagesDir         = "/dev/hugepages-1G"
+	// resetTimeout caps the chip reset after a forced kill, as upstream.
+	resetTimeout = 180 * time.Second
+)
+
+// Docker runs each instance as a container on a Docker engine.
+type Docker struct {
+	c *client.Client
+}
+
+// ConnectDocker returns the engine DOCKER_HOST names (or the default
+// socket), or an error when none answers within a few seconds.
+func ConnectDocker(ctx context.Context) (*Docker, error) {
+	c, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := c.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("docker engine not reachable: %w", err)
+	}
+	return &Docker{c: c}, nil
+}
+
+func (d *Docker) Kind() string { return "docker" }
+func (d *Docker) Close() error { return d.c.Close() }
+
+// Find inspects the container of that name.
+func (d *Docker) Find(ctx context.Context, name string) (*Instance, error) {
+	res, err := d.c.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", name, err)
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[LabelName] == "" {
+		return nil, nil // a container that is not ours
+	}
+	inst := instanceFromLabels(strings.TrimPrefix(c.Name, "/"), c.ID, c.Config.Labels)
+	if c.State != nil {
+		inst.State = string(c.State.Status)
+		inst.Running = c.State.Running || c.State.Restarting
+		inst.ExitCode = c.State.ExitCode
+		inst.Started, _ = time.Parse(time.RFC3339Nano, c.State.StartedAt)
+	}
+	return inst, nil
+}
+
+// List returns every container labelled as ours.
+func (d *Docker) List(ctx context.Context) ([]Instance, error) {
+	res, err := d.c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelName)})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var out []Instance
+	for _, s := range res.Items {
+		if len(s.Names) == 0 {
+			continue
+		}
+		inst, err := d.Find(ctx, strings.TrimPrefix(s.Names[0], "/"))
+		if err != nil {
+			return nil, err
+		}
+		if inst != nil {
+			out = append(out, *inst)
+		}
+	}
+	return out, nil
+}
+
+func instanceFromLabels(name, id string, labels map[string]string) *Instance {
+	port, _ := strconv.Atoi(labels[LabelPort])
+	return &Instance{
+		Name: name, ID: id, Runner: "docker",
+		Package: labels[LabelName], Profile: labels[LabelProfile],
+		Chips: parseChips(labels[LabelDevices]), Port: port,
+	}
+}
+
+// Start loads the image when needed, then creates and starts the container.
+func (d *Docker) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Instance, error) {
+	if cur, err := d.Find(ctx, spec.Name); err != nil {
+		return nil, err
+	} else if cur != nil && cur.Running {
+		return nil, &RunningError{Instance: cur}
+	} else if cur != nil {
+		// A stopped container of the same name would block the create.
+		if _, err := d.c.ContainerRemove(ctx, cur.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			return nil, fmt.Errorf("remove the stopped %s: %w", spec.Name, err)
+		}
+	}
+	tag, err := d.ensureImage(ctx, spec.Package, progress)
+	if err != nil {
+		return nil, err
+	}
+	img, err := d.c.ImageInspect(ctx, tag)
+	if err != nil {
+		return nil, fmt.Errorf("inspect image %s: %w", tag, err)
+	}
+	var entrypoint []string
+	if img.Config != nil {
+		entrypoint = img.Config.Entrypoint
+	}
+	cfg, host, err := d.containerConfig(ctx, spec, tag, entrypoint)
+	if err != nil {
+		return nil, err
+	}
+	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host})
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	for _, w := range created.Warnings {
+		fmt.Fprintf(progress, "docker: %s\n", w)
+	}
+	if _, err := d.c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		_, _ = d.c.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true})
+		return nil, fmt.Errorf("start container %s: %w", spec.Name, err)
+	}
+	inst, err := d.Find(ctx, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	if inst == nil {
+		return nil, fmt.Errorf("container %s vanished right after it started (was it removed?)", spec.Name)
+	}
+	return inst, nil
+}
+
+// containerConfig is upstream's docker run: one --device per chip, --ipc
+// host and the hugepages mount when the host has them, the HF cache at /hf,
+// the kernel and weight caches, labels, the port published as itself,
+// restart on failure, and the server env sorted.
+func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, entrypoint []string) (*container.Config, *container.HostConfig, error) {
+	metal := filepath.Join(spec.StateDir, "cache")
+	weights := filepath.Join(spec.StateDir, "weights")
+	for _, dir := range []string{spec.HF.HFHome, spec.HF.CacheDir, metal, weights} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	port, err := network.ParsePort(strconv.Itoa(spec.Port) + "/tcp")
+	if err != nil {
+		return nil, nil, err
+	}
+	binds := []string{spec.HF.HFHome + ":" + containerHF}
+	if spec.HF.CacheDir != filepath.Join(spec.HF.HFHome, "hub") {
+		// HF_HUB_CACHE lives elsewhere: show it where HF_HOME=/hf expects it.
+		binds = append(binds, spec.HF.CacheDir+":"+containerHF+"/hub")
+	}
+	binds = append(binds, metal+":"+containerMetalCache, weights+":"+containerWeightCache)
+	host := &container.HostConfig{
+		Binds:         binds,
+		PortBindings:  network.PortMap{port: {{HostPort: strconv.Itoa(spec.Port)}}},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyOnFailure},
+	}
+	for _, c := range spec.Chips {
+		dev := "/dev/tenstorrent/" + strconv.Itoa(c)
+		host.Devices = append(host.Devices, container.DeviceMapping{PathOnHost: dev, PathInContainer: dev, CgroupPermissions: "rwm"})
+	}
+	if len(spec.Chips) > 0 {
+		// Shared memory with the host makes umd's chip lock visible across containers.
+		host.IpcMode = container.IPCModeHost
+	}
+	if spec.Hugepages {
+		host.Binds = append(host.Binds, hugepagesDir+":"+hugepagesDir)
+	}
+	user, err := d.containerUser(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := &container.Config{
+		Image:        tag,
+		User:         user,
+		Env:          SortedEnv(spec.ServerEnv(containerHF, containerHF+"/hub", containerMetalCache)),
+		Cmd:          spec.Launch.Argv,
+		Entrypoint:   supervisedEntrypoint(entrypoint, spec.Launch),
+		ExposedPorts: network.PortSet{port: {}},
+		Labels: map[string]string{
+			LabelName:    spec.Package.Wire.Name,
+			LabelProfile: spec.Profile.Name,
+			LabelDevices: joinChips(spec.Chips),
+			LabelPort:    strconv.Itoa(spec.Port),
+		},
+	}
+	return cfg, host, nil
+}
+
+// supervisedEntrypoint tells an image whose entrypoint is our supervisor
+// (`tt-model supervise --`) how this profile's readiness is probed; any
+// other entrypoint is kept as it is.
+func supervisedEntrypoint(ep []string, l manifest.Launch) []string {
+	dash := slices.Index(ep, "--")
+	if dash < 0 || !slices.Contains(ep[:dash], "supervise") {
+		return ep
+	}
+	out := append([]string{}, ep[:dash]...)
+	if l.ReadyLine != "" {
+		out = append(out, "--ready-line", l.ReadyLine)
+	} else if l.ReadyPath != "" {
+		out = append(out, "--ready-url", fmt.Sprintf("http://127.0.0.1:%d%s", l.Port, l.ReadyPath))
+	}
+	return append(out, ep[dash:]...)
+}
+
+// containerUser makes what the container writes into the bind mounts belong
+// to the host user: the host uid:gid on a rootful engine, 0:0 under rootless
+// Docker (where container root maps to the invoking user).
+func (d *Docker) containerUser(ctx context.Context) (string, error) {
+	info, err := d.c.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return "", fmt.Errorf("docker info: %w", err)
+	}
+	for _, opt := range info.Info.SecurityOptions {
+		if strings.Contains(opt, "name=rootless") {
+			return "0:0", nil
+		}
+	}
+	return fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), nil
+}
+
+// Stop is `docker stop --timeout grace` then `docker rm`; a server killed
+// after the grace (exit 137) leaves its chips needing a reset, done in a
+// throw-away container of the same image, as upstream.
+func (d *Docker) Stop(ctx context.Context, inst *Instance, grace time.Duration, progress io.Writer) (StopResult, error) {
+	secs := int(grace / time.Second)
+	var res StopResult
+	if _, err := d.c.ContainerStop(ctx, inst.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+		return res, fmt.Errorf("stop %s: %w", inst.Name, err)
+	}
+	info, err := d.c.ContainerInspect(ctx, inst.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return res, fmt.Errorf("inspect %s after stop: %w", inst.Name, err)
+	}
+	image := ""
+	if info.Container.State != nil {
+		res.ExitCode = info.Container.State.ExitCode
+	}
+	if info.Container.Config != nil {
+		image = info.Container.Config.Image
+	}
+	res.Killed = res.ExitCode == 137
+	if res.Killed {
+		res.Reset = d.resetChips(ctx, image, inst.Chips, progress)
+	}
+	if _, err := d.c.ContainerRemove(ctx, inst.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return res, fmt.Errorf("remove %s: %w", inst.Name, err)
+	}
+	return res, nil
+}
+
+// resetChips runs `tt-smi -r <chips>` in a throw-away container holding
+// only those chips, capped at resetTimeout, and says what happened.
+func (d *Docker) resetChips(ctx context.Context, image string, chips []int, progress io.Writer) string {
+	if len(chips) == 0 {
+		return "no chips to reset (the container had no /dev/tenstorrent devices)"
+	}
+	fmt.Fprintf(progress, "the server was killed after the grace period: resetting chips %s\n", FormatChips(chips))
+	host := &container.HostConfig{IpcMode: container.IPCModeHost}
+	for _, c := range chips {
+		dev := "/dev/tenstorrent/" + strconv.Itoa(c)
+		host.Devices = append(host.Devices, container.DeviceMapping{PathOnHost: dev, PathInContainer: dev, CgroupPermissions: "rwm"})
+	}
+	cfg := &container.Config{Image: image, Entrypoint: []string{"tt-smi", "-r", FormatChips(chips)}, Cmd: []string{}}
+	rctx, cancel := context.WithTimeout(ctx, resetTimeout)
+	defer cancel()
+	created, err := d.c.ContainerCreate(rctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil {
+		return fmt.Sprintf("chip reset could not start (%v): a reboot may be needed", err)
+	}
+	defer d.c.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true})
+	if _, err := d.c.ContainerStart(rctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return fmt.Sprintf("chip reset could not start (%v): a reboot may be needed", err)
+	}
+	wait := d.c.ContainerWait(rctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case r := <-wait.Result:
+		if r.StatusCode != 0 {
+			return fmt.Sprintf("tt-smi -r %s exited %d: a reboot may be needed", FormatChips(chips), r.StatusCode)
+		}
+		return "chips " + FormatChips(chips) + " reset"
+	case err := <-wait.Error:
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Sprintf("tt-smi -r %s did not finish in %s: a reboot may be needed", FormatChips(chips), resetTimeout)
+		}
+		return fmt.Sprintf("chip reset failed (%v): a reboot may be needed", err)
+	}
+}
+
+// Logs copies the container's stdout and stderr to w.
+func (d *Docker) Logs(ctx context.Context, inst *Instance, follow bool, w io.Writer) error {
+	rc, err := d.c.ContainerLogs(ctx, inst.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow})
+	if err != nil {
+		return fmt.Errorf("logs of %s: %w", inst.Name, err)
+	}
+	defer rc.Close()
+	if _, err := stdcopy.StdCopy(w, w, rc); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("logs of %s: %w", inst.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ttmodel/tt-model/manifest"
+)
+
+// NotReadyError means the server did not become ready in time; it may
+// still be booting.
+type NotReadyError struct {
+	Instance *Instance
+	Timeout  time.Duration
+}
+
+func (e *NotReadyError) Error() string {
+	return fmt.Sprintf("%s is not ready after %s; it keeps starting: follow it with `tt-model logs %s -f`, or `tt-model stop %s --profile %s`",
+		e.Instance.Name, e.Timeout, e.Instance.Package, e.Instance.Package, e.Instance.Profile)
+}
+
+// WaitReady follows the instance's output to logOut until the server is
+// ready (its ReadyPath answers JSON "status":"ok", or its ReadyLine shows in
+// the output), the instance stops, or the timeout passes.
+func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch, timeout time.Duration, logOut io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	seen := make(chan struct{})
+	watcher := &lineWatcher{w: logOut, needle: l.ReadyLine, seen: seen}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = r.Logs(ctx, inst, true, watcher)
+	}()
+	// Stop following before returning, so no log line lands after the card.
+	defer wg.Wait()
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", inst.Port, l.ReadyPath)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-seen:
+			return nil
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return &NotReadyError{Instance: inst, Timeout: timeout}
+			}
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if l.ReadyLine == "" && l.ReadyPath != "" && healthOK(ctx, client, url) {
+			return nil
+		}
+		cur, err := r.Find(ctx, inst.Name)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			return fmt.Errorf("%s disappeared while starting", inst.Name)
+		}
+		if !cur.Running {
+			return fmt.Errorf("%s stopped while starting (state %s, exit code %d); its output is above", inst.Name, cur.State, cur.ExitCode)
+		}
+	}
+}
+
+// healthOK reports whether url answers 200 with JSON "status":"ok".
+func healthOK(ctx context.Context, c *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+	}
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) == nil && body.Status == "ok"
+}
+
+// lineWatcher passes output through and closes seen at the first line that
+// contains needle.
+type lineWatcher struct {
+	w      io.Writer
+	needle string
+	seen   chan struct{}
+	mu     sync.Mutex
+	buf    []byte
+	done   bool
+}
+
+func (lw *lineWatcher) Write(p []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	n, err := lw.w.Write(p)
+	if lw.needle == "" || lw.done {
+		return n, err
+	}
+	lw.buf = append(lw.buf, p...)
+	for {
+		i := bytes.IndexByte(lw.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if strings.Contains(string(lw.buf[:i]), lw.needle) {
+			lw.done = true
+			close(lw.seen)
+			lw.buf = nil
+			break
+		}
+		lw.buf = lw.buf[i+1:]
+	}
+	return n, err
+}

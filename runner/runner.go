@@ -1,0 +1,126 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Labels every instance carries (the first three are upstream's).
+const (
+	LabelName    = "org.tenstorrent.tt-model"
+	LabelProfile = LabelName + ".profile"
+	LabelDevices = LabelName + ".devices"
+	LabelPort    = LabelName + ".port"
+)
+
+// StopGrace is how long a server gets between SIGTERM and SIGKILL: closing a
+// mesh cleanly takes long, and a SIGKILLed server leaves the chips needing a
+// reset (upstream uses the same 120 s).
+const StopGrace = 120 * time.Second
+
+// Runner starts and manages package servers in one place: a Docker engine
+// or the bare host. serve, stop, ps and logs are the same code over either.
+type Runner interface {
+	// Kind is "docker" or "host".
+	Kind() string
+	// Find returns the instance with this name, or nil when there is none.
+	Find(ctx context.Context, name string) (*Instance, error)
+	// List returns every tt-model instance this runner knows, running or not.
+	List(ctx context.Context) ([]Instance, error)
+	// Start launches spec and returns as soon as the server process runs.
+	Start(ctx context.Context, spec *Spec, progress io.Writer) (*Instance, error)
+	// Stop sends SIGTERM, waits up to grace, kills, and removes the instance.
+	Stop(ctx context.Context, inst *Instance, grace time.Duration, progress io.Writer) (StopResult, error)
+	// Logs copies the instance's output to w, following it when asked, until
+	// ctx ends or the instance stops.
+	Logs(ctx context.Context, inst *Instance, follow bool, w io.Writer) error
+	Close() error
+}
+
+// Instance is one started server.
+type Instance struct {
+	Name     string // tt-model-<package>-<profile>
+	Package  string
+	Profile  string
+	Runner   string // "docker" or "host"
+	ID       string // container id, or the supervisor's pid
+	Port     int
+	Chips    []int
+	State    string // running, restarting, exited, …
+	Running  bool
+	ExitCode int // the last exit code, when the runner knows it
+	Started  time.Time
+}
+
+// StopResult says how a stop went.
+type StopResult struct {
+	ExitCode int
+	Killed   bool // the grace ran out and the server was SIGKILLed
+	// Reset describes the chip reset done after a kill ("" when none was needed).
+	Reset string
+}
+
+// InstanceName is the container (or host state) name of a package profile:
+// tt-model-<name>-<profile>, as upstream names its containers.
+func InstanceName(pkg, profile string) string { return "tt-model-" + pkg + "-" + profile }
+
+// RunningError refuses a second serve of the same package and profile.
+type RunningError struct{ Instance *Instance }
+
+func (e *RunningError) Error() string {
+	i := e.Instance
+	return fmt.Sprintf("%s is already running (%s %s, port %d); stop it first: tt-model stop %s --profile %s",
+		i.Name, i.Runner, shortID(i.ID), i.Port, i.Package, i.Profile)
+}
+
+// Uptime is how long the instance has run, rounded to seconds.
+func (i Instance) Uptime(now time.Time) time.Duration {
+	if !i.Running || i.Started.IsZero() {
+		return 0
+	}
+	return now.Sub(i.Started).Round(time.Second)
+}
+
+// FormatChips renders chip ids as "0,1" ("-" for none).
+func FormatChips(chips []int) string {
+	if len(chips) == 0 {
+		return "-"
+	}
+	return joinChips(chips)
+}
+
+// joinChips renders chip ids as "0,1" ("" for none), the devices label.
+func joinChips(chips []int) string {
+	s := make([]string, len(chips))
+	for i, c := range chips {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
+}
+
+// parseChips reads a devices label; malformed values give nil.
+func parseChips(s string) []int {
+	if s == "" {
+		return nil
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 0 {
+			return nil
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,57 @@
+// Command healthserver is the model server stand-in of the runner tests: it
+// takes tt-model-server's --host/--port flags, prints its HF_MODEL, and
+// answers GET /health with {"status":"ok"} only when $HF_MODEL/config.json
+// can be read, so a ready server proves the weights mount and the snapshot
+// symlinks work where it runs. IGNORE_SIGTERM=1 makes it ignore SIGTERM.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+func main() {
+	host := flag.String("host", "0.0.0.0", "listen address")
+	port := flag.Int("port", 8000, "listen port")
+	flag.Parse()
+	model := os.Getenv("HF_MODEL")
+	fmt.Printf("HF_MODEL=%s\n", model)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		for s := range sigs {
+			if os.Getenv("IGNORE_SIGTERM") == "1" && s == syscall.SIGTERM {
+				fmt.Println("ignoring SIGTERM")
+				continue
+			}
+			fmt.Println("stopping on", s)
+			os.Exit(0)
+		}
+	}()
+	http.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if _, err := os.ReadFile(filepath.Join(model, "config.json")); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			json.NewEncoder(w).Encode(map[string]string{"status": "loading", "error": err.Error()})
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
+	})
+	l, err := net.Listen("tcp", net.JoinHostPort(*host, fmt.Sprint(*port)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println("listening on", l.Addr())
+	if err := http.Serve(l, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
