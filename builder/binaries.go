@@ -118,10 +118,14 @@ func checkLinuxAMD64(p string) error {
 
 // findModuleRoot walks up from each dir to the go.mod of this module.
 func findModuleRoot(dirs []string) (string, error) {
+	seen := map[string]bool{}
+	var searched []string
 	for _, start := range dirs {
-		if start == "" {
+		if start == "" || seen[start] {
 			continue
 		}
+		seen[start] = true
+		searched = append(searched, start)
 		dir, err := filepath.Abs(start)
 		if err != nil {
 			continue
@@ -137,7 +141,7 @@ func findModuleRoot(dirs []string) (string, error) {
 			dir = parent
 		}
 	}
-	return "", fmt.Errorf("no go.mod of module %s above %s", modulePath, strings.Join(dirs, ", "))
+	return "", fmt.Errorf("no go.mod of module %s above %s", modulePath, strings.Join(searched, ", "))
 }
 
 func modOf(gomod string) string {

@@ -254,6 +254,8 @@ func provenanceRows(w *manifest.Wire) [][2]string {
 			cell = fmt.Sprintf("[`%s`](%s/commit/%s)", sha, strings.TrimSuffix(remote, ".git"), sha)
 		case sha != "":
 			cell = fmt.Sprintf("`%s` (a local checkout)", sha)
+		case stringField(tm, "mode") == "local":
+			cell = "a local tree that is not a git checkout"
 		}
 		if d, _ := tm["dirty"].(bool); d {
 			cell += " *(dirty tree)*"
@@ -311,11 +313,16 @@ func licenseSlug(name string) string {
 }
 
 func renderFrontMatter(fm frontMatter) (string, error) {
-	b, err := yaml.Marshal(fm)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(fm); err != nil {
 		return "", fmt.Errorf("card front matter: %w", err)
 	}
-	return "---\n" + string(b) + "---\n", nil
+	if err := enc.Close(); err != nil {
+		return "", fmt.Errorf("card front matter: %w", err)
+	}
+	return "---\n" + buf.String() + "---\n", nil
 }
 
 func cardTemplates() (*template.Template, error) {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,8 +171,12 @@ func imageConfig(base v1.Config, spec imageSpec) v1.Config {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	if _, ok := env["PATH"]; !ok {
+	// Our binaries live in /usr/local/bin: keep it on a base's PATH.
+	switch p, ok := env["PATH"]; {
+	case !ok || p == "":
 		env["PATH"] = defaultPATH
+	case !slices.Contains(strings.Split(p, ":"), "/usr/local/bin"):
+		env["PATH"] = "/usr/local/bin:" + p
 	}
 	for k, v := range spec.Env {
 		env[k] = v

@@ -287,6 +287,9 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	}
 
 	final := filepath.Join(outDir, m.Name)
+	if err := os.Chmod(stagingDir, 0o755); err != nil { // MkdirTemp made it 0700
+		return nil, err
+	}
 	if err := replaceDir(stagingDir, final); err != nil {
 		return nil, err
 	}

@@ -1,13 +1,176 @@
 package builder
 
 import (
+	"context"
+	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/ttmodel/tt-model/manifest"
 )
 
-func TestPackageRootfsSmoke(t *testing.T) {
+// TestPackageReproducible: the same inputs and SOURCE_DATE_EPOCH give the
+// same digest in another output directory; another epoch gives another.
+func TestPackageReproducible(t *testing.T) {
 	bin := fixtureBin(t)
 	m, work := testPackage(t, nil)
-	res := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "out"), VerifyRootfs))
-	t.Logf("%+v", res)
+	a := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "a"), VerifyRootfs))
+	b := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "b"), VerifyRootfs))
+	if a.Digest != b.Digest {
+		t.Errorf("two packages of the same inputs: %s and %s", a.Digest, b.Digest)
+	}
+	opts := packageOpts(m, work, bin, filepath.Join(work, "c"), VerifyRootfs)
+	opts.SourceDateEpoch = "1700000001"
+	c := mustPackage(t, opts)
+	if c.Digest == a.Digest {
+		t.Errorf("another SOURCE_DATE_EPOCH gave the same digest %s", c.Digest)
+	}
+	for _, r := range []*Result{a, b, c} {
+		if info, err := os.Stat(r.Dir); err != nil || info.Mode().Perm() != 0o755 {
+			t.Errorf("%s: %v, mode %v; want a 0755 directory", r.Dir, err, info.Mode())
+		}
+	}
+}
+
+// TestPackageFailuresKeepPrevious: a failing verify, a missing source path
+// and a bad base each fail with a message naming the cause, and leave the
+// previous package and no partial directory behind.
+func TestPackageFailuresKeepPrevious(t *testing.T) {
+	bin := fixtureBin(t)
+	m, work := testPackage(t, nil)
+	out := filepath.Join(work, "out")
+	first := mustPackage(t, packageOpts(m, work, bin, out, VerifyRootfs))
+	readme, err := os.ReadFile(filepath.Join(first.Dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"failing verify", "  - tt-model --version\n", "  - tt-model-server --no-such-flag\n", `verify[0] "tt-model-server --no-such-flag" exited 3`},
+		{"verify needs a shell", "  - tt-model --version\n", "  - tt-model --version | grep mini\n", "needs a shell"},
+		{"missing source path", "    - README.md\n", "    - NO-SUCH-FILE.md\n", `source.code[1]: "NO-SUCH-FILE.md" does not exist`},
+		{"bad base dir", "  model: rf-detr\n", "  model: rf-detr\n  base: ./no-such-base\n", `runtime.base`},
+		{"base dir without a layout", "  model: rf-detr\n", "  model: rf-detr\n  base: ./tree\n", "not an OCI layout"},
+		{"bad base file", "  model: rf-detr\n", "  model: rf-detr\n  base: ./tree/README.md\n", "not a docker-archive tarball"},
+		{"bad profile", "default_profile: one-chip\n", "default_profile: one-chip\n", "no serve profile named"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			y, err := os.ReadFile(filepath.Join(work, "tt-model.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := strings.Replace(string(y), tc.from, tc.to, 1)
+			file := filepath.Join(work, "edited.yaml")
+			if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Sources are not checked at load, so the builder's own check runs.
+			bad, err := manifest.Load(file, manifest.Options{WorkDir: work})
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			opts := packageOpts(bad, work, bin, out, VerifyRootfs)
+			if tc.name == "bad profile" {
+				opts.Profile = "no-such"
+			}
+			_, err = Package(context.Background(), opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Package: %v, want an error containing %q", err, tc.want)
+			}
+			after, err := os.ReadFile(filepath.Join(first.Dir, "README.md"))
+			if err != nil || string(after) != string(readme) {
+				t.Errorf("the previous package changed: %v", err)
+			}
+			w, err := manifest.ReadWire(first.Dir)
+			if err != nil || w.Container.Image.Digest != first.Digest {
+				t.Errorf("the previous manifest changed: %v", err)
+			}
+			entries, _ := os.ReadDir(out)
+			if len(entries) != 1 {
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Errorf("%s holds %v, want only demo", out, names)
+			}
+		})
+	}
+}
+
+func TestPackageOtherKindsAreNotBuilt(t *testing.T) {
+	m, work := testPackage(t, func(y string) string {
+		y = strings.Replace(y, "kind: tt-go-server", "kind: tt-dit-server", 1)
+		return strings.Replace(y, "runtime:\n  model: rf-detr\n", "runtime:\n  app: models.demo.demo:app\n", 1)
+	})
+	_, err := Package(context.Background(), packageOpts(m, work, "", filepath.Join(work, "out"), VerifyRootfs))
+	if !errors.Is(err, ErrKindNotBuilt) || !strings.Contains(err.Error(), "kind tt-dit-server is validated but not built by this version") {
+		t.Errorf("Package of a tt-dit-server manifest: %v", err)
+	}
+}
+
+// TestPackageOnLayoutAndArchiveBases builds a Docker-typed base with a
+// usrmerge-style /lib64 symlink and its own accounts, writes it as an OCI
+// layout and as a docker-archive tarball, and packages on each: the result
+// is OCI throughout, keeps the base's layers and accounts, and does not
+// replace the symlink with a directory.
+func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
+	bin := fixtureBin(t)
+	dir := t.TempDir()
+	base := testBaseImage(t)
+	baseDigest, _ := base.Digest()
+	layoutDir := filepath.Join(dir, "base-layout")
+	if err := writeLayout(layoutDir, base, "base:1"); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "base.tar")
+	writeDockerArchive(t, archive, base)
+
+	for _, ref := range []string{layoutDir, archive} {
+		t.Run(filepath.Base(ref), func(t *testing.T) {
+			m, work := testPackage(t, func(y string) string {
+				return strings.Replace(y, "  model: rf-detr\n", "  model: rf-detr\n  base: "+ref+"\n", 1)
+			})
+			res := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "out"), VerifyRootfs))
+			img, err := readLayoutImage(filepath.Join(res.Dir, "image"), res.Image)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mf, err := img.Manifest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mf.MediaType != types.OCIManifestSchema1 || mf.Config.MediaType != types.OCIConfigJSON {
+				t.Errorf("manifest %s config %s, want OCI", mf.MediaType, mf.Config.MediaType)
+			}
+			for i, l := range mf.Layers {
+				if l.MediaType != types.OCILayer {
+					t.Errorf("layer %d is %s, want %s", i, l.MediaType, types.OCILayer)
+				}
+			}
+			baseLayers, _ := base.Layers()
+			d0, _ := baseLayers[0].Digest()
+			if len(mf.Layers) != 5 || mf.Layers[0].Digest != d0 {
+				t.Errorf("layers %v, want the base layer %s then 4 of ours", mf.Layers, d0)
+			}
+			if mf.Annotations["org.opencontainers.image.base.digest"] != baseDigest.String() {
+				t.Errorf("base digest annotation %q, want %s", mf.Annotations["org.opencontainers.image.base.digest"], baseDigest)
+			}
+			cf, _ := img.ConfigFile()
+			if cf.Config.Labels["com.example.base"] != "yes" || len(cf.History) != 6 {
+				t.Errorf("base label %q, %d history entries (want the base's 2 + 4)", cf.Config.Labels["com.example.base"], len(cf.History))
+			}
+			files := imageFiles(t, img)
+			if files["/lib64"] != "symlink" {
+				t.Errorf("/lib64 is %q in the image, want the base's symlink", files["/lib64"])
+			}
+			if !strings.Contains(files["/etc/passwd"], "daemon:x:1:1:") || !strings.Contains(files["/etc/passwd"], "tt:x:1000:1000:") {
+				t.Errorf("/etc/passwd:\n%s", files["/etc/passwd"])
+			}
+		})
+	}
 }

@@ -11,43 +11,88 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
-// unpackRootfs writes the flattened file system of img under dir: files,
-// directories, symlinks and hard links with their permission bits. Owners
-// are left to the caller's uid (only a verify run reads this tree). A name
-// or link that would land outside dir is refused.
+// unpackRootfs applies the layers of img under dir, bottom layer first, as a
+// container runtime does: whiteouts delete, opaque markers clear, a later
+// entry replaces an earlier one, and a path through a symlink of a lower
+// layer (/lib64 -> usr/lib64) follows it inside dir. Owners are left to the
+// caller's uid: only a verify run reads this tree.
 func unpackRootfs(img v1.Image, dir string) error {
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	var dirs []*tar.Header
+	layers, err := img.Layers()
+	if err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	for i, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+		err = applyLayer(tar.NewReader(rc), dir)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func applyLayer(tr *tar.Reader, root string) error {
+	type dirMode struct {
+		path string
+		mode os.FileMode
+	}
+	var dirs []dirMode
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("read image file system: %w", err)
+			return err
 		}
 		rel := path.Clean("/" + hdr.Name)
 		if rel == "/" {
 			continue
 		}
-		target := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		parent, err := resolveIn(root, path.Dir(rel))
+		if err != nil {
 			return err
 		}
-		mode := os.FileMode(hdr.Mode).Perm()
+		base := path.Base(rel)
+		if base == ".wh..wh..opq" {
+			entries, _ := os.ReadDir(parent)
+			for _, e := range entries {
+				if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if gone, ok := strings.CutPrefix(base, ".wh."); ok {
+			if err := os.RemoveAll(filepath.Join(parent, gone)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return err
+		}
+		target := filepath.Join(parent, base)
+		mode := hdr.FileInfo().Mode()
+		if info, err := os.Lstat(target); err == nil && !(info.IsDir() && hdr.Typeflag == tar.TypeDir) {
+			if err := os.RemoveAll(target); err != nil {
+				return err
+			}
+		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, 0o755); err != nil {
 				return err
 			}
-			dirs = append(dirs, hdr)
+			dirs = append(dirs, dirMode{target, mode})
 		case tar.TypeReg:
-			f, err := os.OpenFile(target, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode|0o200)
+			f, err := os.OpenFile(target, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode.Perm()|0o200)
 			if err != nil {
 				return err
 			}
@@ -63,26 +108,58 @@ func unpackRootfs(img v1.Image, dir string) error {
 				return fmt.Errorf("symlink %s: %w", rel, err)
 			}
 		case tar.TypeLink:
-			src := path.Clean("/" + hdr.Linkname)
-			if strings.HasPrefix(src, "/..") {
-				return fmt.Errorf("hard link %s points outside the image", rel)
+			src, err := resolveIn(root, path.Clean("/"+hdr.Linkname))
+			if err != nil {
+				return err
 			}
-			if err := os.Link(filepath.Join(dir, filepath.FromSlash(src)), target); err != nil {
+			if err := os.Link(src, target); err != nil {
 				return fmt.Errorf("hard link %s: %w", rel, err)
 			}
 		default:
-			// Device nodes and fifos cannot be made unprivileged and no
+			// Device nodes and fifos cannot be made unprivileged, and no
 			// verify step needs them.
 		}
 	}
 	// Directory modes last, so a read-only directory does not stop its own
-	// extraction.
-	for _, hdr := range dirs {
-		target := filepath.Join(dir, filepath.FromSlash(path.Clean("/"+hdr.Name)))
-		m := hdr.FileInfo().Mode()
-		if err := os.Chmod(target, m.Perm()|m&os.ModeSticky|0o700); err != nil {
+	// extraction; the owner keeps rwx so a later layer can write into it.
+	for _, d := range dirs {
+		if err := os.Chmod(d.path, d.mode.Perm()|d.mode&os.ModeSticky|0o700); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// resolveIn maps an image path to a host path under root, following the
+// symlinks of the tree already unpacked there as the image would see them:
+// an absolute link target restarts at root, and ".." never leaves it.
+func resolveIn(root, p string) (string, error) {
+	parts := strings.Split(strings.Trim(path.Clean("/"+p), "/"), "/")
+	resolved := "/"
+	for hops := 0; len(parts) > 0; {
+		part := parts[0]
+		parts = parts[1:]
+		if part == "" || part == "." {
+			continue
+		}
+		next := path.Join(resolved, part)
+		host := filepath.Join(root, filepath.FromSlash(next))
+		info, err := os.Lstat(host)
+		if err != nil || info.Mode()&os.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		if hops++; hops > 40 {
+			return "", fmt.Errorf("too many symlinks resolving %s", p)
+		}
+		link, err := os.Readlink(host)
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(link) {
+			resolved = "/"
+		}
+		parts = append(strings.Split(strings.Trim(link, "/"), "/"), parts...)
+	}
+	return filepath.Join(root, filepath.FromSlash(resolved)), nil
 }

@@ -50,6 +50,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newPsCmd(),
 		newLogsCmd(),
 		newPackageCmd(),
+		newCardCmd(),
+		newPushCmd(),
 	)
 	return root
 }
