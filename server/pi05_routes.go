@@ -1,0 +1,602 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ttmodel/tt-model/models/pi05"
+	"github.com/ttmodel/tt-model/native"
+)
+
+// PI05MaxBodyBytes bounds a pi0.5 request: four 640x480 frames as JSON arrays are about 15 MB.
+const PI05MaxBodyBytes = 64 << 20
+
+// PI05Options configure the pi0.5 model behind the server.
+type PI05Options struct {
+	Getenv  func(string) string // os.Getenv in production: PI05_*, HF_MODEL, HF cache
+	Version string              // the server binary's version, reported by /info
+}
+
+// PI05 serves seed 000's pi0.5 API (POST /predict) and SGLang's action API
+// (POST /v1/actions/generations, GET /v1/actions/metadata) with JSON bodies.
+type PI05 struct {
+	opts PI05Options
+	srv  pi05.ServerConfig
+	load pi05.LoadOptions
+	log  *slog.Logger
+
+	mu     sync.Mutex // guards policy and dir, which Load sets while /info reads
+	policy *pi05.Policy
+	dir    string
+}
+
+// NewPI05 reads the PI05_* environment (every bad value named); nothing is loaded until Load.
+func NewPI05(opts PI05Options) (*PI05, error) {
+	srv, err := pi05.ServerConfigFromEnv(opts.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	prec, err := native.ParsePi05Precision(opts.Getenv("PI05_PRECISION"))
+	if err != nil {
+		return nil, fmt.Errorf("PI05_PRECISION: %w", err)
+	}
+	return &PI05{opts: opts, srv: srv, load: pi05.LoadOptions{Precision: prec}, log: slog.Default()}, nil
+}
+
+// Name is the served repository, as the seed's /health reports it.
+func (m *PI05) Name() string { return m.srv.HFModel }
+
+// Load finds the weights (PI05_WEIGHTS_DIR or the HF cache), checks and packs them, and runs one
+// warm-up request.
+func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
+	m.log = log
+	dir, err := m.srv.ResolveWeightsDir(m.opts.Getenv)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.dir = dir
+	m.mu.Unlock()
+	log.Info("loading pi05", "dir", dir, "precision", m.load.Precision.String(), "cameras", m.srv.NumImages,
+		"horizon", m.srv.ActionHorizon, "steps", m.srv.NumSteps, "token_len", m.srv.TokenLen)
+	p, err := pi05.LoadPolicy(ctx, m.srv, dir, m.load, log)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := warmup(ctx, p); err != nil {
+		p.Close()
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	log.Info("warm-up complete", "seconds", time.Since(start).Seconds())
+	m.mu.Lock()
+	m.policy = p
+	m.mu.Unlock()
+	return nil
+}
+
+// warmup runs one full request (all cameras, a short prompt, seeded noise).
+func warmup(ctx context.Context, p *pi05.Policy) error {
+	frame := pi05.RGB{H: pi05.ImageSize, W: pi05.ImageSize, Pix: make([]uint8, 3*pi05.ImageSize*pi05.ImageSize)}
+	imgs := make([]pi05.RGB, p.Server.NumImages)
+	for i := range imgs {
+		imgs[i] = frame
+	}
+	seed := uint64(0)
+	in, err := p.Prepare(&pi05.Request{Images: imgs, Prompt: "warm up", Seed: &seed})
+	if err != nil {
+		return err
+	}
+	_, err = p.Run(ctx, in)
+	return err
+}
+
+func (m *PI05) current() (*pi05.Policy, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.policy, m.dir
+}
+
+// Device describes where inference runs; "" until loaded.
+func (m *PI05) Device() string {
+	if p, _ := m.current(); p != nil {
+		return p.Device()
+	}
+	return ""
+}
+
+// Close releases the policy.
+func (m *PI05) Close() error {
+	if p, _ := m.current(); p != nil {
+		p.Close()
+	}
+	return nil
+}
+
+func (m *PI05) owner() string {
+	if org, _, ok := strings.Cut(m.srv.HFModel, "/"); ok {
+		return org
+	}
+	return "tt-model"
+}
+
+// ModelCards is the one served repository.
+func (m *PI05) ModelCards() []ModelCard {
+	return []ModelCard{{ID: m.srv.HFModel, Object: "model", OwnedBy: m.owner()}}
+}
+
+// Info is the body of GET /info.
+func (m *PI05) Info() any {
+	p, dir := m.current()
+	presets := []map[string]any{}
+	for _, b := range pi05.PromptBuckets(m.srv.NumImages) {
+		presets = append(presets, map[string]any{"cameras": m.srv.NumImages, "prompt_bucket": b, "action_rows": pi05.ActionRows(m.srv.ActionHorizon)})
+	}
+	info := map[string]any{
+		"model":  m.srv.HFModel,
+		"status": "starting",
+		"config": map[string]any{
+			"PI05_NUM_IMAGES": m.srv.NumImages, "PI05_ACTION_HORIZON": m.srv.ActionHorizon,
+			"PI05_NUM_STEPS": m.srv.NumSteps, "PI05_TOKEN_LEN": m.srv.TokenLen, "PI05_PRECISION": m.load.Precision.String(),
+			"HF_MODEL": m.srv.HFModel, "TT_WEIGHTS_REVISION": nilIfEmpty(m.srv.Revision), "PI05_WEIGHTS_DIR": nilIfEmpty(m.srv.WeightsDir),
+		},
+		"presets":  presets,
+		"weights":  map[string]any{"dir": nilIfEmpty(dir), "revision": nilIfEmpty(m.srv.Revision)},
+		"hardware": "cpu",
+		"routes":   []string{"/health", "/info", "/v1/models", "/predict", "/v1/actions/generations", "/v1/actions/metadata"},
+		"server":   map[string]any{"name": "tt-model-server", "version": m.opts.Version},
+	}
+	if p != nil {
+		d := p.Dims
+		info["status"] = "ok"
+		info["device"] = p.Device()
+		info["dims"] = d
+		info["cameras"] = p.Config.Cameras()
+		info["action_dim"] = p.Config.ActionDim()
+		info["normalization"] = map[string]any{"normalized_actions": p.Norm.Action == nil, "files": p.Norm.Files}
+		info["tokenizer"] = map[string]any{"path": m.srv.TokenizerPath(dir), "pieces": p.Tokenizer.Size(), "bos": p.Tokenizer.BOS()}
+		info["megakernel"] = map[string]any{
+			"backend": "cpu", "preset": p.Preset, "stages": []string{"vision", "prefix", "expert"},
+			"note": "one process, one program: requests are served one at a time; sp_placement and slo are multi-chip features of the seed and do not apply to the CPU build",
+		}
+	}
+	return info
+}
+
+// Routes are the model endpoints.
+func (m *PI05) Routes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, Handler: m.predict},
+		{Method: http.MethodPost, Path: "/v1/actions/generations", Name: "actions_generations", Counts: true, Handler: m.generate},
+		{Method: http.MethodGet, Path: "/v1/actions/metadata", Name: "actions_metadata", Handler: m.metadata},
+	}
+}
+
+// apiError is an HTTP error with its status.
+type apiError struct {
+	status int
+	detail string
+}
+
+// readPI05Body reads a JSON body within the limit and makes Python's NaN/Infinity parseable.
+func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	if ct := r.Header.Get("Content-Type"); strings.Contains(ct, "msgpack") {
+		return nil, &apiError{http.StatusUnsupportedMediaType, "Content-Type " + ct + ": this server takes JSON bodies (msgpack is not supported yet)"}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, PI05MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the %d-byte limit", PI05MaxBodyBytes)}
+		}
+		return nil, &apiError{http.StatusBadRequest, "cannot read request body: " + err.Error()}
+	}
+	return quoteNonFinite(body), nil
+}
+
+// decodeObject decodes a JSON object body, rejecting trailing data.
+func decodeObject(body []byte, v any) *apiError {
+	if err := json.Unmarshal(body, v); err != nil {
+		return &apiError{http.StatusBadRequest, "invalid JSON body: " + err.Error()}
+	}
+	return nil
+}
+
+// inference is one answered request.
+type inference struct {
+	prep       *pi05.Prepared
+	res        *pi05.Result
+	preprocess time.Duration
+	total      time.Duration
+}
+
+// infer validates, pre-processes and runs req. fieldName maps the canonical field names of
+// pi05.RequestError to the API's own keys.
+func (m *PI05) infer(ctx context.Context, start time.Time, req *pi05.Request, fieldName func(string) string, rec Recorder) (*inference, *apiError) {
+	p, _ := m.current()
+	prep, err := p.Prepare(req)
+	if err != nil {
+		var re *pi05.RequestError
+		if errors.As(err, &re) {
+			return nil, &apiError{http.StatusBadRequest, fieldName(re.Field) + ": " + re.Msg}
+		}
+		return nil, &apiError{http.StatusBadRequest, err.Error()}
+	}
+	pre := time.Since(start)
+	res, err := runGuarded(ctx, p, prep)
+	if err != nil {
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			m.log.Error("pi05 inference panicked", "panic", pe.Error(), "stack", pe.Stack)
+		}
+		return nil, &apiError{http.StatusInternalServerError, fmt.Sprintf("inference failed: %s: %v", errorKind(err), err)}
+	}
+	for r, row := range res.Actions {
+		if !finite(row) {
+			return nil, &apiError{http.StatusInternalServerError, fmt.Sprintf("inference failed: NonFiniteOutput: action row %d contains NaN or Inf", r)}
+		}
+	}
+	rec.Stage("preprocess", pre)
+	rec.Stage("vision", res.Timing.Vision)
+	rec.Stage("prefix", res.Timing.Prefix)
+	rec.Stage("expert", res.Timing.Expert)
+	return &inference{prep: prep, res: res, preprocess: pre, total: time.Since(start)}, nil
+}
+
+// runGuarded turns a panic inside inference into an error so the request gets a 500.
+func runGuarded(ctx context.Context, p *pi05.Policy, in *pi05.Prepared) (res *pi05.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+	}()
+	return p.Run(ctx, in)
+}
+
+func (inf *inference) inferenceTime() time.Duration {
+	t := inf.res.Timing
+	return t.Vision + t.Prefix + t.Expert
+}
+
+func identityField(f string) string { return f }
+
+// predictBody is seed 000's POST /predict request.
+type predictBody struct {
+	Images       []json.RawMessage `json:"images"`
+	Prompt       string            `json:"prompt"`
+	State        json.RawMessage   `json:"state"`
+	Tokens       json.RawMessage   `json:"tokens"`
+	Noise        json.RawMessage   `json:"noise"`
+	NumSteps     int               `json:"num_steps"`
+	Seed         *uint64           `json:"seed"`
+	PromptBucket int               `json:"prompt_bucket"`
+}
+
+// predictResult is seed 000's POST /predict response.
+type predictResult struct {
+	Actions         [][]float32        `json:"actions"`
+	ActionHorizon   int                `json:"action_horizon"`
+	ActionDim       int                `json:"action_dim"`
+	Normalized      bool               `json:"normalized"`
+	DenoisingSteps  int                `json:"denoising_steps"`
+	Prompt          *string            `json:"prompt"`
+	NumTokens       int                `json:"num_tokens"`
+	TokenLen        int                `json:"token_len"`
+	PromptTruncated bool               `json:"prompt_truncated"`
+	ImagesUsed      int                `json:"images_used"`
+	ImagesPadded    int                `json:"images_padded"`
+	OriginalSizes   [][2]int           `json:"original_sizes"`
+	ImageSize       int                `json:"image_size"`
+	Seed            *uint64            `json:"seed"`
+	BatchedAs       int                `json:"batched_as"`
+	TimingMS        map[string]float64 `json:"timing_ms"`
+}
+
+// commonRequest fills the parts of a pi05.Request shared by both APIs; field names the keys.
+func commonRequest(req *pi05.Request, state, tokens, noise json.RawMessage, field func(string) string) *apiError {
+	var err error
+	if req.State, err = floatList(state); err != nil {
+		return &apiError{http.StatusBadRequest, field("state") + ": " + err.Error()}
+	}
+	if len(tokens) > 0 && !isNull(tokens) {
+		if req.Tokens, err = intList(tokens); err != nil {
+			return &apiError{http.StatusBadRequest, field("tokens") + ": " + err.Error()}
+		}
+		if req.Tokens == nil {
+			req.Tokens = []int{}
+		}
+	}
+	if len(noise) > 0 && !isNull(noise) {
+		if req.Noise, req.NoiseRows, req.NoiseCols, err = floatMatrix(noise); err != nil {
+			return &apiError{http.StatusBadRequest, field("noise") + ": " + err.Error()}
+		}
+	}
+	return nil
+}
+
+// predict answers POST /predict: 400 naming the field for a bad request, 500 when inference fails.
+func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
+	start := time.Now()
+	body, aerr := readPI05Body(w, r)
+	if aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	var b predictBody
+	if aerr := decodeObject(body, &b); aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	req := &pi05.Request{Prompt: b.Prompt, NumSteps: b.NumSteps, Seed: b.Seed, PromptBucket: b.PromptBucket}
+	if aerr := commonRequest(req, b.State, b.Tokens, b.Noise, identityField); aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	for i, raw := range b.Images {
+		img, err := imageValue(raw)
+		if err != nil {
+			writeDetail(w, http.StatusBadRequest, fmt.Sprintf("images[%d]: %v", i, err))
+			return
+		}
+		req.Images = append(req.Images, img)
+	}
+	inf, aerr := m.infer(r.Context(), start, req, identityField, rec)
+	if aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	var prompt *string
+	if req.Tokens == nil {
+		prompt = &inf.prep.Prompt.Text
+	}
+	writeJSON(w, http.StatusOK, predictResult{
+		Actions: inf.res.Actions, ActionHorizon: len(inf.res.Actions), ActionDim: len(inf.res.Actions[0]),
+		Normalized: inf.res.Normalized, DenoisingSteps: inf.prep.Steps, Prompt: prompt,
+		NumTokens: len(inf.prep.Prompt.Tokens), TokenLen: inf.prep.Bucket, PromptTruncated: inf.prep.Prompt.Truncated,
+		ImagesUsed: inf.prep.ImagesUsed, ImagesPadded: inf.prep.ImagesPadded, OriginalSizes: inf.prep.OriginalSizes,
+		ImageSize: pi05.ImageSize, Seed: inf.prep.Seed, BatchedAs: 1,
+		TimingMS: map[string]float64{"preprocess": ms(inf.preprocess), "inference": ms(inf.inferenceTime()), "total": ms(time.Since(start))},
+	})
+}
+
+// generationsBody is SGLang's POST /v1/actions/generations request.
+type generationsBody struct {
+	Model string `json:"model"`
+	Input struct {
+		Task        *string         `json:"task"`
+		Prompt      *string         `json:"prompt"`
+		Tokens      json.RawMessage `json:"tokens"`
+		Observation struct {
+			Images json.RawMessage `json:"images"`
+			State  json.RawMessage `json:"state"`
+			Noise  json.RawMessage `json:"noise"`
+		} `json:"observation"`
+	} `json:"input"`
+	Parameters struct {
+		NumInferenceSteps int     `json:"num_inference_steps"`
+		ActionHorizon     int     `json:"action_horizon"`
+		ActionDim         int     `json:"action_dim"`
+		Seed              *uint64 `json:"seed"`
+		PromptBucket      int     `json:"prompt_bucket"`
+	} `json:"parameters"`
+	Runtime struct {
+		ReturnTiming   *bool  `json:"return_timing"`
+		OutputFormat   string `json:"output_format"`
+		ResponseFormat string `json:"response_format"`
+		// prefix_cache and cuda_graph are accepted and have no effect: there is no prefix cache
+		// and no graph capture on the CPU.
+	} `json:"runtime"`
+}
+
+// sglangField maps canonical field names to the SGLang request's keys.
+func sglangField(f string) string {
+	switch f {
+	case "images", "state", "noise":
+		return "input.observation." + f
+	case "tokens":
+		return "input.tokens"
+	case "prompt":
+		return "input.task"
+	case "num_steps":
+		return "parameters.num_inference_steps"
+	case "prompt_bucket":
+		return "parameters.prompt_bucket"
+	}
+	return f
+}
+
+// observationImages decodes input.observation.images: an object camera -> frame (ordered by the
+// policy's cameras) or a list of frames.
+func observationImages(p *pi05.Policy, raw json.RawMessage) ([]pi05.RGB, *apiError) {
+	bad := func(format string, args ...any) *apiError {
+		return &apiError{http.StatusBadRequest, "input.observation.images" + fmt.Sprintf(format, args...)}
+	}
+	if len(raw) == 0 || isNull(raw) {
+		return nil, bad(": missing (an object camera -> HxWx3 uint8 array or base64 PNG/JPEG)")
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err == nil {
+		var out []pi05.RGB
+		for i, v := range list {
+			img, err := imageValue(v)
+			if err != nil {
+				return nil, bad("[%d]: %v", i, err)
+			}
+			out = append(out, img)
+		}
+		return out, nil
+	}
+	var byCam map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &byCam); err != nil {
+		return nil, bad(": want an object camera -> image: %v", err)
+	}
+	names := make([]string, 0, len(byCam))
+	for n := range byCam {
+		names = append(names, n)
+	}
+	order, err := p.CameraOrder(names)
+	if err != nil {
+		var re *pi05.RequestError
+		if errors.As(err, &re) {
+			return nil, bad(": %s", re.Msg)
+		}
+		return nil, bad(": %v", err)
+	}
+	out := make([]pi05.RGB, 0, len(order))
+	for _, n := range order {
+		img, err := imageValue(byCam[n])
+		if err != nil {
+			return nil, bad(".%s: %v", n, err)
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// generate answers POST /v1/actions/generations (JSON; the envelope or the raw policy payload).
+func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
+	start := time.Now()
+	if acc := r.Header.Get("Accept"); strings.Contains(acc, "msgpack") && !strings.Contains(acc, "json") && !strings.Contains(acc, "*/*") {
+		writeDetail(w, http.StatusNotAcceptable, "Accept "+acc+": this server answers JSON (msgpack is not supported yet)")
+		return
+	}
+	body, aerr := readPI05Body(w, r)
+	if aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	var b generationsBody
+	if aerr := decodeObject(body, &b); aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	if b.Model != "" && b.Model != m.srv.HFModel {
+		writeDetail(w, http.StatusNotFound, fmt.Sprintf("model: %q is not served here (this server serves %q)", b.Model, m.srv.HFModel))
+		return
+	}
+	switch b.Runtime.OutputFormat {
+	case "", "list":
+	case "numpy":
+		writeDetail(w, http.StatusBadRequest, "runtime.output_format: numpy needs a msgpack response, which this server does not speak yet; use list")
+		return
+	default:
+		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("runtime.output_format: %q is not list or numpy", b.Runtime.OutputFormat))
+		return
+	}
+	switch b.Runtime.ResponseFormat {
+	case "", "envelope", "raw":
+	default:
+		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("runtime.response_format: %q is not envelope or raw", b.Runtime.ResponseFormat))
+		return
+	}
+	p, _ := m.current()
+	if h := b.Parameters.ActionHorizon; h != 0 && h != m.srv.ActionHorizon {
+		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("parameters.action_horizon: %d differs from this server's PI05_ACTION_HORIZON %d (presets are fixed at start)", h, m.srv.ActionHorizon))
+		return
+	}
+	if d := b.Parameters.ActionDim; d != 0 && d != p.Dims.ActionDim {
+		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("parameters.action_dim: %d differs from the checkpoint's padded action dimension %d", d, p.Dims.ActionDim))
+		return
+	}
+	task := ""
+	switch {
+	case b.Input.Task != nil:
+		task = *b.Input.Task
+	case b.Input.Prompt != nil:
+		task = *b.Input.Prompt
+	}
+	req := &pi05.Request{Prompt: task, NumSteps: b.Parameters.NumInferenceSteps, Seed: b.Parameters.Seed, PromptBucket: b.Parameters.PromptBucket}
+	if aerr := commonRequest(req, b.Input.Observation.State, b.Input.Tokens, b.Input.Observation.Noise, sglangField); aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	if req.Images, aerr = observationImages(p, b.Input.Observation.Images); aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	inf, aerr := m.infer(r.Context(), start, req, sglangField, rec)
+	if aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
+		return
+	}
+	acts := inf.res.Actions
+	timings := map[string]float64{
+		"preprocess_ms": ms(inf.preprocess), "vision_ms": ms(inf.res.Timing.Vision), "prefix_ms": ms(inf.res.Timing.Prefix),
+		"denoise_ms": ms(inf.res.Timing.Expert), "inference_ms": ms(inf.inferenceTime()), "total_ms": ms(time.Since(start)),
+	}
+	if b.Runtime.ReturnTiming != nil && !*b.Runtime.ReturnTiming {
+		timings = nil
+	}
+	if b.Runtime.ResponseFormat == "raw" {
+		out := map[string]any{"actions": acts, "normalized": inf.res.Normalized, "prompt_truncated": inf.prep.Prompt.Truncated}
+		if timings != nil {
+			out["policy_timing"] = timings
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	out := map[string]any{
+		"id":      "actgen-" + randomID(),
+		"object":  "action.generation",
+		"created": time.Now().Unix(),
+		"model":   m.srv.HFModel,
+		"data": []any{map[string]any{
+			"index": 0,
+			"action": map[string]any{
+				"values": acts, "shape": []int{len(acts), len(acts[0])}, "dtype": "float32",
+				"normalized": inf.res.Normalized,
+			},
+			"num_inference_steps": inf.prep.Steps,
+			"prompt_truncated":    inf.prep.Prompt.Truncated,
+			"num_tokens":          len(inf.prep.Prompt.Tokens),
+			"seed":                inf.prep.Seed,
+		}},
+	}
+	if timings != nil {
+		out["timings"] = timings
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func randomID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// metadata answers GET /v1/actions/metadata: cameras, state size, action shape, defaults.
+func (m *PI05) metadata(w http.ResponseWriter, _ *http.Request, _ Recorder) {
+	p, _ := m.current()
+	stateDim := p.Config.MaxStateDim
+	if p.Norm.State != nil {
+		stateDim = len(p.Norm.State.Q01)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object":             "action.metadata",
+		"model":              m.srv.HFModel,
+		"cameras":            p.Config.Cameras(),
+		"num_cameras":        m.srv.NumImages,
+		"image_size":         []int{p.Dims.Image, p.Dims.Image},
+		"state_dim":          stateDim,
+		"action_horizon":     m.srv.ActionHorizon,
+		"action_dim":         p.Config.ActionDim(),
+		"padded_action_dim":  p.Dims.ActionDim,
+		"normalized_actions": p.Norm.Action == nil,
+		"prompt_buckets":     pi05.PromptBuckets(m.srv.NumImages),
+		"token_len":          m.srv.TokenLen,
+		"defaults":           map[string]any{"num_inference_steps": m.srv.NumSteps, "action_horizon": m.srv.ActionHorizon, "response_format": "envelope", "output_format": "list"},
+		"formats":            []string{"application/json"},
+		"websocket":          map[string]any{"realtime": false, "openpi": false},
+	})
+}
