@@ -88,7 +88,8 @@ func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 
 // warmup runs one full request (all cameras, a short prompt, seeded noise).
 func warmup(ctx context.Context, p *pi05.Policy) error {
-	frame := pi05.RGB{H: pi05.ImageSize, W: pi05.ImageSize, Pix: make([]uint8, 3*pi05.ImageSize*pi05.ImageSize)}
+	side := p.Dims.Image
+	frame := pi05.RGB{H: side, W: side, Pix: make([]uint8, 3*side*side)}
 	imgs := make([]pi05.RGB, p.Server.NumImages)
 	for i := range imgs {
 		imgs[i] = frame
@@ -218,7 +219,7 @@ type inference struct {
 	prep       *pi05.Prepared
 	res        *pi05.Result
 	preprocess time.Duration
-	total      time.Duration
+	imageSize  int // the side frames were resized to (224 for pi05_base)
 }
 
 // infer validates, pre-processes and runs req. fieldName maps the canonical field names of
@@ -251,7 +252,7 @@ func (m *PI05) infer(ctx context.Context, start time.Time, req *pi05.Request, fi
 	rec.Stage("vision", res.Timing.Vision)
 	rec.Stage("prefix", res.Timing.Prefix)
 	rec.Stage("expert", res.Timing.Expert)
-	return &inference{prep: prep, res: res, preprocess: pre, total: time.Since(start)}, nil
+	return &inference{prep: prep, res: res, preprocess: pre, imageSize: p.Dims.Image}, nil
 }
 
 // runGuarded turns a panic inside inference into an error so the request gets a 500.
@@ -365,7 +366,7 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		Normalized: inf.res.Normalized, DenoisingSteps: inf.prep.Steps, Prompt: prompt,
 		NumTokens: len(inf.prep.Prompt.Tokens), TokenLen: inf.prep.Bucket, PromptTruncated: inf.prep.Prompt.Truncated,
 		ImagesUsed: inf.prep.ImagesUsed, ImagesPadded: inf.prep.ImagesPadded, OriginalSizes: inf.prep.OriginalSizes,
-		ImageSize: pi05.ImageSize, Seed: inf.prep.Seed, BatchedAs: 1,
+		ImageSize: inf.imageSize, Seed: inf.prep.Seed, BatchedAs: 1,
 		TimingMS: map[string]float64{"preprocess": ms(inf.preprocess), "inference": ms(inf.inferenceTime()), "total": ms(time.Since(start))},
 	})
 }

@@ -146,7 +146,7 @@ func TestPI05PredictContract(t *testing.T) {
 		t.Errorf("actions %dx%d, horizon %v, dim %v", len(acts), len(acts[0]), out["action_horizon"], out["action_dim"])
 	}
 	want := map[string]any{"normalized": true, "denoising_steps": 4.0, "images_used": 1.0, "images_padded": 1.0,
-		"image_size": 224.0, "seed": 11.0, "batched_as": 1.0, "prompt_truncated": false}
+		"image_size": 56.0, "seed": 11.0, "batched_as": 1.0, "prompt_truncated": false}
 	for k, v := range want {
 		if out[k] != v {
 			t.Errorf("%s = %v, want %v", k, out[k], v)

@@ -15,7 +15,6 @@ import (
 
 // Fixed sizes of the pi0.5 interface.
 const (
-	ImageSize     = 224 // camera images are resized-with-pad to 224x224
 	MaxCameras    = 4
 	MaxActionDim  = 32 // actions and state are padded to 32
 	MaxTokenLen   = 224

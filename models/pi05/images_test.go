@@ -8,6 +8,9 @@ import (
 	"testing"
 )
 
+// testImageSize is the full-size model's input side.
+const testImageSize = 224
+
 // testFrame rebuilds the synthetic frame of testdata/gen_images.py.
 func testFrame(h, w int) RGB {
 	img := RGB{H: h, W: w, Pix: make([]uint8, h*w*3)}
@@ -42,9 +45,9 @@ func TestResizeWithPadMatchesPyTorch(t *testing.T) {
 	if len(g.Cases) < 6 {
 		t.Fatalf("only %d cases", len(g.Cases))
 	}
-	dst := make([]float32, 3*ImageSize*ImageSize)
+	dst := make([]float32, 3*testImageSize*testImageSize)
 	for _, c := range g.Cases {
-		ResizeWithPad(dst, testFrame(c.H, c.W), ImageSize)
+		ResizeWithPad(dst, testFrame(c.H, c.W), testImageSize)
 		worst := 0.0
 		for k, i := range g.Index {
 			worst = max(worst, math.Abs(float64(dst[i]-c.Value[k])))
