@@ -1,0 +1,92 @@
+package builder
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ttmodel/tt-model/manifest"
+)
+
+var update = flag.Bool("update", false, "rewrite the card goldens under testdata/")
+
+func readWires(t *testing.T, names ...string) []*manifest.Wire {
+	t.Helper()
+	var ws []*manifest.Wire
+	for _, n := range names {
+		w, err := manifest.ReadWire(filepath.Join("testdata", "wire", n+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test ./builder -run Card -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the rendered text:\n%s", file, got)
+	}
+}
+
+func TestRenderCard(t *testing.T) {
+	for _, tc := range []struct {
+		wire     string
+		warnings int
+	}{{"demo", 2}, {"pi05", 0}} {
+		t.Run(tc.wire, func(t *testing.T) {
+			text, warnings, err := RenderCard(readWires(t, tc.wire)[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(warnings) != tc.warnings {
+				t.Errorf("warnings %q, want %d", warnings, tc.warnings)
+			}
+			golden(t, "card_"+tc.wire+".golden.md", text)
+		})
+	}
+}
+
+// TestRenderCardFixedOrder checks the section order on the fullest card,
+// independently of the golden.
+func TestRenderCardFixedOrder(t *testing.T) {
+	text, _, err := RenderCard(readWires(t, "pi05")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOrder(t, text, "---\nlicense: other\nlicense_name: gemma-terms-of-use\nlicense_link: https://ai.google.dev/gemma/terms\npipeline_tag: robotics\nbase_model:\n  - lerobot/pi05_base\n  - google/paligemma-3b-pt-224\ntags:\n",
+		"---\n\n# pi05-demo", "Runs on **p300x2** (mesh `P300x2`)", "## At a glance", `SigLIP \| Gemma expert`,
+		"## Intended use", "## Quickstart", "Send `POST /v1/actions/generations`.", "## Using it", "`/openpi/policy`",
+		"See the SGLang action API.", "## Expected performance", "## Limitations", "## Risks and safety considerations",
+		"## Licensing", "## Related packages", "## Feedback", "## Provenance", "https://github.com/tenstorrent/tt-metal/commit/8b98410e730",
+		"unpinned")
+	if strings.Contains(text, "## Serve profiles") {
+		t.Error("a one-profile card has a profile table")
+	}
+}
+
+func TestRenderCatalog(t *testing.T) {
+	text, warnings, err := RenderCatalog(readWires(t, "demo", "pi05"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 2 || !strings.HasPrefix(warnings[0], "demo: card.performance") {
+		t.Errorf("warnings %q", warnings)
+	}
+	checkOrder(t, text, "# tt-model catalog", "| [demo](#demo) | p150, p300 | `one-chip` (default), `two-chip` |",
+		"| [pi05-demo](#pi05-demo) | p300x2 | `default` (default) |", "| experimental |", "## demo", "### Quickstart", "## pi05-demo", "### Provenance")
+	golden(t, "catalog.golden.md", text)
+}
