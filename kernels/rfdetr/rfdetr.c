@@ -1,0 +1,1014 @@
+/* RF-DETR-base forward. Activations are token-major fp32 ([tokens][channels],
+ * i.e. NHWC for feature maps); every linear / convolution is a tt_gemm on
+ * weights packed at load; all scratch is allocated in rfdetr_new. */
+#include "rfdetr.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rfdetr_weights.h"
+#include "tt_attention.h"
+#include "tt_gemm.h"
+#include "tt_ops.h"
+#include "tt_pool.h"
+
+enum {
+    GRID = 40,                 /* patches per side */
+    PATCH = 14,
+    NWIN = 4,                  /* windows per side */
+    WIN = GRID / NWIN,         /* 10 patches per window side */
+    WTOK = WIN * WIN + 1,      /* tokens per window incl. its CLS copy */
+    SEQ = NWIN * NWIN * WTOK,  /* 1616 rows of the windowed sequence */
+    HEADS = 6,
+    HD = 64,
+    MLP = 1536,
+    POS_SIDE = 37,
+    C_HALF = 128,              /* C2f hidden channels */
+    C2F_CAT = 640,             /* 5 x 128 */
+    DFF = 2048,
+    SA_HEADS = 8,
+    CA_HEADS = 16,
+    CA_POINTS = 2,
+};
+
+static const int tap_layers[4] = {1, 4, 7, 10};
+static int is_global(int layer) { return layer % 3 == 2; } /* layers 2, 5, 8, (11) */
+
+typedef struct {
+    float *w, *b;
+} ln_p;
+
+typedef struct {
+    ln_p n1, n2;
+    tt_mat qkv, dense, fc1, fc2;
+    float ls1[RFDETR_DIM], ls2[RFDETR_DIM];
+} bb_layer;
+
+typedef struct {
+    tt_mat sa_qk, sa_v, sa_out, off_aw, value, out, l1, l2;
+    ln_p n1, n2, n3;
+} dec_layer;
+
+struct rfdetr {
+    rfdetr_precision precision;
+    tt_dtype dtype;
+    tt_isa isa;
+    tt_pool *pool;
+    int nthreads;
+    unsigned char *set; /* per flat weight index */
+    int finished;
+
+    /* weights */
+    float cls[RFDETR_DIM];
+    float *pos_raw; /* [1370][384] */
+    float *pos;     /* [1601][384] resized at finish */
+    tt_mat patch;
+    bb_layer L[NBL];
+    ln_p bb_ln;
+    tt_mat cv1, m[3][2], cv2;
+    ln_p cv1n, mn[3][2], cv2n, pln;
+    tt_mat enc_out, enc_cls, enc_bb[3];
+    ln_p enc_norm;
+    tt_mat rph[2];
+    dec_layer D[NDL];
+    ln_p dnorm;
+    tt_mat cls_head, bb_head[3];
+    float *refpoint; /* [300][4] */
+    float *query;    /* [300][256] */
+
+    /* scratch */
+    float *im2col;   /* [1600][max(588, 1152)] */
+    float *x, *xn;   /* [1616][384] */
+    float *qkv;      /* [1616][1152] */
+    float *att;      /* [1616][384] */
+    float *mlp;      /* [1616][1536] (also decoder FFN [300][2048]) */
+    float *taps;     /* [1600][1536] */
+    float *y;        /* [1600][640] */
+    float *t128;     /* [1600][128] */
+    float *mem;      /* [1600][256] */
+    float *enc_q, *enc_t1, *enc_t2; /* [1600][256] */
+    float *enc_cls_out; /* [1600][91] */
+    float *enc_box;  /* [1600][4] */
+    float *score;    /* [1600] */
+    int *order;      /* [1600] */
+    int *forced;     /* [300] selection forced by rfdetr_force_selection */
+    int use_forced;
+    float *topk;     /* [300] */
+    float *ref;      /* [300][4] */
+    float *sine;     /* [300][512] */
+    float *qpos, *tgt, *tq, *sa, *ca, *hs, *t300; /* [300][256] */
+    float *dqkv;     /* [300][768] */
+    float *val;      /* [1600][256] */
+    float *offaw;    /* [300][96] */
+    float *delta;    /* [300][4] */
+    void *gemm_ws;
+    void *attn_ws;
+    tt_attn_shape attn_win, attn_glob, attn_dec;
+    rfdetr_timing timing;
+};
+
+/* ---------- weight table ---------- */
+
+static int flat_count(void)
+{
+    int n = 0;
+    for (int k = 0; k < W_KINDS; k++) n += wtable[k].count;
+    return n;
+}
+
+static int flat_lookup(int i, wkind *kind, int *layer)
+{
+    for (int k = 0; k < W_KINDS; k++) {
+        if (i < wtable[k].count) {
+            *kind = (wkind)k;
+            *layer = i;
+            return 0;
+        }
+        i -= wtable[k].count;
+    }
+    return -1;
+}
+
+int rfdetr_weight_count(void) { return flat_count(); }
+
+int rfdetr_weight_name(int i, char *buf, size_t len)
+{
+    wkind k;
+    int layer;
+    if (flat_lookup(i, &k, &layer) != 0) return -1;
+    if (wtable[k].count > 1) snprintf(buf, len, wtable[k].fmt, layer);
+    else snprintf(buf, len, "%s", wtable[k].fmt);
+    return 0;
+}
+
+int rfdetr_weight_shape(int i, int dims[4])
+{
+    wkind k;
+    int layer;
+    if (flat_lookup(i, &k, &layer) != 0) return -1;
+    for (int d = 0; d < 4; d++) dims[d] = wtable[k].dims[d];
+    return wtable[k].rank;
+}
+
+int rfdetr_weight_min_rows(int i)
+{
+    wkind k;
+    int layer;
+    if (flat_lookup(i, &k, &layer) != 0) return -1;
+    return wtable[k].min_rows;
+}
+
+/* ---------- creation ---------- */
+
+static float *falloc(long n)
+{
+    size_t bytes = ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
+    float *p = aligned_alloc(64, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+static int ln_alloc(ln_p *l, int n)
+{
+    l->w = falloc(n);
+    l->b = falloc(n);
+    return l->w && l->b ? 0 : -1;
+}
+
+static void ln_free(ln_p *l)
+{
+    free(l->w);
+    free(l->b);
+}
+
+rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
+{
+    rfdetr *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->precision = precision;
+    p->dtype = precision == RFDETR_BF16 ? TT_BF16 : TT_F32;
+    p->isa = isa;
+    p->pool = tt_pool_create(nthreads);
+    if (!p->pool) {
+        free(p);
+        return NULL;
+    }
+    p->nthreads = tt_pool_threads(p->pool);
+    int ok = 1;
+    tt_dtype dt = p->dtype;
+#define MAT(m, n, k, bias) ok &= tt_mat_alloc(&(m), dt, isa, (n), (k), (bias)) == 0
+#define LN(l, n) ok &= ln_alloc(&(l), (n)) == 0
+#define BUF(b, n) ok &= ((b) = falloc(n)) != NULL
+    p->set = calloc((size_t)flat_count(), 1);
+    ok &= p->set != NULL;
+    BUF(p->pos_raw, 1370L * RFDETR_DIM);
+    BUF(p->pos, (RFDETR_TOKENS + 1L) * RFDETR_DIM);
+    MAT(p->patch, RFDETR_DIM, 3 * PATCH * PATCH, 1);
+    for (int l = 0; l < NBL; l++) {
+        bb_layer *L = &p->L[l];
+        LN(L->n1, RFDETR_DIM);
+        LN(L->n2, RFDETR_DIM);
+        MAT(L->qkv, 3 * RFDETR_DIM, RFDETR_DIM, 1);
+        MAT(L->dense, RFDETR_DIM, RFDETR_DIM, 1);
+        MAT(L->fc1, MLP, RFDETR_DIM, 1);
+        MAT(L->fc2, RFDETR_DIM, MLP, 1);
+    }
+    LN(p->bb_ln, RFDETR_DIM);
+    MAT(p->cv1, RFDETR_HIDDEN, 4 * RFDETR_DIM, 0);
+    LN(p->cv1n, RFDETR_HIDDEN);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            MAT(p->m[i][j], C_HALF, 9 * C_HALF, 0);
+            LN(p->mn[i][j], C_HALF);
+        }
+    MAT(p->cv2, RFDETR_HIDDEN, C2F_CAT, 0);
+    LN(p->cv2n, RFDETR_HIDDEN);
+    LN(p->pln, RFDETR_HIDDEN);
+    MAT(p->enc_out, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+    LN(p->enc_norm, RFDETR_HIDDEN);
+    MAT(p->enc_cls, RFDETR_CLASSES, RFDETR_HIDDEN, 1);
+    MAT(p->enc_bb[0], RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+    MAT(p->enc_bb[1], RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+    MAT(p->enc_bb[2], 4, RFDETR_HIDDEN, 1);
+    MAT(p->rph[0], RFDETR_HIDDEN, 2 * RFDETR_HIDDEN, 1);
+    MAT(p->rph[1], RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+    for (int l = 0; l < NDL; l++) {
+        dec_layer *D = &p->D[l];
+        MAT(D->sa_qk, 2 * RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+        MAT(D->sa_v, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+        MAT(D->sa_out, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+        MAT(D->off_aw, CA_HEADS * CA_POINTS * 3, RFDETR_HIDDEN, 1); /* 64 offsets + 32 weights */
+        MAT(D->value, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+        MAT(D->out, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+        MAT(D->l1, DFF, RFDETR_HIDDEN, 1);
+        MAT(D->l2, RFDETR_HIDDEN, DFF, 1);
+        LN(D->n1, RFDETR_HIDDEN);
+        LN(D->n2, RFDETR_HIDDEN);
+        LN(D->n3, RFDETR_HIDDEN);
+    }
+    LN(p->dnorm, RFDETR_HIDDEN);
+    MAT(p->cls_head, RFDETR_CLASSES, RFDETR_HIDDEN, 1);
+    MAT(p->bb_head[0], RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+    MAT(p->bb_head[1], RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
+    MAT(p->bb_head[2], 4, RFDETR_HIDDEN, 1);
+    BUF(p->refpoint, RFDETR_QUERIES * 4L);
+    BUF(p->query, RFDETR_QUERIES * (long)RFDETR_HIDDEN);
+
+    const long T = RFDETR_TOKENS, Q = RFDETR_QUERIES, H = RFDETR_HIDDEN;
+    BUF(p->im2col, T * 9 * C_HALF);
+    BUF(p->x, (long)SEQ * RFDETR_DIM);
+    BUF(p->xn, (long)SEQ * RFDETR_DIM);
+    BUF(p->qkv, (long)SEQ * 3 * RFDETR_DIM);
+    BUF(p->att, (long)SEQ * RFDETR_DIM);
+    BUF(p->mlp, (long)SEQ * MLP);
+    BUF(p->taps, T * 4 * RFDETR_DIM);
+    BUF(p->y, T * C2F_CAT);
+    BUF(p->t128, T * C_HALF);
+    BUF(p->mem, T * H);
+    BUF(p->enc_q, T * H);
+    BUF(p->enc_t1, T * H);
+    BUF(p->enc_t2, T * H);
+    BUF(p->enc_cls_out, T * RFDETR_CLASSES);
+    BUF(p->enc_box, T * 4);
+    BUF(p->score, T);
+    ok &= (p->order = calloc((size_t)T, sizeof(int))) != NULL;
+    ok &= (p->forced = calloc((size_t)Q, sizeof(int))) != NULL;
+    BUF(p->topk, Q);
+    BUF(p->ref, Q * 4);
+    BUF(p->sine, Q * 2 * H);
+    BUF(p->qpos, Q * H);
+    BUF(p->tgt, Q * H);
+    BUF(p->tq, Q * H);
+    BUF(p->sa, Q * H);
+    BUF(p->ca, Q * H);
+    BUF(p->hs, Q * H);
+    BUF(p->t300, Q * H);
+    BUF(p->dqkv, Q * 3 * H);
+    BUF(p->val, T * H);
+    BUF(p->offaw, Q * 96);
+    BUF(p->delta, Q * 4);
+    /* the widest GEMM input: [1616][1536] */
+    size_t gws = (size_t)SEQ * (MLP + 2) * 2;
+    p->gemm_ws = aligned_alloc(64, gws);
+    ok &= p->gemm_ws != NULL;
+    p->attn_win = (tt_attn_shape){NWIN * NWIN, WTOK, HEADS, HD, p->nthreads, dt, isa};
+    p->attn_glob = (tt_attn_shape){1, SEQ, HEADS, HD, p->nthreads, dt, isa};
+    p->attn_dec = (tt_attn_shape){1, RFDETR_QUERIES, SA_HEADS, RFDETR_HIDDEN / SA_HEADS, p->nthreads, dt, isa};
+    size_t aws = tt_attention_ws_bytes(&p->attn_win);
+    if (tt_attention_ws_bytes(&p->attn_glob) > aws) aws = tt_attention_ws_bytes(&p->attn_glob);
+    if (tt_attention_ws_bytes(&p->attn_dec) > aws) aws = tt_attention_ws_bytes(&p->attn_dec);
+    p->attn_ws = aligned_alloc(64, (aws + 63) & ~(size_t)63);
+    ok &= p->attn_ws != NULL;
+#undef MAT
+#undef LN
+#undef BUF
+    if (!ok) {
+        rfdetr_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void rfdetr_free(rfdetr *p)
+{
+    if (!p) return;
+    tt_pool_destroy(p->pool);
+    tt_mat_free(&p->patch);
+    for (int l = 0; l < NBL; l++) {
+        bb_layer *L = &p->L[l];
+        ln_free(&L->n1), ln_free(&L->n2);
+        tt_mat_free(&L->qkv), tt_mat_free(&L->dense), tt_mat_free(&L->fc1), tt_mat_free(&L->fc2);
+    }
+    ln_free(&p->bb_ln);
+    tt_mat_free(&p->cv1), tt_mat_free(&p->cv2);
+    ln_free(&p->cv1n), ln_free(&p->cv2n), ln_free(&p->pln);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) tt_mat_free(&p->m[i][j]), ln_free(&p->mn[i][j]);
+    tt_mat_free(&p->enc_out), tt_mat_free(&p->enc_cls);
+    for (int i = 0; i < 3; i++) tt_mat_free(&p->enc_bb[i]), tt_mat_free(&p->bb_head[i]);
+    ln_free(&p->enc_norm);
+    tt_mat_free(&p->rph[0]), tt_mat_free(&p->rph[1]);
+    for (int l = 0; l < NDL; l++) {
+        dec_layer *D = &p->D[l];
+        tt_mat_free(&D->sa_qk), tt_mat_free(&D->sa_v), tt_mat_free(&D->sa_out), tt_mat_free(&D->off_aw);
+        tt_mat_free(&D->value), tt_mat_free(&D->out), tt_mat_free(&D->l1), tt_mat_free(&D->l2);
+        ln_free(&D->n1), ln_free(&D->n2), ln_free(&D->n3);
+    }
+    ln_free(&p->dnorm);
+    tt_mat_free(&p->cls_head);
+    float *bufs[] = {p->pos_raw, p->pos, p->refpoint, p->query, p->im2col, p->x, p->xn, p->qkv, p->att,
+                     p->mlp, p->taps, p->y, p->t128, p->mem, p->enc_q, p->enc_t1, p->enc_t2,
+                     p->enc_cls_out, p->enc_box, p->score, p->topk, p->ref, p->sine, p->qpos, p->tgt,
+                     p->tq, p->sa, p->ca, p->hs, p->t300, p->dqkv, p->val, p->offaw, p->delta};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(p->order);
+    free(p->forced);
+    free(p->gemm_ws);
+    free(p->attn_ws);
+    free(p->set);
+    free(p);
+}
+
+int rfdetr_threads(const rfdetr *p) { return p->nthreads; }
+
+/* ---------- loading ---------- */
+
+static void copy_vec(float *dst, const float *src, int n, const float *scale)
+{
+    for (int i = 0; i < n; i++) dst[i] = scale ? src[i] * scale[i] : src[i];
+}
+
+/* A 3x3 convolution weight [o][c][ky][kx] packed with K = (ky*3 + kx)*C + c,
+ * so im2col copies whole channel vectors. */
+static int set_conv3x3(tt_mat *m, const float *w)
+{
+    float *perm = malloc(sizeof(float) * C_HALF * 9 * C_HALF);
+    if (!perm) return -1;
+    for (int o = 0; o < C_HALF; o++)
+        for (int c = 0; c < C_HALF; c++)
+            for (int t = 0; t < 9; t++) perm[(long)o * 9 * C_HALF + t * C_HALF + c] = w[((long)o * C_HALF + c) * 9 + t];
+    tt_mat_set_rows(m, 0, C_HALF, perm, 9 * C_HALF, 0, NULL);
+    free(perm);
+    return 0;
+}
+
+int rfdetr_set_weight(rfdetr *p, int i, const float *d, int rows, char *err, size_t errlen)
+{
+    wkind k;
+    int l;
+    if (flat_lookup(i, &k, &l) != 0) {
+        snprintf(err, errlen, "weight index %d out of range", i);
+        return -1;
+    }
+    if (wtable[k].min_rows && rows < wtable[k].min_rows) {
+        snprintf(err, errlen, "%s: %d rows, want at least %d", wtable[k].fmt, rows, wtable[k].min_rows);
+        return -1;
+    }
+    const int C = RFDETR_DIM, H = RFDETR_HIDDEN;
+    bb_layer *L = l < NBL ? &p->L[l] : NULL;
+    dec_layer *D = l < NDL ? &p->D[l] : NULL;
+    switch (k) {
+    case W_CLS: copy_vec(p->cls, d, C, NULL); break;
+    case W_POS: copy_vec(p->pos_raw, d, 1370 * C, NULL); break;
+    case W_PATCH_W: tt_mat_set_rows(&p->patch, 0, C, d, 3 * PATCH * PATCH, 0, NULL); break;
+    case W_PATCH_B: copy_vec(p->patch.bias, d, C, NULL); break;
+    case W_N1W: copy_vec(L->n1.w, d, C, NULL); break;
+    case W_N1B: copy_vec(L->n1.b, d, C, NULL); break;
+    case W_QW: tt_mat_set_rows(&L->qkv, 0, C, d, C, 0, NULL); break;
+    case W_QB: copy_vec(L->qkv.bias, d, C, NULL); break;
+    case W_KW: tt_mat_set_rows(&L->qkv, C, C, d, C, 0, NULL); break;
+    case W_KB: copy_vec(L->qkv.bias + C, d, C, NULL); break;
+    case W_VW: tt_mat_set_rows(&L->qkv, 2 * C, C, d, C, 0, NULL); break;
+    case W_VB: copy_vec(L->qkv.bias + 2 * C, d, C, NULL); break;
+    /* LayerScale folded: lambda * (W x + b) = (lambda W) x + lambda b */
+    case W_LS1: copy_vec(L->ls1, d, C, NULL); break;
+    case W_DW: tt_mat_set_rows(&L->dense, 0, C, d, C, 0, L->ls1); break;
+    case W_DB: copy_vec(L->dense.bias, d, C, L->ls1); break;
+    case W_N2W: copy_vec(L->n2.w, d, C, NULL); break;
+    case W_N2B: copy_vec(L->n2.b, d, C, NULL); break;
+    case W_FC1W: tt_mat_set_rows(&L->fc1, 0, MLP, d, C, 0, NULL); break;
+    case W_FC1B: copy_vec(L->fc1.bias, d, MLP, NULL); break;
+    case W_LS2: copy_vec(L->ls2, d, C, NULL); break;
+    case W_FC2W: tt_mat_set_rows(&L->fc2, 0, C, d, MLP, 0, L->ls2); break;
+    case W_FC2B: copy_vec(L->fc2.bias, d, C, L->ls2); break;
+    case W_BBLN_W: copy_vec(p->bb_ln.w, d, C, NULL); break;
+    case W_BBLN_B: copy_vec(p->bb_ln.b, d, C, NULL); break;
+    case W_CV1: tt_mat_set_rows(&p->cv1, 0, H, d, 4 * C, 0, NULL); break;
+    case W_CV1_W: copy_vec(p->cv1n.w, d, H, NULL); break;
+    case W_CV1_B: copy_vec(p->cv1n.b, d, H, NULL); break;
+    case W_M1: if (set_conv3x3(&p->m[l][0], d)) goto oom; break;
+    case W_M1_W: copy_vec(p->mn[l][0].w, d, C_HALF, NULL); break;
+    case W_M1_B: copy_vec(p->mn[l][0].b, d, C_HALF, NULL); break;
+    case W_M2: if (set_conv3x3(&p->m[l][1], d)) goto oom; break;
+    case W_M2_W: copy_vec(p->mn[l][1].w, d, C_HALF, NULL); break;
+    case W_M2_B: copy_vec(p->mn[l][1].b, d, C_HALF, NULL); break;
+    case W_CV2: tt_mat_set_rows(&p->cv2, 0, H, d, C2F_CAT, 0, NULL); break;
+    case W_CV2_W: copy_vec(p->cv2n.w, d, H, NULL); break;
+    case W_CV2_B: copy_vec(p->cv2n.b, d, H, NULL); break;
+    case W_PLN_W: copy_vec(p->pln.w, d, H, NULL); break;
+    case W_PLN_B: copy_vec(p->pln.b, d, H, NULL); break;
+    case W_ENC_OUT_W: tt_mat_set_rows(&p->enc_out, 0, H, d, H, 0, NULL); break;
+    case W_ENC_OUT_B: copy_vec(p->enc_out.bias, d, H, NULL); break;
+    case W_ENC_NORM_W: copy_vec(p->enc_norm.w, d, H, NULL); break;
+    case W_ENC_NORM_B: copy_vec(p->enc_norm.b, d, H, NULL); break;
+    case W_ENC_CLS_W: tt_mat_set_rows(&p->enc_cls, 0, RFDETR_CLASSES, d, H, 0, NULL); break;
+    case W_ENC_CLS_B: copy_vec(p->enc_cls.bias, d, RFDETR_CLASSES, NULL); break;
+    case W_ENC_BB0_W: tt_mat_set_rows(&p->enc_bb[0], 0, H, d, H, 0, NULL); break;
+    case W_ENC_BB0_B: copy_vec(p->enc_bb[0].bias, d, H, NULL); break;
+    case W_ENC_BB1_W: tt_mat_set_rows(&p->enc_bb[1], 0, H, d, H, 0, NULL); break;
+    case W_ENC_BB1_B: copy_vec(p->enc_bb[1].bias, d, H, NULL); break;
+    case W_ENC_BB2_W: tt_mat_set_rows(&p->enc_bb[2], 0, 4, d, H, 0, NULL); break;
+    case W_ENC_BB2_B: copy_vec(p->enc_bb[2].bias, d, 4, NULL); break;
+    case W_RPH0_W: tt_mat_set_rows(&p->rph[0], 0, H, d, 2 * H, 0, NULL); break;
+    case W_RPH0_B: copy_vec(p->rph[0].bias, d, H, NULL); break;
+    case W_RPH1_W: tt_mat_set_rows(&p->rph[1], 0, H, d, H, 0, NULL); break;
+    case W_RPH1_B: copy_vec(p->rph[1].bias, d, H, NULL); break;
+    case W_SA_IN_W:
+        tt_mat_set_rows(&D->sa_qk, 0, 2 * H, d, H, 0, NULL);
+        tt_mat_set_rows(&D->sa_v, 0, H, d + 2L * H * H, H, 0, NULL);
+        break;
+    case W_SA_IN_B:
+        copy_vec(D->sa_qk.bias, d, 2 * H, NULL);
+        copy_vec(D->sa_v.bias, d + 2 * H, H, NULL);
+        break;
+    case W_SA_OUT_W: tt_mat_set_rows(&D->sa_out, 0, H, d, H, 0, NULL); break;
+    case W_SA_OUT_B: copy_vec(D->sa_out.bias, d, H, NULL); break;
+    case W_DN1_W: copy_vec(D->n1.w, d, H, NULL); break;
+    case W_DN1_B: copy_vec(D->n1.b, d, H, NULL); break;
+    case W_OFF_W: tt_mat_set_rows(&D->off_aw, 0, 64, d, H, 0, NULL); break;
+    case W_OFF_B: copy_vec(D->off_aw.bias, d, 64, NULL); break;
+    case W_AW_W: tt_mat_set_rows(&D->off_aw, 64, 32, d, H, 0, NULL); break;
+    case W_AW_B: copy_vec(D->off_aw.bias + 64, d, 32, NULL); break;
+    case W_VAL_W: tt_mat_set_rows(&D->value, 0, H, d, H, 0, NULL); break;
+    case W_VAL_B: copy_vec(D->value.bias, d, H, NULL); break;
+    case W_OUT_W: tt_mat_set_rows(&D->out, 0, H, d, H, 0, NULL); break;
+    case W_OUT_B: copy_vec(D->out.bias, d, H, NULL); break;
+    case W_DN2_W: copy_vec(D->n2.w, d, H, NULL); break;
+    case W_DN2_B: copy_vec(D->n2.b, d, H, NULL); break;
+    case W_L1_W: tt_mat_set_rows(&D->l1, 0, DFF, d, H, 0, NULL); break;
+    case W_L1_B: copy_vec(D->l1.bias, d, DFF, NULL); break;
+    case W_L2_W: tt_mat_set_rows(&D->l2, 0, H, d, DFF, 0, NULL); break;
+    case W_L2_B: copy_vec(D->l2.bias, d, H, NULL); break;
+    case W_DN3_W: copy_vec(D->n3.w, d, H, NULL); break;
+    case W_DN3_B: copy_vec(D->n3.b, d, H, NULL); break;
+    case W_DNORM_W: copy_vec(p->dnorm.w, d, H, NULL); break;
+    case W_DNORM_B: copy_vec(p->dnorm.b, d, H, NULL); break;
+    case W_CLS_W: tt_mat_set_rows(&p->cls_head, 0, RFDETR_CLASSES, d, H, 0, NULL); break;
+    case W_CLS_B: copy_vec(p->cls_head.bias, d, RFDETR_CLASSES, NULL); break;
+    case W_BB0_W: tt_mat_set_rows(&p->bb_head[0], 0, H, d, H, 0, NULL); break;
+    case W_BB0_B: copy_vec(p->bb_head[0].bias, d, H, NULL); break;
+    case W_BB1_W: tt_mat_set_rows(&p->bb_head[1], 0, H, d, H, 0, NULL); break;
+    case W_BB1_B: copy_vec(p->bb_head[1].bias, d, H, NULL); break;
+    case W_BB2_W: tt_mat_set_rows(&p->bb_head[2], 0, 4, d, H, 0, NULL); break;
+    case W_BB2_B: copy_vec(p->bb_head[2].bias, d, 4, NULL); break;
+    case W_REFPOINT: copy_vec(p->refpoint, d, RFDETR_QUERIES * 4, NULL); break;
+    case W_QUERY: copy_vec(p->query, d, RFDETR_QUERIES * H, NULL); break;
+    case W_KINDS: break;
+    }
+    p->set[i] = 1;
+    p->finished = 0;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory packing weight %d", i);
+    return -1;
+}
+
+/* PIL / PyTorch antialiased bicubic kernel, a = -0.5. */
+static double cubic_aa(double x)
+{
+    const double a = -0.5;
+    x = fabs(x);
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+    if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+    return 0.0;
+}
+
+/* Resample weights of one axis from `in` to `out` samples (upsampling, so the
+ * support is 2): w[o][j] for taps j in [lo[o], hi[o]). */
+static void aa_weights(int in, int out, int *lo, int *hi, double w[][8])
+{
+    double scale = (double)in / out;
+    double support = 2.0 * (scale >= 1.0 ? scale : 1.0);
+    double inv = scale >= 1.0 ? 1.0 / scale : 1.0;
+    for (int o = 0; o < out; o++) {
+        double center = scale * (o + 0.5);
+        int a = (int)(center - support + 0.5), b = (int)(center + support + 0.5);
+        if (a < 0) a = 0;
+        if (b > in) b = in;
+        double sum = 0.0;
+        for (int j = a; j < b; j++) sum += (w[o][j - a] = cubic_aa((j - center + 0.5) * inv));
+        for (int j = a; j < b; j++) w[o][j - a] /= sum;
+        lo[o] = a;
+        hi[o] = b;
+    }
+}
+
+/* Position table: CLS row as is, the 37x37 patch grid resized to 40x40
+ * (width pass, then height pass, like PyTorch's separable AA kernel). */
+static void resize_pos(rfdetr *p)
+{
+    const int C = RFDETR_DIM;
+    int lo[GRID], hi[GRID];
+    double w[GRID][8];
+    aa_weights(POS_SIDE, GRID, lo, hi, w);
+    float *tmp = p->taps; /* [37][40][C], free scratch at load */
+    const float *src = p->pos_raw + C;
+    for (int y = 0; y < POS_SIDE; y++)
+        for (int x = 0; x < GRID; x++)
+            for (int c = 0; c < C; c++) {
+                double s = 0.0;
+                for (int j = lo[x]; j < hi[x]; j++) s += w[x][j - lo[x]] * src[((long)y * POS_SIDE + j) * C + c];
+                tmp[((long)y * GRID + x) * C + c] = (float)s;
+            }
+    memcpy(p->pos, p->pos_raw, sizeof(float) * C);
+    for (int y = 0; y < GRID; y++)
+        for (int x = 0; x < GRID; x++)
+            for (int c = 0; c < C; c++) {
+                double s = 0.0;
+                for (int j = lo[y]; j < hi[y]; j++) s += w[y][j - lo[y]] * tmp[((long)j * GRID + x) * C + c];
+                p->pos[(1L + y * GRID + x) * C + c] = (float)s;
+            }
+}
+
+int rfdetr_finish(rfdetr *p, char *err, size_t errlen)
+{
+    int n = flat_count();
+    for (int i = 0; i < n; i++) {
+        if (!p->set[i]) {
+            char name[160];
+            rfdetr_weight_name(i, name, sizeof name);
+            snprintf(err, errlen, "weight %s was not set", name);
+            return -1;
+        }
+    }
+    resize_pos(p);
+    p->finished = 1;
+    return 0;
+}
+
+/* ---------- forward ---------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A GEMM whose time counts as "backbone GEMM" in the timing report. */
+static void bb_gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m, int flags)
+{
+    double t0 = now_s();
+    tt_gemm(p->pool, w, a, lda, c, ldc, m, flags, p->gemm_ws);
+    p->timing.backbone_gemm += now_s() - t0;
+    p->timing.backbone_gemm_flops += 2.0 * m * w->n * w->k;
+}
+
+static void gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m, int flags)
+{
+    tt_gemm(p->pool, w, a, lda, c, ldc, m, flags, p->gemm_ws);
+}
+
+/* Generic row-parallel job: fn(p, row0, row1). */
+typedef struct {
+    rfdetr *p;
+    int rows, per;
+    void (*fn)(rfdetr *, int, int, const void *);
+    const void *ctx;
+} rows_job;
+
+static void rows_task(void *arg, int task, int thread)
+{
+    (void)thread;
+    rows_job *j = arg;
+    int r0 = task * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+    j->fn(j->p, r0, r1, j->ctx);
+}
+
+static void parallel_rows(rfdetr *p, int rows, int per, void (*fn)(rfdetr *, int, int, const void *), const void *ctx)
+{
+    rows_job j = {p, rows, per, fn, ctx};
+    tt_pool_run(p->pool, (rows + per - 1) / per, rows_task, &j);
+}
+
+/* im2col of the 14x14/14 patch embedding: row t = y*40 + x holds
+ * pixels[c][y*14 + ky][x*14 + kx] at column c*196 + ky*14 + kx. */
+static void patch_im2col(rfdetr *p, int r0, int r1, const void *ctx)
+{
+    const float *pix = ctx;
+    const int K = 3 * PATCH * PATCH;
+    for (int t = r0; t < r1; t++) {
+        int y = t / GRID, x = t % GRID;
+        float *dst = p->im2col + (long)t * K;
+        for (int c = 0; c < 3; c++)
+            for (int ky = 0; ky < PATCH; ky++)
+                memcpy(dst + c * PATCH * PATCH + ky * PATCH,
+                       pix + ((long)c * RFDETR_RES + y * PATCH + ky) * RFDETR_RES + x * PATCH, sizeof(float) * PATCH);
+    }
+}
+
+/* Windowed sequence row for patch token t (y*40 + x). */
+static inline int win_row(int t)
+{
+    int y = t / GRID, x = t % GRID;
+    return ((y / WIN) * NWIN + x / WIN) * WTOK + 1 + (y % WIN) * WIN + x % WIN;
+}
+
+/* x[window rows] = patch embedding + position; CLS + pos[0] in every window. */
+static void embed_rows(rfdetr *p, int r0, int r1, const void *ctx)
+{
+    (void)ctx;
+    const int C = RFDETR_DIM;
+    for (int t = r0; t < r1; t++) {
+        float *dst = p->x + (long)win_row(t) * C;
+        const float *e = p->att + (long)t * C, *pos = p->pos + (1L + t) * C;
+        for (int c = 0; c < C; c++) dst[c] = e[c] + pos[c];
+    }
+    if (r0 == 0)
+        for (int w = 0; w < NWIN * NWIN; w++)
+            for (int c = 0; c < C; c++) p->x[(long)w * WTOK * C + c] = p->cls[c] + p->pos[c];
+}
+
+/* Final backbone LayerNorm of the patch tokens into tap column block `tap`. */
+static void tap_rows(rfdetr *p, int r0, int r1, const void *ctx)
+{
+    int tap = *(const int *)ctx;
+    const int C = RFDETR_DIM;
+    for (int t = r0; t < r1; t++)
+        tt_layernorm_rows(p->isa, p->x + (long)win_row(t) * C, C, p->taps + (long)t * 4 * C + tap * C, C, 1, C,
+                          p->bb_ln.w, p->bb_ln.b, 1e-6f);
+}
+
+static void backbone(rfdetr *p, const float *pixels)
+{
+    const int C = RFDETR_DIM;
+    parallel_rows(p, RFDETR_TOKENS, 64, patch_im2col, pixels);
+    bb_gemm(p, &p->patch, p->im2col, 3 * PATCH * PATCH, p->att, C, RFDETR_TOKENS, 0);
+    parallel_rows(p, RFDETR_TOKENS, 64, embed_rows, NULL);
+    int tap = 0;
+    for (int l = 0; l < NBL; l++) {
+        bb_layer *L = &p->L[l];
+        tt_layernorm(p->pool, p->isa, p->x, C, p->xn, C, SEQ, C, L->n1.w, L->n1.b, 1e-6f);
+        bb_gemm(p, &L->qkv, p->xn, C, p->qkv, 3 * C, SEQ, 0);
+        const tt_attn_shape *sh = is_global(l) ? &p->attn_glob : &p->attn_win;
+        tt_attention(p->pool, sh, p->qkv, p->qkv + C, p->qkv + 2 * C, 3 * C, p->att, C, 0.125f, p->attn_ws);
+        bb_gemm(p, &L->dense, p->att, C, p->x, C, SEQ, TT_GEMM_ACCUM);
+        tt_layernorm(p->pool, p->isa, p->x, C, p->xn, C, SEQ, C, L->n2.w, L->n2.b, 1e-6f);
+        bb_gemm(p, &L->fc1, p->xn, C, p->mlp, MLP, SEQ, TT_ACT_GELU);
+        bb_gemm(p, &L->fc2, p->mlp, MLP, p->x, C, SEQ, TT_GEMM_ACCUM);
+        if (tap < 4 && l == tap_layers[tap]) {
+            parallel_rows(p, RFDETR_TOKENS, 64, tap_rows, &tap);
+            tap++;
+        }
+    }
+}
+
+/* im2col of a 3x3 / pad 1 convolution over a [40][40][128] map with row
+ * stride lds: column (ky*3 + kx)*128 + c, zero outside the map. */
+typedef struct {
+    const float *src;
+    long lds;
+} conv_src;
+
+static void conv_im2col(rfdetr *p, int r0, int r1, const void *ctx)
+{
+    const conv_src *cs = ctx;
+    for (int t = r0; t < r1; t++) {
+        int y = t / GRID, x = t % GRID;
+        float *dst = p->im2col + (long)t * 9 * C_HALF;
+        for (int ky = 0; ky < 3; ky++)
+            for (int kx = 0; kx < 3; kx++) {
+                int yy = y + ky - 1, xx = x + kx - 1;
+                float *d = dst + (ky * 3 + kx) * C_HALF;
+                if (yy < 0 || yy >= GRID || xx < 0 || xx >= GRID) memset(d, 0, sizeof(float) * C_HALF);
+                else memcpy(d, cs->src + (long)(yy * GRID + xx) * cs->lds, sizeof(float) * C_HALF);
+            }
+    }
+}
+
+/* ConvX tail: channel LayerNorm (eps 1e-6) then SiLU, in place on n channels. */
+typedef struct {
+    float *buf;
+    long ld;
+    int n;
+    const ln_p *ln;
+} lnsilu_ctx;
+
+static void ln_silu_rows(rfdetr *p, int r0, int r1, const void *ctx)
+{
+    const lnsilu_ctx *c = ctx;
+    for (int t = r0; t < r1; t++) {
+        float *row = c->buf + (long)t * c->ld;
+        tt_layernorm_rows(p->isa, row, c->ld, row, c->ld, 1, c->n, c->ln->w, c->ln->b, 1e-6f);
+        tt_act_inplace(p->isa, TT_ACT_SILU, row, c->n);
+    }
+}
+
+static void ln_silu(rfdetr *p, float *buf, long ld, int n, const ln_p *ln)
+{
+    lnsilu_ctx c = {buf, ld, n, ln};
+    parallel_rows(p, RFDETR_TOKENS, 64, ln_silu_rows, &c);
+}
+
+static void projector(rfdetr *p)
+{
+    const int T = RFDETR_TOKENS, H = RFDETR_HIDDEN;
+    gemm(p, &p->cv1, p->taps, 4 * RFDETR_DIM, p->y, C2F_CAT, T, 0);
+    ln_silu(p, p->y, C2F_CAT, H, &p->cv1n);
+    for (int b = 0; b < 3; b++) {
+        conv_src in = {p->y + C_HALF * (1 + b), C2F_CAT};
+        parallel_rows(p, T, 64, conv_im2col, &in);
+        gemm(p, &p->m[b][0], p->im2col, 9 * C_HALF, p->t128, C_HALF, T, 0);
+        ln_silu(p, p->t128, C_HALF, C_HALF, &p->mn[b][0]);
+        conv_src mid = {p->t128, C_HALF};
+        parallel_rows(p, T, 64, conv_im2col, &mid);
+        float *outp = p->y + C_HALF * (2 + b);
+        gemm(p, &p->m[b][1], p->im2col, 9 * C_HALF, outp, C2F_CAT, T, 0);
+        ln_silu(p, outp, C2F_CAT, C_HALF, &p->mn[b][1]);
+    }
+    gemm(p, &p->cv2, p->y, C2F_CAT, p->mem, H, T, 0);
+    ln_silu(p, p->mem, H, H, &p->cv2n);
+    tt_layernorm(p->pool, p->isa, p->mem, H, p->mem, H, T, H, p->pln.w, p->pln.b, 1e-6f);
+}
+
+/* Indices of the k largest scores, best first (ties: lower index first). */
+static void top_k(const float *score, int n, int k, int *idx)
+{
+    /* a min-heap of the best k seen so far, ordered by (score, -index) */
+#define WORSE(a, b) (score[a] < score[b] || (score[a] == score[b] && (a) > (b)))
+    int size = 0;
+    for (int i = 0; i < n; i++) {
+        if (size < k) {
+            int c = size++;
+            idx[c] = i;
+            while (c > 0 && WORSE(idx[c], idx[(c - 1) / 2])) {
+                int t = idx[c]; idx[c] = idx[(c - 1) / 2]; idx[(c - 1) / 2] = t;
+                c = (c - 1) / 2;
+            }
+        } else if (WORSE(idx[0], i)) {
+            idx[0] = i;
+            for (int c = 0;;) {
+                int l = 2 * c + 1, r = l + 1, m = c;
+                if (l < size && WORSE(idx[l], idx[m])) m = l;
+                if (r < size && WORSE(idx[r], idx[m])) m = r;
+                if (m == c) break;
+                int t = idx[c]; idx[c] = idx[m]; idx[m] = t;
+                c = m;
+            }
+        }
+    }
+    /* heap sort: repeatedly move the worst to the end */
+    for (int end = size - 1; end > 0; end--) {
+        int t = idx[0]; idx[0] = idx[end]; idx[end] = t;
+        for (int c = 0;;) {
+            int l = 2 * c + 1, r = l + 1, m = c;
+            if (l < end && WORSE(idx[l], idx[m])) m = l;
+            if (r < end && WORSE(idx[r], idx[m])) m = r;
+            if (m == c) break;
+            int t2 = idx[c]; idx[c] = idx[m]; idx[m] = t2;
+            c = m;
+        }
+    }
+#undef WORSE
+}
+
+/* Two-stage selection: encoder head on every memory token, top-300 by the
+ * best class logit, then the reference boxes and content queries. */
+static void select_queries(rfdetr *p)
+{
+    const int T = RFDETR_TOKENS, H = RFDETR_HIDDEN, Q = RFDETR_QUERIES;
+    gemm(p, &p->enc_out, p->mem, H, p->enc_q, H, T, 0);
+    tt_layernorm(p->pool, p->isa, p->enc_q, H, p->enc_q, H, T, H, p->enc_norm.w, p->enc_norm.b, 1e-5f);
+    gemm(p, &p->enc_cls, p->enc_q, H, p->enc_cls_out, RFDETR_CLASSES, T, 0);
+    gemm(p, &p->enc_bb[0], p->enc_q, H, p->enc_t1, H, T, TT_ACT_RELU);
+    gemm(p, &p->enc_bb[1], p->enc_t1, H, p->enc_t2, H, T, TT_ACT_RELU);
+    gemm(p, &p->enc_bb[2], p->enc_t2, H, p->enc_box, 4, T, 0);
+    for (int t = 0; t < T; t++) {
+        const float *row = p->enc_cls_out + (long)t * RFDETR_CLASSES;
+        float m = row[0];
+        for (int c = 1; c < RFDETR_CLASSES; c++) m = row[c] > m ? row[c] : m;
+        p->score[t] = m;
+    }
+    if (p->use_forced) memcpy(p->order, p->forced, sizeof(int) * Q);
+    else top_k(p->score, T, Q, p->order);
+    for (int q = 0; q < Q; q++) {
+        int t = p->order[q];
+        float prop[4] = {((t % GRID) + 0.5f) / GRID, ((t / GRID) + 0.5f) / GRID, 0.05f, 0.05f};
+        const float *d = p->enc_box + (long)t * 4;
+        float ts[4] = {d[0] * prop[2] + prop[0], d[1] * prop[3] + prop[1], expf(d[2]) * prop[2], expf(d[3]) * prop[3]};
+        const float *r0 = p->refpoint + (long)q * 4;
+        float *ref = p->ref + (long)q * 4;
+        ref[0] = r0[0] * ts[2] + ts[0];
+        ref[1] = r0[1] * ts[3] + ts[1];
+        ref[2] = expf(r0[2]) * ts[2];
+        ref[3] = expf(r0[3]) * ts[3];
+        p->topk[q] = (float)t;
+    }
+    memcpy(p->tgt, p->query, sizeof(float) * Q * H);
+}
+
+/* Sine embedding of the reference boxes, coordinates in the order (y, x, w, h),
+ * 128 values each: [sin(e0), cos(e1), sin(e2), ...], e_k = c*2pi / 10000^(2*(k/2)/128). */
+static void sine_embed(rfdetr *p)
+{
+    static const int coord[4] = {1, 0, 2, 3};
+    const int NF = RFDETR_HIDDEN / 2;
+    for (int q = 0; q < RFDETR_QUERIES; q++)
+        for (int c = 0; c < 4; c++) {
+            float v = p->ref[q * 4 + coord[c]] * 6.283185307179586f;
+            for (int k = 0; k < NF; k++) {
+                float dim_t = powf(10000.0f, (float)(2 * (k / 2)) / NF);
+                float e = v / dim_t;
+                p->sine[(long)q * 2 * RFDETR_HIDDEN + c * NF + k] = k % 2 == 0 ? sinf(e) : cosf(e);
+            }
+        }
+}
+
+/* Deformable cross-attention sampling for queries [r0, r1): per head the
+ * softmax over the 2 points weights a bilinear sample (zero padding,
+ * align_corners False) of that head's 40x40 value map. */
+static void deform_rows(rfdetr *p, int r0, int r1, const void *ctx)
+{
+    (void)ctx;
+    const int H = RFDETR_HIDDEN, HD16 = H / CA_HEADS;
+    for (int q = r0; q < r1; q++) {
+        const float *oa = p->offaw + (long)q * 96, *ref = p->ref + (long)q * 4;
+        float *out = p->ca + (long)q * H;
+        memset(out, 0, sizeof(float) * H);
+        for (int h = 0; h < CA_HEADS; h++) {
+            float l0 = oa[64 + h * 2], l1 = oa[64 + h * 2 + 1];
+            float mx = l0 > l1 ? l0 : l1;
+            float e0 = expf(l0 - mx), e1 = expf(l1 - mx);
+            float aw[2] = {e0 / (e0 + e1), e1 / (e0 + e1)};
+            for (int pt = 0; pt < CA_POINTS; pt++) {
+                float ox = oa[h * 4 + pt * 2], oy = oa[h * 4 + pt * 2 + 1];
+                float lx = ref[0] + ox / CA_POINTS * ref[2] * 0.5f;
+                float ly = ref[1] + oy / CA_POINTS * ref[3] * 0.5f;
+                float px = lx * GRID - 0.5f, py = ly * GRID - 0.5f;
+                float fx = floorf(px), fy = floorf(py);
+                int x0 = (int)fx, y0 = (int)fy;
+                float wx1 = px - fx, wy1 = py - fy, wx0 = 1.0f - wx1, wy0 = 1.0f - wy1;
+                const int xs[2] = {x0, x0 + 1}, ys[2] = {y0, y0 + 1};
+                const float wxs[2] = {wx0, wx1}, wys[2] = {wy0, wy1};
+                for (int a = 0; a < 2; a++)
+                    for (int b = 0; b < 2; b++) {
+                        int yy = ys[a], xx = xs[b];
+                        if (yy < 0 || yy >= GRID || xx < 0 || xx >= GRID) continue;
+                        float w = aw[pt] * wys[a] * wxs[b];
+                        const float *v = p->val + (long)(yy * GRID + xx) * H + h * HD16;
+                        for (int d = 0; d < HD16; d++) out[h * HD16 + d] += w * v[d];
+                    }
+            }
+        }
+    }
+}
+
+static void add_rows(float *dst, const float *a, const float *b, long n)
+{
+    for (long i = 0; i < n; i++) dst[i] = a[i] + b[i];
+}
+
+static void decoder(rfdetr *p)
+{
+    const int Q = RFDETR_QUERIES, H = RFDETR_HIDDEN, T = RFDETR_TOKENS;
+    sine_embed(p);
+    gemm(p, &p->rph[0], p->sine, 2 * H, p->t300, H, Q, TT_ACT_RELU);
+    gemm(p, &p->rph[1], p->t300, H, p->qpos, H, Q, 0);
+    for (int l = 0; l < NDL; l++) {
+        dec_layer *D = &p->D[l];
+        /* self-attention: q = k = tgt + pos, v = tgt */
+        add_rows(p->tq, p->tgt, p->qpos, (long)Q * H);
+        gemm(p, &D->sa_qk, p->tq, H, p->dqkv, 3 * H, Q, 0);
+        gemm(p, &D->sa_v, p->tgt, H, p->dqkv + 2 * H, 3 * H, Q, 0);
+        tt_attention(p->pool, &p->attn_dec, p->dqkv, p->dqkv + H, p->dqkv + 2 * H, 3 * H, p->sa, H,
+                     1.0f / sqrtf((float)(H / SA_HEADS)), p->attn_ws);
+        gemm(p, &D->sa_out, p->sa, H, p->tgt, H, Q, TT_GEMM_ACCUM);
+        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n1.w, D->n1.b, 1e-5f);
+        /* deformable cross-attention into the memory */
+        add_rows(p->tq, p->tgt, p->qpos, (long)Q * H);
+        gemm(p, &D->value, p->mem, H, p->val, H, T, 0);
+        gemm(p, &D->off_aw, p->tq, H, p->offaw, 96, Q, 0);
+        parallel_rows(p, Q, 16, deform_rows, NULL);
+        gemm(p, &D->out, p->ca, H, p->tgt, H, Q, TT_GEMM_ACCUM);
+        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n2.w, D->n2.b, 1e-5f);
+        /* FFN */
+        gemm(p, &D->l1, p->tgt, H, p->mlp, DFF, Q, TT_ACT_RELU);
+        gemm(p, &D->l2, p->mlp, DFF, p->tgt, H, Q, TT_GEMM_ACCUM);
+        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n3.w, D->n3.b, 1e-5f);
+    }
+    tt_layernorm(p->pool, p->isa, p->tgt, H, p->hs, H, Q, H, p->dnorm.w, p->dnorm.b, 1e-5f);
+}
+
+static void heads(rfdetr *p, float *logits, float *boxes)
+{
+    const int Q = RFDETR_QUERIES, H = RFDETR_HIDDEN;
+    gemm(p, &p->cls_head, p->hs, H, logits, RFDETR_CLASSES, Q, 0);
+    gemm(p, &p->bb_head[0], p->hs, H, p->t300, H, Q, TT_ACT_RELU);
+    gemm(p, &p->bb_head[1], p->t300, H, p->sa, H, Q, TT_ACT_RELU);
+    gemm(p, &p->bb_head[2], p->sa, H, p->delta, 4, Q, 0);
+    for (int q = 0; q < Q; q++) {
+        const float *d = p->delta + q * 4, *r = p->ref + q * 4;
+        float *b = boxes + q * 4;
+        b[0] = d[0] * r[2] + r[0];
+        b[1] = d[1] * r[3] + r[1];
+        b[2] = expf(d[2]) * r[2];
+        b[3] = expf(d[3]) * r[3];
+    }
+}
+
+int rfdetr_forward(rfdetr *p, const float *pixels, float *logits, float *boxes)
+{
+    if (!p->finished) return -1;
+    memset(&p->timing, 0, sizeof p->timing);
+    double t0 = now_s();
+    backbone(p, pixels);
+    double t1 = now_s();
+    projector(p);
+    double t2 = now_s();
+    select_queries(p);
+    decoder(p);
+    heads(p, logits, boxes);
+    double t3 = now_s();
+    p->timing.backbone = t1 - t0;
+    p->timing.projector = t2 - t1;
+    p->timing.decoder = t3 - t2;
+    p->timing.total = t3 - t0;
+    return 0;
+}
+
+int rfdetr_force_selection(rfdetr *p, const int *tokens)
+{
+    if (tokens == NULL) {
+        p->use_forced = 0;
+        return 0;
+    }
+    for (int q = 0; q < RFDETR_QUERIES; q++)
+        if (tokens[q] < 0 || tokens[q] >= RFDETR_TOKENS) return -1;
+    memcpy(p->forced, tokens, sizeof(int) * RFDETR_QUERIES);
+    p->use_forced = 1;
+    return 0;
+}
+
+void rfdetr_last_timing(const rfdetr *p, rfdetr_timing *t) { *t = p->timing; }
+
+long rfdetr_stage_size(rfdetr_stage s)
+{
+    switch (s) {
+    case RFDETR_STAGE_TAP0:
+    case RFDETR_STAGE_TAP1:
+    case RFDETR_STAGE_TAP2:
+    case RFDETR_STAGE_TAP3: return (long)RFDETR_TOKENS * RFDETR_DIM;
+    case RFDETR_STAGE_MEMORY: return (long)RFDETR_TOKENS * RFDETR_HIDDEN;
+    case RFDETR_STAGE_TOPK: return RFDETR_QUERIES;
+    case RFDETR_STAGE_REF: return RFDETR_QUERIES * 4L;
+    case RFDETR_STAGE_HS: return (long)RFDETR_QUERIES * RFDETR_HIDDEN;
+    case RFDETR_STAGE_SCORE: return RFDETR_TOKENS;
+    case RFDETR_STAGE_COUNT: break;
+    }
+    return -1;
+}
+
+int rfdetr_stage_copy(const rfdetr *p, rfdetr_stage s, float *out)
+{
+    const int C = RFDETR_DIM;
+    switch (s) {
+    case RFDETR_STAGE_TAP0:
+    case RFDETR_STAGE_TAP1:
+    case RFDETR_STAGE_TAP2:
+    case RFDETR_STAGE_TAP3:
+        for (int t = 0; t < RFDETR_TOKENS; t++)
+            memcpy(out + (long)t * C, p->taps + (long)t * 4 * C + (s - RFDETR_STAGE_TAP0) * C, sizeof(float) * C);
+        return 0;
+    case RFDETR_STAGE_MEMORY: memcpy(out, p->mem, sizeof(float) * rfdetr_stage_size(s)); return 0;
+    case RFDETR_STAGE_TOPK: memcpy(out, p->topk, sizeof(float) * rfdetr_stage_size(s)); return 0;
+    case RFDETR_STAGE_REF: memcpy(out, p->ref, sizeof(float) * rfdetr_stage_size(s)); return 0;
+    case RFDETR_STAGE_HS: memcpy(out, p->hs, sizeof(float) * rfdetr_stage_size(s)); return 0;
+    case RFDETR_STAGE_SCORE: memcpy(out, p->score, sizeof(float) * rfdetr_stage_size(s)); return 0;
+    case RFDETR_STAGE_COUNT: break;
+    }
+    return -1;
+}

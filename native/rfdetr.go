@@ -1,0 +1,323 @@
+package native
+
+/*
+#include <stdlib.h>
+#include "rfdetr.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// RF-DETR-base dimensions fixed by the program.
+const (
+	RFDETRResolution = C.RFDETR_RES
+	RFDETRQueries    = C.RFDETR_QUERIES
+	RFDETRClasses    = C.RFDETR_CLASSES
+	RFDETRTokens     = C.RFDETR_TOKENS
+)
+
+// Tensor is a row-major float32 tensor with its PyTorch shape.
+type Tensor struct {
+	Shape []int
+	Data  []float32
+}
+
+// WeightSpec names one tensor the RF-DETR program needs, by its original
+// rfdetr checkpoint name, with the shape it must have. MinRows != 0 means
+// Shape[0] may be any value >= MinRows (only the first MinRows rows are used).
+type WeightSpec struct {
+	Name    string
+	Shape   []int
+	MinRows int
+}
+
+// RFDETRWeights lists the tensors LoadRFDETR needs, in load order.
+func RFDETRWeights() []WeightSpec {
+	n := int(C.rfdetr_weight_count())
+	specs := make([]WeightSpec, n)
+	buf := (*C.char)(C.malloc(256))
+	defer C.free(unsafe.Pointer(buf))
+	var dims [4]C.int
+	for i := range specs {
+		C.rfdetr_weight_name(C.int(i), buf, 256)
+		rank := int(C.rfdetr_weight_shape(C.int(i), &dims[0]))
+		shape := make([]int, rank)
+		for d := range shape {
+			shape[d] = int(dims[d])
+		}
+		specs[i] = WeightSpec{Name: C.GoString(buf), Shape: shape, MinRows: int(C.rfdetr_weight_min_rows(C.int(i)))}
+	}
+	return specs
+}
+
+// Precision selects the GEMM arithmetic of the RF-DETR program.
+type Precision string
+
+const (
+	// FP32 is the default: fp32 GEMMs, numerically faithful to PyTorch fp32.
+	FP32 Precision = "fp32"
+	// BF16 rounds GEMM operands to bf16 (fp32 accumulate); the rest is fp32.
+	BF16 Precision = "bf16"
+)
+
+// PrecisionFromEnv reads RFDETR_PRECISION (fp32 when unset or empty).
+func PrecisionFromEnv() (Precision, error) {
+	v := strings.TrimSpace(os.Getenv("RFDETR_PRECISION"))
+	switch Precision(v) {
+	case "", FP32:
+		return FP32, nil
+	case BF16:
+		return BF16, nil
+	}
+	return "", fmt.Errorf("RFDETR_PRECISION=%q: want fp32 or bf16", v)
+}
+
+// RFDETROptions configure LoadRFDETR.
+type RFDETROptions struct {
+	Precision Precision // "" means fp32
+	Threads   int       // <= 0: DefaultThreads()
+	// ISA forces a kernel family ("scalar", "avx2", "avx512", "avx512bf16");
+	// "" picks the best the CPU supports. For tests and triage.
+	ISA string
+}
+
+// RFDETROutput is one forward's result.
+type RFDETROutput struct {
+	Logits [RFDETRQueries][RFDETRClasses]float32 // raw class logits, COCO ids 0..90
+	Boxes  [RFDETRQueries][4]float32             // normalized cx, cy, w, h
+}
+
+// RFDETRStage names an intermediate result kept after a forward.
+type RFDETRStage int
+
+// Stages, with their float counts in the comments.
+const (
+	StageTap0   RFDETRStage = C.RFDETR_STAGE_TAP0   // [1600][384] after layer 1, final LN, token y*40+x
+	StageTap1   RFDETRStage = C.RFDETR_STAGE_TAP1   // after layer 4
+	StageTap2   RFDETRStage = C.RFDETR_STAGE_TAP2   // after layer 7
+	StageTap3   RFDETRStage = C.RFDETR_STAGE_TAP3   // after layer 10
+	StageMemory RFDETRStage = C.RFDETR_STAGE_MEMORY // [1600][256] projector output
+	StageTopK   RFDETRStage = C.RFDETR_STAGE_TOPK   // [300] selected token indices, best first
+	StageRef    RFDETRStage = C.RFDETR_STAGE_REF    // [300][4] reference boxes cx, cy, w, h
+	StageHS     RFDETRStage = C.RFDETR_STAGE_HS     // [300][256] decoder output
+	StageScore  RFDETRStage = C.RFDETR_STAGE_SCORE  // [1600] encoder score (best class logit) per token
+)
+
+// RFDETR is a loaded program: packed weights, scratch and a thread pool.
+type RFDETR struct {
+	mu        sync.Mutex
+	p         *C.rfdetr
+	precision Precision
+	threads   int
+}
+
+// LoadRFDETR packs the weights named by RFDETRWeights from tensors.
+// Names it does not need are ignored.
+func LoadRFDETR(tensors map[string]Tensor, opts RFDETROptions) (*RFDETR, error) {
+	return LoadRFDETRFunc(func(name string) (Tensor, bool) {
+		t, ok := tensors[name]
+		return t, ok
+	}, opts)
+}
+
+// LoadRFDETRFunc is LoadRFDETR with a lookup: each tensor is requested once,
+// packed, and not referenced after the lookup's next call.
+func LoadRFDETRFunc(lookup func(name string) (Tensor, bool), opts RFDETROptions) (*RFDETR, error) {
+	prec := opts.Precision
+	if prec == "" {
+		prec = FP32
+	}
+	var cprec C.rfdetr_precision
+	switch prec {
+	case FP32:
+		cprec = C.RFDETR_FP32
+	case BF16:
+		cprec = C.RFDETR_BF16
+	default:
+		return nil, fmt.Errorf("rf-detr precision %q: want fp32 or bf16", prec)
+	}
+	isa, err := pickISA(opts.ISA)
+	if err != nil {
+		return nil, err
+	}
+	p := C.rfdetr_new(cprec, C.int(opts.Threads), isa)
+	if p == nil {
+		return nil, errors.New("rf-detr: out of memory or cannot start threads")
+	}
+	errBuf := (*C.char)(C.malloc(512))
+	defer C.free(unsafe.Pointer(errBuf))
+	// One pass: every tensor is checked (all problems are reported together)
+	// and packed while no problem has been found yet.
+	var problems []string
+	for i, s := range RFDETRWeights() {
+		t, ok := lookup(s.Name)
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: missing (want shape %v)", s.Name, s.Shape))
+			continue
+		}
+		if err := checkShape(s, t); err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if len(problems) > 0 {
+			continue
+		}
+		if C.rfdetr_set_weight(p, C.int(i), (*C.float)(unsafe.Pointer(&t.Data[0])), C.int(t.Shape[0]), errBuf, 512) != 0 {
+			problems = append(problems, fmt.Sprintf("%s: %s", s.Name, C.GoString(errBuf)))
+		}
+	}
+	if len(problems) > 0 {
+		C.rfdetr_free(p)
+		return nil, fmt.Errorf("rf-detr weights: %d problem(s): %s", len(problems), strings.Join(problems, "; "))
+	}
+	if C.rfdetr_finish(p, errBuf, 512) != 0 {
+		C.rfdetr_free(p)
+		return nil, fmt.Errorf("rf-detr: %s", C.GoString(errBuf))
+	}
+	return &RFDETR{p: p, precision: prec, threads: int(C.rfdetr_threads(p))}, nil
+}
+
+func checkShape(s WeightSpec, t Tensor) error {
+	ok := len(t.Shape) == len(s.Shape)
+	n := 1
+	for i := 0; ok && i < len(s.Shape); i++ {
+		if i == 0 && s.MinRows > 0 {
+			ok = t.Shape[0] >= s.MinRows
+		} else {
+			ok = t.Shape[i] == s.Shape[i]
+		}
+	}
+	for _, d := range t.Shape {
+		n *= d
+	}
+	if !ok {
+		if s.MinRows > 0 {
+			return fmt.Errorf("%s: shape %v, want %v (first dimension at least %d)", s.Name, t.Shape, s.Shape, s.MinRows)
+		}
+		return fmt.Errorf("%s: shape %v, want %v", s.Name, t.Shape, s.Shape)
+	}
+	if len(t.Data) != n {
+		return fmt.Errorf("%s: %d values for shape %v (want %d)", s.Name, len(t.Data), t.Shape, n)
+	}
+	return nil
+}
+
+func pickISA(name string) (C.tt_isa, error) {
+	if name == "" {
+		return C.tt_cpu_best_isa(), nil
+	}
+	for i := C.tt_isa(C.TT_ISA_SCALAR); i <= C.TT_ISA_AVX512BF16; i++ {
+		if C.GoString(C.tt_isa_name(i)) == name {
+			if C.tt_cpu_supports(i) == 0 {
+				return 0, fmt.Errorf("isa %s: not supported by this CPU", name)
+			}
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("isa %q: want scalar, avx2, avx512 or avx512bf16", name)
+}
+
+// Forward runs the network once on pixels [3][560][560] (normalized CHW).
+func (m *RFDETR) Forward(pixels []float32) (*RFDETROutput, error) {
+	const want = 3 * RFDETRResolution * RFDETRResolution
+	if len(pixels) != want {
+		return nil, fmt.Errorf("rf-detr forward: %d pixels, want %d (3x560x560)", len(pixels), want)
+	}
+	out := new(RFDETROutput)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p == nil {
+		return nil, errors.New("rf-detr forward: program is closed")
+	}
+	rc := C.rfdetr_forward(m.p, (*C.float)(unsafe.Pointer(&pixels[0])),
+		(*C.float)(unsafe.Pointer(&out.Logits[0][0])), (*C.float)(unsafe.Pointer(&out.Boxes[0][0])))
+	if rc != 0 {
+		return nil, errors.New("rf-detr forward: program not finished")
+	}
+	return out, nil
+}
+
+// Stage returns a copy of an intermediate result of the last Forward.
+func (m *RFDETR) Stage(s RFDETRStage) ([]float32, error) {
+	n := int(C.rfdetr_stage_size(C.rfdetr_stage(s)))
+	if n <= 0 {
+		return nil, fmt.Errorf("rf-detr stage %d: unknown", s)
+	}
+	out := make([]float32, n)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p == nil {
+		return nil, errors.New("rf-detr stage: program is closed")
+	}
+	C.rfdetr_stage_copy(m.p, C.rfdetr_stage(s), (*C.float)(unsafe.Pointer(&out[0])))
+	return out, nil
+}
+
+// ForceSelection makes later forwards use these 300 memory tokens (best
+// first) as the two-stage selection instead of the top-k of the encoder
+// scores; nil restores top-k. For tests: fp32 summation order alone can swap
+// two near-tied scores, after which the decoders of two programs see
+// different queries; forcing one selection compares them on the same ones.
+func (m *RFDETR) ForceSelection(tokens []int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p == nil {
+		return errors.New("rf-detr force selection: program is closed")
+	}
+	if tokens == nil {
+		C.rfdetr_force_selection(m.p, nil)
+		return nil
+	}
+	if len(tokens) != RFDETRQueries {
+		return fmt.Errorf("rf-detr force selection: %d tokens, want %d", len(tokens), RFDETRQueries)
+	}
+	ct := make([]C.int, len(tokens))
+	for i, v := range tokens {
+		ct[i] = C.int(v)
+	}
+	if C.rfdetr_force_selection(m.p, &ct[0]) != 0 {
+		return fmt.Errorf("rf-detr force selection: a token index is outside [0, %d)", RFDETRTokens)
+	}
+	return nil
+}
+
+// RFDETRTiming is the time split of the last forward, in seconds.
+type RFDETRTiming struct {
+	Total, Backbone, BackboneGEMM, Projector, Decoder float64
+	BackboneGEMMFlops                                 float64
+}
+
+// LastTiming reports where the last Forward spent its time.
+func (m *RFDETR) LastTiming() RFDETRTiming {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var t C.rfdetr_timing
+	if m.p != nil {
+		C.rfdetr_last_timing(m.p, &t)
+	}
+	return RFDETRTiming{Total: float64(t.total), Backbone: float64(t.backbone), BackboneGEMM: float64(t.backbone_gemm),
+		Projector: float64(t.projector), Decoder: float64(t.decoder), BackboneGEMMFlops: float64(t.backbone_gemm_flops)}
+}
+
+// Threads is the size of the program's thread pool.
+func (m *RFDETR) Threads() int { return m.threads }
+
+// Precision is the GEMM precision the program was loaded with.
+func (m *RFDETR) Precision() Precision { return m.precision }
+
+// Close frees the program's memory and stops its threads. Idempotent.
+func (m *RFDETR) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p != nil {
+		C.rfdetr_free(m.p)
+		m.p = nil
+	}
+}
