@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/cache"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -46,12 +47,12 @@ func (b *baseImage) Scratch() bool { return b.Digest == "" }
 // loadBase resolves runtime.base: "scratch" (or empty), an OCI layout
 // directory, a docker-archive tarball (docker save), or a registry reference
 // pulled with the default keychain.
-func loadBase(ctx context.Context, ref string) (*baseImage, error) {
+func loadBase(ctx context.Context, ref, cacheDir string) (*baseImage, error) {
 	if ref == "" || ref == "scratch" {
 		img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 		return &baseImage{Ref: "scratch", Image: img, Paths: map[string]byte{}}, nil
 	}
-	img, err := openBase(ctx, ref)
+	img, err := openBase(ctx, ref, cacheDir)
 	if err != nil {
 		return nil, fmt.Errorf("runtime.base %q: %w", ref, err)
 	}
@@ -78,7 +79,7 @@ func loadBase(ctx context.Context, ref string) (*baseImage, error) {
 	return b, nil
 }
 
-func openBase(ctx context.Context, ref string) (v1.Image, error) {
+func openBase(ctx context.Context, ref, cacheDir string) (v1.Image, error) {
 	info, statErr := os.Stat(ref)
 	switch {
 	case statErr == nil && info.IsDir():
@@ -104,7 +105,9 @@ func openBase(ctx context.Context, ref string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", r, err)
 	}
-	return img, nil
+	// The base is read twice (its file system, then the layout write):
+	// pull each layer once.
+	return cache.Image(img, cache.NewFilesystemCache(cacheDir)), nil
 }
 
 // imageFromLayout returns the one image of an OCI layout, or its linux/amd64

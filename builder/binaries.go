@@ -53,7 +53,10 @@ func locateBinaries(ctx context.Context, plan binaryPlan) (server, tool binary, 
 	case exeIsTool && isFile(filepath.Join(filepath.Dir(plan.Executable), "tt-model-server")):
 		server = binary{HostPath: filepath.Join(filepath.Dir(plan.Executable), "tt-model-server"), From: "installed beside tt-model"}
 	}
-	if exeIsTool {
+	// A server built from source gets a tool built from the same source, so
+	// the image holds one commit's pair and stays reproducible; an installed
+	// server goes with the running tt-model.
+	if exeIsTool && server.HostPath != "" {
 		tool = binary{HostPath: plan.Executable, From: "the running tt-model"}
 	}
 	if server.HostPath == "" || tool.HostPath == "" {

@@ -197,7 +197,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		baseRef = filepath.Join(workDir, baseRef)
 	}
 	p.stage("base image: %s", orScratch(baseRef))
-	base, err := loadBase(ctx, baseRef)
+	base, err := loadBase(ctx, baseRef, filepath.Join(scratch, "base-layers"))
 	if err != nil {
 		return nil, err
 	}

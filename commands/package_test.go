@@ -1,0 +1,43 @@
+package commands
+
+import (
+	"strings"
+	"testing"
+)
+
+// The builder's own tests package real images; these check what the three
+// commands add: flags, exit codes and where output goes.
+func TestPackageCommandExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no --container", []string{"package"}, 2, "--container FILE is required"},
+		{"invalid manifest", []string{"package", "--container", "testdata/package/invalid.yaml", "--out", t.TempDir()}, 2, "mesh_device"},
+		{"unreadable manifest", []string{"package", "--container", "testdata/package/no-such.yaml"}, 1, "no-such.yaml"},
+		{"kind not built", []string{"package", "--container", "testdata/package/dit.yaml", "--out", t.TempDir()}, 1,
+			"kind tt-dit-server is validated but not built by this version"},
+		{"push of a non-package", []string{"push", t.TempDir(), "--registry", "127.0.0.1:1/tt"}, 1, "is not a staged package"},
+		{"card of a non-package", []string{"card", t.TempDir()}, 1, "tt_kernel_manifest.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, tc.code, tc.stderr)
+			}
+		})
+	}
+}
+
+func TestCardCommand(t *testing.T) {
+	code, stdout, stderr := run(t, "card", "../builder/testdata/wire/demo.json")
+	if code != 0 || !strings.Contains(stdout, "\n# demo\n") || !strings.Contains(stderr, "warning: card.performance is missing") {
+		t.Errorf("card: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = run(t, "card", "../builder/testdata/wire/demo.json", "../builder/testdata/wire/pi05.json")
+	if code != 0 || !strings.Contains(stdout, "# tt-model catalog") || !strings.Contains(stdout, "\n## pi05-demo\n") {
+		t.Errorf("catalog: exit %d\n%s", code, stdout)
+	}
+}
