@@ -1,131 +1,28 @@
 package runner
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/hub"
-	"github.com/ttmodel/tt-model/hub/hubtest"
-	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
-// buildHealthServer compiles testdata/healthserver as a static binary.
-func buildHealthServer(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "tt-model-server")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/healthserver")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build healthserver: %v\n%s", err, b)
-	}
-	return out
-}
-
-// writeTestLayout writes an OCI layout holding one image with the server at
-// /usr/local/bin/tt-model-server, its index entry named tag.
-func writeTestLayout(t *testing.T, dir, server, tag string) {
-	t.Helper()
-	bin, err := os.ReadFile(server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
-		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
-	}
-	tw.WriteHeader(&tar.Header{Name: "usr/local/bin/tt-model-server", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))})
-	tw.Write(bin)
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config.Env = []string{"PATH=/usr/local/bin"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{
-		Add: img, Descriptor: v1.Descriptor{Annotations: map[string]string{refNameAnnotation: tag}},
-	})
-	if _, err := layout.Write(dir, idx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// stagedPackage writes build/<name>/{image/, tt_kernel_manifest.json} with
-// weights pinned at commit and two profiles.
-func stagedPackage(t *testing.T, name, server, commit string) *Package {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	tag := fmt.Sprintf("tt-model/%s:test", name)
-	writeTestLayout(t, filepath.Join(dir, "image"), server, tag)
-	rev := commit
-	w := &manifest.Wire{
-		SchemaVersion: "5.1", Name: name, Arch: "blackhole", DeviceCount: 1,
-		Weights: &manifest.WireWeights{Repo: "org/weights", Revision: &rev, RepoType: "model"},
-		Container: &manifest.Container{
-			Image: manifest.ImageRef{Registry: "hf", Repository: name, Tag: tag},
-			Kind:  manifest.KindGoServer, Runtime: map[string]any{"model": "rf-detr"},
-			Serve: manifest.ServeSettings{Hardware: "p150", MeshDevice: "P150"},
-			ServeProfiles: []manifest.Profile{
-				{Name: "default"},
-				{Name: "stubborn", ServeSettings: manifest.ServeSettings{Env: map[string]string{"IGNORE_SIGTERM": "1"}}},
-			},
-			DefaultProfile: "default",
-		},
-	}
-	if err := w.WriteFile(filepath.Join(dir, manifest.WireFile)); err != nil {
-		t.Fatal(err)
-	}
-	pkg, err := LoadPackage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pkg
-}
-
-// weightsCache serves org/weights from a local Hub and pulls the package's
-// pin into a fresh HF_HOME.
+// weightsCache serves the package's weights from a local Hub and returns a
+// config for a fresh HF_HOME.
 func weightsCache(t *testing.T) (hub.Config, string) {
 	t.Helper()
-	srv := hubtest.New()
-	t.Cleanup(srv.Close)
-	commit := srv.AddCommit("org/weights", "main", []hubtest.File{
-		{Path: "config.json", Data: []byte(`{"num_queries": 300}`)},
-		{Path: "model.safetensors", Data: bytes.Repeat([]byte{1, 2, 3, 4}, 10_000), LFS: true},
-	})
+	srv, commit := runnertest.WeightsHub(t)
 	home := t.TempDir()
 	return hub.Config{Endpoint: srv.URL, HFHome: home, CacheDir: filepath.Join(home, "hub")}, commit
 }
@@ -139,7 +36,11 @@ func TestDockerServeStop(t *testing.T) {
 	defer d.Close()
 	cfg, commit := weightsCache(t)
 	name := fmt.Sprintf("rtest-%d", os.Getpid())
-	pkg := stagedPackage(t, name, buildHealthServer(t), commit)
+	dir, _ := runnertest.StagedPackage(t, name, runnertest.BuildHealthServer(t), commit)
+	pkg, err := LoadPackage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		for _, p := range []string{"default", "stubborn"} {
 			d.c.ContainerRemove(ctx, InstanceName(name, p), client.ContainerRemoveOptions{Force: true})

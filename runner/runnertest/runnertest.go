@@ -1,0 +1,134 @@
+// Package runnertest builds what the runner and serve tests start: a small
+// static stand-in for tt-model-server (testdata/healthserver), a staged
+// package around it (build/<name>/{image/, tt_kernel_manifest.json}), and a
+// local Hub holding its pinned weights.
+package runnertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/ttmodel/tt-model/hub/hubtest"
+	"github.com/ttmodel/tt-model/manifest"
+)
+
+// WeightsRepo is the repo the staged package pins.
+const WeightsRepo = "org/weights"
+
+// BuildHealthServer compiles runner/testdata/healthserver as a static
+// binary: it answers /health with "ok" only when $HF_MODEL/config.json is
+// readable, prints HF_MODEL, and ignores SIGTERM when IGNORE_SIGTERM=1.
+func BuildHealthServer(t testing.TB) string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), "..", "testdata", "healthserver")
+	out := filepath.Join(t.TempDir(), "tt-model-server")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build healthserver: %v\n%s", err, b)
+	}
+	return out
+}
+
+// WriteLayout writes an OCI layout holding one image with server at
+// /usr/local/bin/tt-model-server, its index entry named tag.
+func WriteLayout(t testing.TB, dir, server, tag string) {
+	t.Helper()
+	bin, err := os.ReadFile(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
+		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
+	}
+	tw.WriteHeader(&tar.Header{Name: "usr/local/bin/tt-model-server", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))})
+	tw.Write(bin)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Config.Env = []string{"PATH=/usr/local/bin"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{
+		Add: img, Descriptor: v1.Descriptor{Annotations: map[string]string{"org.opencontainers.image.ref.name": tag}},
+	})
+	if _, err := layout.Write(dir, idx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StagedPackage writes <tmp>/<name>/{image/, tt_kernel_manifest.json} for
+// kind tt-go-server with the weights pinned at commit and two profiles,
+// "default" and "stubborn" (a server that ignores SIGTERM). It returns the
+// folder and the image tag.
+func StagedPackage(t testing.TB, name, server, commit string) (dir, tag string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), name)
+	tag = fmt.Sprintf("tt-model/%s:test", name)
+	WriteLayout(t, filepath.Join(dir, "image"), server, tag)
+	rev := commit
+	w := &manifest.Wire{
+		SchemaVersion: "5.1", Name: name, Arch: "blackhole", DeviceCount: 1,
+		Weights: &manifest.WireWeights{Repo: WeightsRepo, Revision: &rev, RepoType: "model"},
+		Container: &manifest.Container{
+			Image: manifest.ImageRef{Registry: "hf", Repository: name, Tag: tag},
+			Kind:  manifest.KindGoServer, Runtime: map[string]any{"model": "rf-detr"},
+			Serve: manifest.ServeSettings{Hardware: "p150", MeshDevice: "P150"},
+			ServeProfiles: []manifest.Profile{
+				{Name: "default"},
+				{Name: "stubborn", ServeSettings: manifest.ServeSettings{Env: map[string]string{"IGNORE_SIGTERM": "1"}}},
+			},
+			DefaultProfile: "default",
+		},
+	}
+	if err := w.WriteFile(filepath.Join(dir, manifest.WireFile)); err != nil {
+		t.Fatal(err)
+	}
+	return dir, tag
+}
+
+// WeightsHub starts a local Hub holding WeightsRepo and returns it with the
+// commit the package pins.
+func WeightsHub(t testing.TB) (*hubtest.Server, string) {
+	t.Helper()
+	srv := hubtest.New()
+	t.Cleanup(srv.Close)
+	commit := srv.AddCommit(WeightsRepo, "main", []hubtest.File{
+		{Path: "config.json", Data: []byte(`{"num_queries": 300}`)},
+		{Path: "model.safetensors", Data: bytes.Repeat([]byte{1, 2, 3, 4}, 10_000), LFS: true},
+	})
+	return srv, commit
+}
