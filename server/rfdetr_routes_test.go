@@ -293,7 +293,10 @@ func TestSelectModel(t *testing.T) {
 		{"auto", map[string]string{"TT_RF_DETR_WEIGHTS": "/w"}, KindRFDETR, ""},
 		{"", map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}, KindRFDETR, ""},
 		{"", map[string]string{"HF_MODEL": "/hf/hub/models--Roboflow--rf-detr-base/snapshots/abc"}, KindRFDETR, ""},
-		{"", map[string]string{"HF_MODEL": "lerobot/pi05_base"}, "", "does not name a model this server knows"},
+		{"", map[string]string{"HF_MODEL": "lerobot/pi05_base"}, KindPI05, ""},
+		{"pi0.5", nil, KindPI05, ""},
+		{"auto", map[string]string{"PI05_WEIGHTS_DIR": "/w"}, KindPI05, ""},
+		{"", map[string]string{"HF_MODEL": "openai/whisper-small"}, "", "does not name a model this server knows"},
 		{"", nil, "", "no model to serve"},
 		{"yolo", nil, "", `--model "yolo"`},
 	}
