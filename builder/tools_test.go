@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/validate"
+	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -55,6 +56,9 @@ func TestPackageImageOnRealTools(t *testing.T) {
 	m, work := testPackage(t, nil)
 	out := filepath.Join(work, "out")
 	res := mustPackage(t, packageOpts(m, work, bin, out, VerifyDocker))
+	t.Cleanup(func() {
+		_, _ = engine.c.ImageRemove(context.Background(), res.Image, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	})
 	if res.VerifiedIn != (dockerRunner{}).Where() {
 		t.Errorf("verified in %q, want the Docker engine", res.VerifiedIn)
 	}
