@@ -11,9 +11,9 @@ const (
 	SchemeTransformers = "transformers"
 )
 
-// sourceNames returns the file tensor(s) holding canonical tensor name under
+// SourceNames returns the file tensor(s) holding canonical tensor name under
 // scheme; several names are concatenated along the first dimension.
-func sourceNames(scheme, name string) []string {
+func SourceNames(scheme, name string) []string {
 	if scheme == SchemeRFDETR {
 		return []string{name}
 	}

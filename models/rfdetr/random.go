@@ -36,7 +36,7 @@ func (rc RandomCheckpoint) Write(dir string) error {
 	}
 	var entries []safetensors.Entry
 	for _, s := range Specs() {
-		parts := sourceNames(rc.Scheme, s.Name)
+		parts := SourceNames(rc.Scheme, s.Name)
 		for p, name := range parts {
 			shape := append([]int{s.Shape[0] / len(parts)}, s.Shape[1:]...)
 			s, p, n := s, p, numElements(shape)

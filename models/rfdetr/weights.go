@@ -109,7 +109,7 @@ func detectScheme(f *safetensors.File, specs []Spec) (string, error) {
 	for _, scheme := range []string{SchemeRFDETR, SchemeTransformers} {
 		hits := 0
 		for _, s := range specs {
-			if _, ok := f.Info(sourceNames(scheme, s.Name)[0]); ok {
+			if _, ok := f.Info(SourceNames(scheme, s.Name)[0]); ok {
 				hits++
 			}
 		}
@@ -123,7 +123,7 @@ func detectScheme(f *safetensors.File, specs []Spec) (string, error) {
 			names = append(names[:5:5], "…")
 		}
 		return "", fmt.Errorf("checkpoint %s: no RF-DETR tensors found (want names like %s or %s); it has %d tensors: %s",
-			f.Path(), specs[0].Name, sourceNames(SchemeTransformers, specs[0].Name)[0], len(f.Names()), strings.Join(names, ", "))
+			f.Path(), specs[0].Name, SourceNames(SchemeTransformers, specs[0].Name)[0], len(f.Names()), strings.Join(names, ", "))
 	}
 	return best, nil
 }
@@ -131,7 +131,7 @@ func detectScheme(f *safetensors.File, specs []Spec) (string, error) {
 // checkSpec returns the problems of one canonical tensor: each source part
 // must exist with a float dtype, and the parts together must have the shape.
 func checkSpec(f *safetensors.File, scheme string, s Spec) []Problem {
-	parts := sourceNames(scheme, s.Name)
+	parts := SourceNames(scheme, s.Name)
 	partShape := slices.Clone(s.Shape)
 	partShape[0] /= len(parts)
 	var problems []Problem
@@ -179,7 +179,7 @@ func (w *Weights) Tensor(name string) ([]float32, []int, error) {
 	if w.file == nil {
 		return nil, nil, fmt.Errorf("rfdetr: tensor %s read after Close", name)
 	}
-	parts := sourceNames(w.scheme, name)
+	parts := SourceNames(w.scheme, name)
 	var out []float32
 	var shape []int
 	for _, p := range parts {

@@ -32,7 +32,7 @@ func writeEntries(t *testing.T, entries []safetensors.Entry) string {
 func zeroEntries(scheme string) []safetensors.Entry {
 	var out []safetensors.Entry
 	for _, s := range Specs() {
-		parts := sourceNames(scheme, s.Name)
+		parts := SourceNames(scheme, s.Name)
 		for _, name := range parts {
 			shape := append([]int{s.Shape[0] / len(parts)}, s.Shape[1:]...)
 			n := numElements(shape)

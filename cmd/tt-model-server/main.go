@@ -1,0 +1,176 @@
+// Command tt-model-server serves one model over HTTP on this machine's CPU
+// (the cgo megakernels of package native). The model is chosen by --model
+// or from the environment (TT_RF_DETR_WEIGHTS, HF_MODEL); /health says
+// "starting" until the weights are loaded and warmed up.
+//
+// Exit codes: 0 after SIGTERM/SIGINT, 1 when loading or serving fails,
+// 2 for a bad flag or setting, 75 when the test-only fault switch
+// TT_MODEL_FAULT_EXIT_AFTER=<n> fires after n predictions (it simulates a
+// device hang for the supervisor's reset-and-restart path).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
+	"github.com/ttmodel/tt-model/native"
+	"github.com/ttmodel/tt-model/server"
+)
+
+// version is stamped by the builder (-ldflags "-X main.version=…").
+var version = "0.1.0"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// config is everything the server reads from flags and the environment.
+type config struct {
+	host, port, model string
+	kind, kindErr     string // resolved model, or why it could not be
+	precision         native.Precision
+	threads           int
+	faultAfter        int
+	logLevel          slog.Level
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tt-model-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	fs.StringVar(&cfg.host, "host", "0.0.0.0", "address to listen on")
+	fs.StringVar(&cfg.port, "port", "8000", "port to listen on")
+	fs.StringVar(&cfg.model, "model", "auto", "model to serve: rf-detr, or auto (from TT_RF_DETR_WEIGHTS / HF_MODEL)")
+	verify := fs.Bool("verify", false, "print the configuration and CPU features, open no weights, exit 0 (image builds)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "tt-model-server", version)
+		return 0
+	}
+	if err := cfg.resolve(getenv, *level); err != nil {
+		fmt.Fprintln(stderr, "tt-model-server:", err)
+		return 2
+	}
+	if *verify {
+		cfg.print(stdout)
+		return 0
+	}
+	if cfg.kindErr != "" {
+		fmt.Fprintln(stderr, "tt-model-server:", cfg.kindErr)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	return serve(ctx, cfg, getenv, log)
+}
+
+// resolve checks flags and settings; an unresolvable model is kept as
+// kindErr so --verify can still report the rest.
+func (c *config) resolve(getenv func(string) string, level string) error {
+	if err := c.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	if p, err := strconv.Atoi(c.port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("--port %q: want a port number", c.port)
+	}
+	kind, err := server.SelectModel(c.model, getenv)
+	if err != nil && c.model != "" && c.model != "auto" {
+		return err // an explicit --model must be known
+	}
+	if err != nil {
+		c.kindErr = err.Error()
+	}
+	c.kind = kind
+	switch p := native.Precision(getenv("RFDETR_PRECISION")); p {
+	case "", native.FP32:
+		c.precision = native.FP32
+	case native.BF16:
+		c.precision = p
+	default:
+		return fmt.Errorf("RFDETR_PRECISION=%q: want fp32 or bf16", p)
+	}
+	c.threads = native.DefaultThreads()
+	if v := getenv("TT_MODEL_FAULT_EXIT_AFTER"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("TT_MODEL_FAULT_EXIT_AFTER=%q: want a positive number of predictions", v)
+		}
+		c.faultAfter = n
+	}
+	return nil
+}
+
+func (c *config) device() string {
+	return fmt.Sprintf("cpu %s, %s, %d threads", native.DetectCPU().BestISA, c.precision, c.threads)
+}
+
+func (c *config) print(w io.Writer) {
+	model := c.kind
+	if model == "" {
+		model = "chosen at start (" + c.kindErr + ")"
+	}
+	fmt.Fprintf(w, "tt-model-server %s\n", version)
+	fmt.Fprintf(w, "model:     %s\n", model)
+	fmt.Fprintf(w, "listen:    %s\n", net.JoinHostPort(c.host, c.port))
+	fmt.Fprintf(w, "precision: %s (RFDETR_PRECISION)\n", c.precision)
+	fmt.Fprintf(w, "threads:   %d (TT_NUM_THREADS, else usable CPUs)\n", c.threads)
+	fmt.Fprintf(w, "cpu:       %s\n", native.DetectCPU())
+	fmt.Fprintln(w, "weights:   not opened (--verify)")
+}
+
+func serve(ctx context.Context, c config, getenv func(string) string, log *slog.Logger) int {
+	var m server.Model
+	switch c.kind {
+	case server.KindRFDETR:
+		m = server.NewRFDETR(server.RFDETROptions{
+			Getenv:  getenv,
+			Build:   rfdetrnative.Builder(native.RFDETROptions{Precision: c.precision, Threads: c.threads}),
+			Device:  c.device(),
+			Version: version,
+		})
+	case server.KindPI05:
+		pm, err := pi05Model(getenv)
+		if err != nil {
+			log.Error("pi05 settings", "err", err)
+			return 2
+		}
+		m = pm
+	}
+	if c.faultAfter > 0 {
+		log.Warn("test-only fault switch armed: the server exits 75 after this many predictions", "TT_MODEL_FAULT_EXIT_AFTER", c.faultAfter)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, c.port))
+	if err != nil {
+		log.Error("listen", "err", err)
+		return 1
+	}
+	srv := server.New(m, server.Options{Log: log, FaultExitAfter: c.faultAfter})
+	err = srv.Run(ctx, ln)
+	var fault *server.FaultExit
+	switch {
+	case errors.As(err, &fault):
+		log.Error(fault.Error())
+		return server.ExitFault
+	case err != nil:
+		log.Error("server stopped", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}

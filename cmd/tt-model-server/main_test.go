@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ttmodel/tt-model/models/rfdetr"
+	"github.com/ttmodel/tt-model/models/safetensors"
+)
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// syncBuffer collects the server's log from its goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type running struct {
+	base string
+	code chan int
+	log  *syncBuffer
+}
+
+func start(t *testing.T, ctx context.Context, env map[string]string) running {
+	t.Helper()
+	port := freePort(t)
+	r := running{base: "http://127.0.0.1:" + port, code: make(chan int, 1), log: &syncBuffer{}}
+	go func() {
+		r.code <- run(ctx, []string{"--host", "127.0.0.1", "--port", port}, func(k string) string { return env[k] }, io.Discard, r.log)
+	}()
+	return r
+}
+
+// waitOK polls /health until it says ok; the server exiting first fails.
+func (r running) waitOK(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case c := <-r.code:
+			t.Fatalf("server exited %d while starting:\n%s", c, r.log.String())
+		default:
+		}
+		resp, err := http.Get(r.base + "/health")
+		if err == nil {
+			var h map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if h["status"] == "ok" {
+				if !strings.HasPrefix(h["device"].(string), "cpu ") || h["model"] != "RF-DETR-base" {
+					t.Errorf("health %v", h)
+				}
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("not ready in time:\n%s", r.log.String())
+}
+
+func predictBody(t *testing.T, extra string) string {
+	img := image.NewNRGBA(image.Rect(0, 0, 640, 480))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i*13 + i/2560)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return `{"image":"` + base64.StdEncoding.EncodeToString(b.Bytes()) + `"` + extra + `}`
+}
+
+// TestServeRandomCheckpointEndToEnd runs the real server — weights
+// discovery, safetensors mmap, the native forward, warm-up — on a random
+// full-size checkpoint, answers predictions, then exits 75 when the fault
+// switch fires after two of them; a second server stops cleanly on a signal.
+func TestServeRandomCheckpointEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("full-size checkpoint: skipped with -short")
+	}
+	dir := t.TempDir()
+	if err := (rfdetr.RandomCheckpoint{Seed: 3}).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_MODEL_FAULT_EXIT_AFTER": "2"})
+	r.waitOK(t)
+
+	for i, extra := range []string{`,"threshold":0.0,"max_detections":300`, `,"return_raw":true`} {
+		resp, err := http.Post(r.base+"/predict", "application/json", strings.NewReader(predictBody(t, extra)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Detections    []map[string]any
+			NumDetections int                `json:"num_detections"`
+			ImageSize     map[string]int     `json:"image_size"`
+			TimingMS      map[string]float64 `json:"timing_ms"`
+			Raw           *struct {
+				Logits    [][]float32
+				PredBoxes [][]float32 `json:"pred_boxes"`
+			}
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || json.Unmarshal(body, &out) != nil {
+			t.Fatalf("predict %d: %d %.300s", i, resp.StatusCode, body)
+		}
+		if out.ImageSize["width"] != 640 || out.TimingMS["inference"] <= 0 {
+			t.Errorf("predict %d: image_size %v, timing %v", i, out.ImageSize, out.TimingMS)
+		}
+		// Threshold 0 keeps every one of the top 300 (query, label) pairs.
+		if i == 0 && (out.NumDetections != 300 || len(out.Detections) != 300) {
+			t.Errorf("threshold 0: %d detections, want 300", out.NumDetections)
+		}
+		if i == 1 && (out.Raw == nil || len(out.Raw.Logits) != 300 || len(out.Raw.PredBoxes[299]) != 4) {
+			t.Errorf("return_raw: raw missing or mis-shaped")
+		}
+	}
+	if code := <-r.code; code != 75 {
+		t.Fatalf("exit code %d after the fault switch, want 75:\n%s", code, r.log.String())
+	}
+
+	// Without the switch, a stop signal (context cancel, as SIGTERM does in
+	// main) after readiness exits 0.
+	ctx, cancel := context.WithCancel(context.Background())
+	r = start(t, ctx, map[string]string{"TT_RF_DETR_WEIGHTS": dir})
+	r.waitOK(t)
+	cancel()
+	if code := <-r.code; code != 0 {
+		t.Fatalf("exit code %d after a stop signal, want 0:\n%s", code, r.log.String())
+	}
+}
+
+func TestBrokenCheckpointFailsAtStartWithTheTensorName(t *testing.T) {
+	dir := t.TempDir()
+	fd, err := os.Create(filepath.Join(dir, rfdetr.WeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = safetensors.Write(fd, []safetensors.Entry{{Name: "class_embed.weight", DType: safetensors.F32, Shape: []int{80, 256},
+		Data: func() []float32 { return make([]float32, 80*256) }}}, nil)
+	if cerr := fd.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir})
+	if code := <-r.code; code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	for _, want := range []string{"class_embed.weight: shape [80 256], want [91 256]", "query_feat.weight: missing"} {
+		if !strings.Contains(r.log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, r.log.String())
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		code int
+		out  string
+	}{
+		{[]string{"--version"}, nil, 0, "tt-model-server " + version},
+		{[]string{"--verify"}, map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}, 0, "model:     rf-detr"},
+		{[]string{"--verify"}, nil, 0, "weights:   not opened"},
+		{[]string{"--verify", "--model", "yolo"}, nil, 2, `--model "yolo"`},
+		{[]string{"--verify"}, map[string]string{"RFDETR_PRECISION": "int8"}, 2, "RFDETR_PRECISION"},
+		{[]string{"--port", "x"}, nil, 2, "--port"},
+		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT_EXIT_AFTER": "-1"}, 2, "TT_MODEL_FAULT_EXIT_AFTER"},
+		{[]string{}, nil, 2, "no model to serve"},
+	}
+	for _, c := range cases {
+		var out bytes.Buffer
+		code := run(context.Background(), c.args, func(k string) string { return c.env[k] }, &out, &out)
+		if code != c.code || !strings.Contains(out.String(), c.out) {
+			t.Errorf("%v %v: exit %d, output %q; want %d containing %q", c.args, c.env, code, out.String(), c.code, c.out)
+		}
+	}
+}
