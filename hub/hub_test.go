@@ -382,3 +382,20 @@ func TestEnsureDefaultRef(t *testing.T) {
 		})
 	}
 }
+
+func TestUnreachableHubFallsBackToCache(t *testing.T) {
+	f := newFixture(t)
+	c := f.client()
+	if _, err := c.Download(context.Background(), Request{Repo: testRepo, Revision: "main", Allow: []string{"*.json"}}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Close()
+	snap, err := c.Download(context.Background(), Request{Repo: testRepo, Revision: "main", Allow: []string{"*.json"}}, io.Discard)
+	if err != nil || !snap.FromCache || snap.Commit != f.commit {
+		t.Errorf("branch with the Hub gone: %+v, %v; want the cached snapshot", snap, err)
+	}
+	// Files the cache lacks cannot come from anywhere: the network error stands.
+	if _, err := c.Download(context.Background(), Request{Repo: testRepo, Revision: "main"}, io.Discard); err == nil || errors.Is(err, ErrOfflineMiss) {
+		t.Errorf("incomplete cache with the Hub gone: err = %v, want the connection error", err)
+	}
+}

@@ -74,10 +74,19 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 	if rev == "" {
 		rev = "main"
 	}
-	if snap, err := c.fromCache(req, rev); snap != nil || err != nil {
+	if snap, err := c.fromCache(req, rev, c.cfg.Offline); snap != nil || err != nil {
 		return snap, err
 	}
 	info, err := c.RevisionInfo(ctx, req.Repo, rev)
+	var httpErr *HTTPError
+	if err != nil && !errors.As(err, &httpErr) && ctx.Err() == nil {
+		// The Hub cannot be reached (DNS, refused, timeout): what the cache
+		// holds is what huggingface_hub would fall back to as well.
+		if snap, cacheErr := c.fromCache(req, rev, true); cacheErr == nil && snap != nil {
+			slog.Warn("the Hub is unreachable; using the cached snapshot", "repo", req.Repo, "revision", rev, "err", err)
+			return snap, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -112,10 +121,10 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 // fromCache answers from the cache alone when it can: always for a commit
 // pin that is complete, and for anything present when offline. It returns
 // (nil, nil) when the network must be asked.
-func (c *Client) fromCache(req Request, rev string) (*Snapshot, error) {
+func (c *Client) fromCache(req Request, rev string, offline bool) (*Snapshot, error) {
 	commit := rev
 	if !IsCommit(rev) {
-		if !c.cfg.Offline {
+		if !offline {
 			return nil, nil // a branch or tag can move: ask the Hub
 		}
 		ref, err := c.cache.ReadRef(req.Repo, rev)
@@ -133,7 +142,7 @@ func (c *Client) fromCache(req Request, rev string) (*Snapshot, error) {
 		return nil, err
 	}
 	if l == nil {
-		if !c.cfg.Offline {
+		if !offline {
 			return nil, nil
 		}
 		// Written by another tool (huggingface_hub keeps no file list): like
@@ -152,7 +161,7 @@ func (c *Client) fromCache(req Request, rev string) (*Snapshot, error) {
 		}
 	}
 	if len(missing) > 0 {
-		if c.cfg.Offline {
+		if offline {
 			return nil, fmt.Errorf("%s@%s: %d file(s) missing from cache %s (%s): %w",
 				req.Repo, rev, len(missing), c.cache.Dir, strings.Join(first(missing, 5), ", "), ErrOfflineMiss)
 		}
