@@ -362,6 +362,19 @@ func (s *Pi05Slab) Close() {
 // Bytes is the slab's memory.
 func (s *Pi05Slab) Bytes() int64 { return int64(C.pi05_slab_bytes(s.c)) }
 
+// CopyFrom copies src's image tokens and prefix K/V into s (both slabs of one program).
+func (s *Pi05Slab) CopyFrom(src *Pi05Slab) error {
+	if src == nil || src.c == nil || s.c == nil {
+		return fmt.Errorf("pi05 slab copy: closed slab")
+	}
+	e := newCerr()
+	defer e.free()
+	if C.pi05_slab_copy(s.c, src.c, e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
+}
+
 // PrefixLen is the number of valid prefix tokens after Prefix (-1 before).
 func (s *Pi05Slab) PrefixLen() int { return int(C.pi05_slab_prefix_len(s.c)) }
 

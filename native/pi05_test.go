@@ -298,3 +298,188 @@ func TestPi05ParityBF16(t *testing.T) {
 		}
 	}
 }
+
+// Batched EXPERT: three requests with their own slabs (different images, prompts, noise) in one
+// call equal the single-request calls, bit for bit with pack=false (PI05_EXPERT_PACK=0).
+func TestPi05ExpertBatch(t *testing.T) {
+	var base pi05Golden
+	for _, g := range pi05Goldens(t) {
+		if g.name == "c2_t50_h50_s5" {
+			base = g
+		}
+	}
+	if base.name == "" {
+		t.Fatal("golden c2_t50_h50_s5 missing")
+	}
+	for _, prec := range []Pi05Precision{Pi05Ref, Pi05BF16} {
+		m := loadTiny(t, prec, "")
+		prog, err := m.NewProgram(presetFor(base, 4), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prog.Close()
+		const nb = 3
+		var slabs []*Pi05Slab
+		var noise []float32
+		for r := 0; r < nb; r++ {
+			s, err := prog.NewSlab()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			img := append([]float32(nil), base.images...)
+			for i := range img {
+				img[i] *= 1 - 0.2*float32(r)
+			}
+			tok, mask := append([]int32(nil), base.tokens...), append([]bool(nil), base.tokMask...)
+			for i := 0; i < 10*r; i++ { // request r drops its last 10r real tokens
+				mask[30-i] = false
+			}
+			if err := prog.Vision(s, img, base.camMask); err != nil {
+				t.Fatal(err)
+			}
+			if err := prog.Prefix(s, tok, mask); err != nil {
+				t.Fatal(err)
+			}
+			slabs = append(slabs, s)
+			for _, v := range base.noise {
+				noise = append(noise, v*(1+0.1*float32(r)))
+			}
+		}
+		per := base.horizon * m.Dims().ActionDim
+		var single []float32
+		for r, s := range slabs {
+			a, err := prog.Expert(s, noise[r*per:(r+1)*per], base.horizon, base.steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			single = append(single, a...)
+		}
+		if maxAbsDiff(single[:per], single[per:2*per]) == 0 {
+			t.Fatal("requests 0 and 1 gave the same actions: the test inputs do not differ")
+		}
+		exact, err := prog.ExpertBatch(slabs, noise, base.horizon, base.steps, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range exact {
+			if math.Float32bits(exact[i]) != math.Float32bits(single[i]) {
+				t.Fatalf("%s pack=false: action %d (request %d) is %v, single request %v", prec, i, i/per, exact[i], single[i])
+			}
+		}
+		// a copied slab gives the same actions as its source
+		cp, err := prog.NewSlab()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cp.Close()
+		if err := cp.CopyFrom(slabs[1]); err != nil {
+			t.Fatal(err)
+		}
+		if a, err := prog.Expert(cp, noise[per:2*per], base.horizon, base.steps); err != nil || maxAbsDiff(a, single[per:2*per]) != 0 {
+			t.Fatalf("%s: copied slab: err %v, max |diff| %.3g", prec, err, maxAbsDiff(a, single[per:2*per]))
+		}
+		packed, err := prog.ExpertBatch(slabs, noise, base.horizon, base.steps, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := maxAbsDiff(packed, single)
+		if d > 1e-5 {
+			t.Errorf("%s pack=true: max |diff| %.3g from the single requests", prec, d)
+		}
+		t.Logf("%s: pack=false bit-identical, pack=true max |diff| %.3g", prec, d)
+	}
+}
+
+func TestPi05Errors(t *testing.T) {
+	d := tinyDims(t)
+	m, err := NewPi05Model(d, Pi05BF16, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const q = "paligemma_with_expert.paligemma.model.language_model.layers.1.self_attn.q_proj.weight"
+	if _, err := m.SetF32(q, []int{3, 64}, make([]float32, 192)); err == nil || !strings.Contains(err.Error(), q) ||
+		!strings.Contains(err.Error(), "[128, 64]") {
+		t.Errorf("mis-shaped tensor: %v, want its name and the wanted shape", err)
+	}
+	if used, err := m.SetF32("paligemma_with_expert.gemma_expert.lm_head.weight", []int{2}, make([]float32, 2)); used || err != nil {
+		t.Errorf("unknown tensor: used=%v err=%v, want ignored", used, err)
+	}
+	if err := m.Ready(); err == nil || !strings.Contains(err.Error(), "embeddings.patch_embedding.weight") {
+		t.Errorf("Ready on an empty model: %v, want the missing names", err)
+	}
+	if _, err := m.NewProgram(Pi05Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
+		t.Error("a program of an incomplete model was created")
+	}
+	if (Pi05Preset{Cams: 2, TextBucket: 192, ActionRows: 64, MaxBatch: 1}).Valid() {
+		t.Error("bucket 192 is for one camera only")
+	}
+	if !(Pi05Preset{Cams: 4, TextBucket: 96, ActionRows: 32, MaxBatch: 8}).Valid() {
+		t.Error("c4 bucket 96 is a preset")
+	}
+
+	tiny := loadTiny(t, Pi05BF16, "")
+	if _, err := tiny.NewProgram(Pi05Preset{Cams: 5, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
+		t.Error("5 cameras accepted")
+	}
+	prog, err := tiny.NewProgram(Pi05Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 2}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	s, err := prog.NewSlab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	img := make([]float32, 3*d.Image*d.Image)
+	noise := make([]float32, 32*d.ActionDim)
+	if err := prog.Prefix(s, []int32{2}, []bool{true}); err == nil {
+		t.Error("prefix before vision accepted")
+	}
+	if _, err := prog.Expert(s, noise, 32, 10); err == nil {
+		t.Error("expert before prefix accepted")
+	}
+	if err := prog.Vision(s, img[:10], []bool{true}); err == nil {
+		t.Error("short image accepted")
+	}
+	if err := prog.Vision(s, img, []bool{true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Prefix(s, make([]int32, 33), make([]bool, 33)); err == nil || !strings.Contains(err.Error(), "bucket") {
+		t.Errorf("33 tokens in a 32 bucket: %v", err)
+	}
+	if err := prog.Prefix(s, []int32{2, 512}, []bool{true, true}); err == nil || !strings.Contains(err.Error(), "vocabulary") {
+		t.Errorf("token id 512 of a 512 vocabulary: %v", err)
+	}
+	if err := prog.Prefix(s, []int32{2, 511}, []bool{true, true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prog.Expert(s, make([]float32, 33*d.ActionDim), 33, 10); err == nil {
+		t.Error("horizon 33 in a 32-row program accepted")
+	}
+	if _, err := prog.Expert(s, noise, 32, 0); err == nil {
+		t.Error("0 steps accepted")
+	}
+	bad := append([]float32(nil), noise...)
+	bad[7] = float32(math.NaN())
+	if _, err := prog.Expert(s, bad, 32, 10); err == nil || !strings.Contains(err.Error(), "noise[7]") {
+		t.Errorf("NaN noise: %v", err)
+	}
+	if _, err := prog.ExpertBatch([]*Pi05Slab{s, s, s}, make([]float32, 3*32*d.ActionDim), 32, 10, true); err == nil {
+		t.Error("batch of 3 in a program of 2 accepted")
+	}
+	other, err := tiny.NewProgram(Pi05Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Expert(s, noise, 32, 10); err == nil {
+		t.Error("a slab of another program accepted")
+	}
+	// after all the refusals the program still works
+	if _, err := prog.Expert(s, noise, 32, 10); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -119,6 +119,10 @@ pi05_slab *pi05_slab_new(pi05_program *p, char *err, size_t errlen);
 size_t pi05_slab_bytes(const pi05_slab *s);
 void pi05_slab_free(pi05_slab *s);
 
+/* Copies src's state (image tokens, prefix K/V) into dst, a slab of the same program: one prefix,
+ * several expert runs (e.g. a prefix cache, or benchmarks of nb requests). */
+int pi05_slab_copy(pi05_slab *dst, const pi05_slab *src, char *err, size_t errlen);
+
 /* VISION. images: [cams][3][image][image] float in [-1, 1] (cams = the preset's); cam_mask[cams]:
  * nonzero = present. Masked cameras are skipped. */
 int pi05_vision(pi05_program *p, pi05_slab *s, const float *images, const uint8_t *cam_mask, char *err,

@@ -96,14 +96,12 @@ void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float
             lin_rows(p, &E->q, p->e_y, ew, p->e_q, eq, nb, H, pack);
             lin_rows(p, &E->k, p->e_y, ew, p->e_k, kvd, nb, H, pack);
             lin_rows(p, &E->v, p->e_y, ew, p->e_v, kvd, nb, H, pack);
-            for (int r = 0; r < nb; r++) {
+            for (int r = 0; r < nb; r++) { /* suffix positions start after the request's valid prefix */
                 int P = slabs[r]->prefix_len;
-                float *q = p->e_q + (long)r * H * eq, *k = p->e_k + (long)r * H * kvd;
-                p5_rope(p, q, eq, H, d->e_heads, P);
-                p5_rope(p, k, kvd, H, d->kv_heads, P);
-                p5_attend_slab(p, slabs[r], l, q, H, d->e_heads, k, p->e_v + (long)r * H * kvd, H,
-                               p->e_a + (long)r * H * eq);
+                p5_rope(p, p->e_q + (long)r * H * eq, eq, H, d->e_heads, P);
+                p5_rope(p, p->e_k + (long)r * H * kvd, kvd, H, d->kv_heads, P);
             }
+            p5_attend_slabs(p, slabs, nb, l, p->e_q, H, d->e_heads, p->e_k, p->e_v, H, p->e_a);
             lin_rows(p, &E->o, p->e_a, eq, p->e_t, ew, nb, H, pack);
             p5_gated_add(p, p->e_h, p->e_t, R, ew, mod + 2L * ew);
             mod = mod_at(p, 2 * l + 1, s);

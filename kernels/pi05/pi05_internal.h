@@ -96,10 +96,17 @@ struct pi05_program {
     float *v_patch, *v_x, *v_h, *v_q, *v_k, *v_v, *v_a, *v_m;
     float *l_x, *l_h, *l_q, *l_k, *l_v, *l_a, *l_g, *l_u;
     float *e_x, *e_h, *e_y, *e_q, *e_k, *e_v, *e_a, *e_g, *e_u, *e_t, *e_vel, *e_cond, *e_mods;
-    float *scores;    /* attention probabilities, per thread for PI05_REF, one matrix for fast */
+    float *scores;    /* PI05_REF: one row of attention probabilities */
     void *gemm_ws;    /* bf16 copy of a GEMM's A */
-    void *att_ws;     /* packed suffix K / V^T, packed vision K / V^T */
+    /* fast attention: per-thread score blocks [P5_QB][att_sc_ld] and their bf16 copies, the packed
+     * suffix K / V^T of every request ([request][kv head], att_ws_half bytes each), vision scratch */
+    float *att_sc;
+    uint16_t *att_abf;
+    long att_sc_ld, att_abf_ld;
+    void *att_ws;
     size_t att_ws_half;
+    tt_mat *suf_mats;
+    void *vis_att_ws;
     float *e_k32;     /* PI05_REF expert keys/values: prefix + suffix rows */
     float *e_v32;
     size_t bytes;
@@ -127,11 +134,13 @@ void p5_layernorm(pi05_program *p, const float *x, float *y, int rows, int n, co
                   const float *b, float eps);
 /* Rotate-half RoPE on heads [rows][heads*hd] (row stride ld) at positions pos0 + row. */
 void p5_rope(pi05_program *p, float *x, long ld, int rows, int heads, int pos0);
-/* Attention of nq query rows q [nq][heads*hd] over keys/values given per KV head in the slab
- * (prefix part, npre rows) plus an optional suffix part (ksuf/vsuf [nsuf][kv*hd], nsuf may be 0).
- * out [nq][heads*hd]. */
-void p5_attend_slab(pi05_program *p, const pi05_slab *s, int layer, const float *q, int nq, int heads,
-                    const float *ksuf, const float *vsuf, int nsuf, float *out);
+enum { P5_QB = 48 }; /* query rows per attention task: a score block stays in L2 */
+
+/* Attention for nb requests: request r's nq query rows q[r*nq ..] ([heads*hd] each) over its slab's
+ * prefix K/V of `layer` plus its own nsuf suffix rows ksuf/vsuf[r*nsuf ..] ([kv*hd] each; nsuf may
+ * be 0) -> out[r*nq ..]. Masked tokens are not in the slab, so there is no mask. */
+void p5_attend_slabs(pi05_program *p, pi05_slab *const *slabs, int nb, int layer, const float *q, int nq,
+                     int heads, const float *ksuf, const float *vsuf, int nsuf, float *out);
 /* Bidirectional attention within each of nb blocks of T rows (vision): q/k/v/out [nb*T][heads*hd]. */
 void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const float *v, float *out,
                       int nb, int T, int heads, int hd);

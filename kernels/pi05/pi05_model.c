@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/tt_attention.h"
 #include "../common/tt_cpu.h"
 #include "pi05_internal.h"
 
@@ -451,14 +452,22 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
         p->e_k32 = p5_alloc(keys * kvd * F, t);
         p->e_v32 = p5_alloc(keys * kvd * F, t);
     } else {
-        p->scores = p5_alloc(qrows * maxz(keys, T) * F, t);
+        size_t nt = (size_t)p->nthreads, kp = (keys + 1) & ~(size_t)1;
+        p->scores = p5_alloc(F, t); /* unused by the fast path */
         size_t rows = maxz(maxz(V, P), maxz(R, qrows));
-        size_t kmax = maxz(maxz(lin_max_k(m), keys), hd) + 2;
-        p->gemm_ws = p5_alloc(rows * kmax * 2, t);
-        size_t hmax = maxz(hd, (size_t)m->v_hd), nmax = maxz((size_t)pr->action_rows, T);
-        p->att_ws_half = maxz(tt_mat_bytes(TT_F32, (int)nmax, (int)hmax), tt_mat_bytes(TT_F32, (int)hmax, (int)nmax));
+        p->gemm_ws = p5_alloc(rows * (lin_max_k(m) + 2) * 2, t);
+        p->att_sc_ld = (long)kp;
+        p->att_abf_ld = (long)maxz(kp, hd + 2);
+        p->att_sc = p5_alloc(nt * P5_QB * kp * F, t);
+        p->att_abf = p5_alloc(nt * P5_QB * (size_t)p->att_abf_ld * 2, t);
+        size_t na = (size_t)pr->action_rows;
+        p->att_ws_half = maxz(tt_mat_bytes(TT_F32, (int)na, (int)hd), tt_mat_bytes(TT_F32, (int)hd, (int)na));
         p->att_ws_half = (p->att_ws_half + 63) & ~(size_t)63;
-        p->att_ws = p5_alloc(2 * p->att_ws_half, t);
+        size_t nsm = (size_t)pr->max_batch * (size_t)d->kv_heads;
+        p->att_ws = p5_alloc(nsm * 2 * p->att_ws_half, t);
+        p->suf_mats = p5_alloc(2 * nsm * sizeof(tt_mat), t);
+        tt_attn_shape vs = {pr->cams, (int)T, d->v_heads, m->v_hd, p->nthreads, p5_att_dtype(m), m->isa};
+        p->vis_att_ws = p5_alloc(tt_attention_ws_bytes(&vs), t);
     }
     void *need[] = {p->rope_cos, p->rope_sin, p->v_patch, p->v_x, p->v_h, p->v_q, p->v_k, p->v_v, p->v_a,
                     p->v_m, p->l_x, p->l_h, p->l_q, p->l_a, p->l_k, p->l_v, p->l_g, p->l_u, p->e_x,
@@ -466,7 +475,9 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
                     p->e_cond, p->e_mods, p->scores};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (need[i] == NULL) goto oom;
-    if (m->prec == PI05_REF ? (!p->e_k32 || !p->e_v32) : (!p->gemm_ws || !p->att_ws)) goto oom;
+    if (m->prec == PI05_REF ? (!p->e_k32 || !p->e_v32)
+                            : (!p->gemm_ws || !p->att_ws || !p->att_sc || !p->att_abf || !p->suf_mats || !p->vis_att_ws))
+        goto oom;
     /* RoPE tables, fp32 angles as the reference: inv_freq[i] = theta^(-2i/hd), angle = pos * inv_freq */
     int half = d->head_dim / 2;
     for (int i = 0; i < half; i++) {
@@ -493,7 +504,8 @@ void pi05_program_free(pi05_program *p)
     void *all[] = {p->rope_cos, p->rope_sin, p->v_patch, p->v_x, p->v_h, p->v_q, p->v_k, p->v_v, p->v_a,
                    p->v_m, p->l_x, p->l_h, p->l_q, p->l_a, p->l_k, p->l_v, p->l_g, p->l_u, p->e_x,
                    p->e_vel, p->e_h, p->e_y, p->e_t, p->e_q, p->e_a, p->e_k, p->e_v, p->e_g, p->e_u,
-                   p->e_cond, p->e_mods, p->scores, p->gemm_ws, p->att_ws, p->e_k32, p->e_v32};
+                   p->e_cond, p->e_mods, p->scores, p->gemm_ws, p->att_ws, p->e_k32, p->e_v32,
+                   p->att_sc, p->att_abf, p->suf_mats, p->vis_att_ws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     tt_pool_destroy(p->pool);
     free(p);
@@ -551,6 +563,37 @@ void pi05_slab_free(pi05_slab *s)
     free(s->kmat);
     free(s->vmat);
     free(s);
+}
+
+int pi05_slab_copy(pi05_slab *dst, const pi05_slab *src, char *err, size_t errlen)
+{
+    if (dst == NULL || src == NULL || dst->prog != src->prog) {
+        p5_err(err, errlen, "slab copy: both slabs must belong to one program");
+        return PI05_EINVAL;
+    }
+    if (dst == src) return 0;
+    const pi05_program *p = src->prog;
+    const pi05_dims *d = &p->m->d;
+    memcpy(dst->img, src->img, (size_t)src->nimg * (size_t)d->l_width * sizeof(float));
+    dst->nimg = src->nimg;
+    dst->vision_done = src->vision_done;
+    dst->prefix_len = src->prefix_len;
+    size_t nkv = (size_t)d->l_layers * (size_t)d->kv_heads;
+    if (p->m->prec == PI05_REF) {
+        size_t n = nkv * (size_t)src->max_prefix * (size_t)d->head_dim * sizeof(float);
+        memcpy(dst->k32, src->k32, n);
+        memcpy(dst->v32, src->v32, n);
+        return 0;
+    }
+    memcpy(dst->kbuf, src->kbuf, nkv * src->kstride);
+    memcpy(dst->vbuf, src->vbuf, nkv * src->vstride);
+    for (size_t i = 0; i < nkv; i++) {
+        dst->kmat[i] = src->kmat[i];
+        dst->vmat[i] = src->vmat[i];
+        dst->kmat[i].panels = (char *)dst->kbuf + i * dst->kstride;
+        dst->vmat[i].panels = (char *)dst->vbuf + i * dst->vstride;
+    }
+    return 0;
 }
 
 /* Reads element (i, j) of a packed tt_mat (layout in tt_gemm.h). */

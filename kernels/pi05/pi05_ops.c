@@ -332,67 +332,114 @@ void p5_slab_store(pi05_program *p, pi05_slab *s, int layer, const float *k, con
     }
 }
 
+/* Fast attention over slabs: one pool run for all (request, query head, block of P5_QB query rows)
+ * tasks; each computes S = Q_h K^T over the slab's prefix keys and the request's suffix keys, the
+ * fp32 softmax, and O_h = S V, with the serial tt_gemm_block on per-thread scratch. */
 typedef struct {
     pi05_program *p;
-    float *s;
-    long ld;
-    int n;
+    pi05_slab *const *slabs;
+    int layer, nq, heads, group, hd, nsuf, qblocks;
+    const float *q;
+    long ldq;
+    float *out;
+    const tt_mat *ksuf, *vsuf; /* [request][kv head] */
     float scale;
-} softmax_job;
+    tt_dtype dt;
+} slab_att_job;
 
-static void softmax_rows(void *a, int r0, int r1)
+static int kpad2(int k) { return (k + 1) & ~1; }
+
+static void slab_att_task(void *arg, int task, int thread)
 {
-    softmax_job *j = a;
-    tt_softmax_rows(j->p->m->isa, j->s + (long)r0 * j->ld, j->ld, r1 - r0, j->n, j->scale);
+    slab_att_job *j = arg;
+    pi05_program *p = j->p;
+    const pi05_dims *d = &p->m->d;
+    int per = j->heads * j->qblocks;
+    int r = task / per, h = (task % per) / j->qblocks, qb = task % j->qblocks;
+    int r0 = qb * P5_QB, rows = j->nq - r0 < P5_QB ? j->nq - r0 : P5_QB;
+    const pi05_slab *s = j->slabs[r];
+    int g = h / j->group, n1 = s->prefix_len, n2 = j->nsuf;
+    size_t slot = (size_t)j->layer * (size_t)d->kv_heads + (size_t)g;
+    long lds = kpad2(n1 + n2);
+    float *sc = p->att_sc + (size_t)thread * P5_QB * (size_t)p->att_sc_ld;
+    uint16_t *abf = p->att_abf + (size_t)thread * P5_QB * (size_t)p->att_abf_ld;
+    const float *qp = j->q + ((long)r * j->nq + r0) * j->ldq + (long)h * j->hd;
+    float *op = j->out + ((long)r * j->nq + r0) * j->ldq + (long)h * j->hd;
+    tt_isa isa = p->m->isa;
+    const tt_mat *ks = j->ksuf ? &j->ksuf[r * d->kv_heads + g] : NULL;
+    const tt_mat *vs = j->vsuf ? &j->vsuf[r * d->kv_heads + g] : NULL;
+    int bf = j->dt == TT_BF16;
+
+    const void *a = qp;
+    long lda = j->ldq;
+    if (bf) {
+        tt_to_bf16_rows(isa, qp, j->ldq, abf, kpad2(j->hd), rows, j->hd);
+        a = abf, lda = kpad2(j->hd);
+    }
+    tt_gemm_block(&s->kmat[slot], a, lda, sc, lds, 0, rows, 0, s->kmat[slot].npanels, 0);
+    if (n2 > 0) tt_gemm_block(ks, a, lda, sc + n1, lds, 0, rows, 0, ks->npanels, 0);
+    tt_softmax_rows(isa, sc, lds, rows, n1 + n2, j->scale);
+    a = sc, lda = lds;
+    if (bf) {
+        tt_to_bf16_rows(isa, sc, lds, abf, kpad2(n1), rows, n1);
+        a = abf, lda = kpad2(n1);
+    }
+    tt_gemm_block(&s->vmat[slot], a, lda, op, j->ldq, 0, rows, 0, s->vmat[slot].npanels, 0);
+    if (n2 > 0) {
+        a = sc + n1, lda = lds;
+        if (bf) {
+            tt_to_bf16_rows(isa, sc + n1, lds, abf, kpad2(n2), rows, n2);
+            a = abf, lda = kpad2(n2);
+        }
+        tt_gemm_block(vs, a, lda, op, j->ldq, 0, rows, 0, vs->npanels, TT_GEMM_ACCUM);
+    }
 }
 
-void p5_attend_slab(pi05_program *p, const pi05_slab *s, int layer, const float *q, int nq, int heads,
-                    const float *ksuf, const float *vsuf, int nsuf, float *out)
+void p5_attend_slabs(pi05_program *p, pi05_slab *const *slabs, int nb, int layer, const float *q, int nq,
+                     int heads, const float *ksuf, const float *vsuf, int nsuf, float *out)
 {
     const pi05_dims *d = &p->m->d;
-    int hd = d->head_dim, kvd = d->kv_heads * hd, P = s->prefix_len, nk = P + nsuf;
+    int hd = d->head_dim, kvd = d->kv_heads * hd;
     long ldq = (long)heads * hd;
     if (is_ref(p)) {
-        /* keys = the slab's prefix rows, then the suffix rows */
-        for (int h = 0; h < d->kv_heads; h++) {
-            size_t slot = (size_t)layer * (size_t)d->kv_heads + (size_t)h;
-            for (int r = 0; r < P; r++) {
-                size_t o = (slot * (size_t)s->max_prefix + (size_t)r) * (size_t)hd;
-                memcpy(p->e_k32 + (long)r * kvd + h * hd, s->k32 + o, (size_t)hd * sizeof(float));
-                memcpy(p->e_v32 + (long)r * kvd + h * hd, s->v32 + o, (size_t)hd * sizeof(float));
+        for (int r = 0; r < nb; r++) {
+            const pi05_slab *s = slabs[r];
+            int P = s->prefix_len;
+            /* keys = the slab's prefix rows, then the suffix rows */
+            for (int h = 0; h < d->kv_heads; h++) {
+                size_t slot = (size_t)layer * (size_t)d->kv_heads + (size_t)h;
+                for (int i = 0; i < P; i++) {
+                    size_t o = (slot * (size_t)s->max_prefix + (size_t)i) * (size_t)hd;
+                    memcpy(p->e_k32 + (long)i * kvd + h * hd, s->k32 + o, (size_t)hd * sizeof(float));
+                    memcpy(p->e_v32 + (long)i * kvd + h * hd, s->v32 + o, (size_t)hd * sizeof(float));
+                }
             }
+            for (int i = 0; i < nsuf; i++) {
+                memcpy(p->e_k32 + (long)(P + i) * kvd, ksuf + ((long)r * nsuf + i) * kvd, (size_t)kvd * sizeof(float));
+                memcpy(p->e_v32 + (long)(P + i) * kvd, vsuf + ((long)r * nsuf + i) * kvd, (size_t)kvd * sizeof(float));
+            }
+            attend_ref(q + (long)r * nq * ldq, ldq, nq, heads, p->e_k32, p->e_v32, kvd, P + nsuf, d->kv_heads, hd,
+                       out + (long)r * nq * ldq, ldq, p->scores);
         }
-        for (int r = 0; r < nsuf; r++) {
-            memcpy(p->e_k32 + (long)(P + r) * kvd, ksuf + (long)r * kvd, (size_t)kvd * sizeof(float));
-            memcpy(p->e_v32 + (long)(P + r) * kvd, vsuf + (long)r * kvd, (size_t)kvd * sizeof(float));
-        }
-        attend_ref(q, ldq, nq, heads, p->e_k32, p->e_v32, kvd, nk, d->kv_heads, hd, out, ldq, p->scores);
         return;
     }
-    /* S = Q_h K^T as two GEMMs (slab prefix keys, then suffix keys) into one score matrix, softmax,
-     * then O_h = S V as two GEMMs (the second accumulates). */
     tt_dtype dt = p5_att_dtype(p->m);
-    long lds = nk;
-    int group = heads / d->kv_heads;
-    softmax_job sj = {p, p->scores, lds, nk, 1.0f / sqrtf((float)hd)};
-    for (int g = 0; g < d->kv_heads; g++) {
-        size_t slot = (size_t)layer * (size_t)d->kv_heads + (size_t)g;
-        tt_mat ks, vs;
-        if (nsuf > 0) {
-            tt_mat_pack_into(&ks, p->att_ws, dt, p->m->isa, ksuf + g * hd, kvd, 0, nsuf, hd);
-            tt_mat_pack_into(&vs, (char *)p->att_ws + p->att_ws_half, dt, p->m->isa, vsuf + g * hd, kvd, 1, hd,
-                             nsuf);
-        }
-        for (int h = g * group; h < (g + 1) * group; h++) {
-            const float *qh = q + (long)h * hd;
-            float *oh = out + (long)h * hd;
-            tt_gemm(p->pool, &s->kmat[slot], qh, ldq, p->scores, lds, nq, 0, p->gemm_ws);
-            if (nsuf > 0) tt_gemm(p->pool, &ks, qh, ldq, p->scores + P, lds, nq, 0, p->gemm_ws);
-            par_rows(p, nq, softmax_rows, &sj);
-            tt_gemm(p->pool, &s->vmat[slot], p->scores, lds, oh, ldq, nq, 0, p->gemm_ws);
-            if (nsuf > 0) tt_gemm(p->pool, &vs, p->scores + P, lds, oh, ldq, nq, TT_GEMM_ACCUM, p->gemm_ws);
-        }
+    tt_mat *km = NULL, *vm = NULL;
+    if (nsuf > 0) { /* pack every request's suffix K and V^T (small: nsuf x head_dim) */
+        km = p->suf_mats;
+        vm = p->suf_mats + (size_t)nb * (size_t)d->kv_heads;
+        for (int r = 0; r < nb; r++)
+            for (int g = 0; g < d->kv_heads; g++) {
+                int i = r * d->kv_heads + g;
+                char *base = (char *)p->att_ws + (size_t)i * 2 * p->att_ws_half;
+                const float *k = ksuf + (long)r * nsuf * kvd + g * hd, *v = vsuf + (long)r * nsuf * kvd + g * hd;
+                tt_mat_pack_into(&km[i], base, dt, p->m->isa, k, kvd, 0, nsuf, hd);
+                tt_mat_pack_into(&vm[i], base + p->att_ws_half, dt, p->m->isa, v, kvd, 1, hd, nsuf);
+            }
     }
+    slab_att_job j = {p, slabs, layer, nq, heads, heads / d->kv_heads, hd, nsuf, (nq + P5_QB - 1) / P5_QB,
+                      q, ldq, out, km, vm, 1.0f / sqrtf((float)hd), dt};
+    tt_pool_run(p->pool, nb * heads * j.qblocks, slab_att_task, &j);
 }
 
 void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const float *v, float *out,
@@ -406,16 +453,6 @@ void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const flo
         }
         return;
     }
-    tt_dtype dt = p5_att_dtype(p->m);
-    softmax_job sj = {p, p->scores, T, T, 1.0f / sqrtf((float)hd)};
-    for (int b = 0; b < nb; b++)
-        for (int h = 0; h < heads; h++) {
-            long o = (long)b * T * ld + (long)h * hd;
-            tt_mat ks, vs;
-            tt_mat_pack_into(&ks, p->att_ws, dt, p->m->isa, k + o, ld, 0, T, hd);
-            tt_mat_pack_into(&vs, (char *)p->att_ws + p->att_ws_half, dt, p->m->isa, v + o, ld, 1, hd, T);
-            tt_gemm(p->pool, &ks, q + o, ld, p->scores, T, T, 0, p->gemm_ws);
-            par_rows(p, T, softmax_rows, &sj);
-            tt_gemm(p->pool, &vs, p->scores, T, out + o, ld, T, 0, p->gemm_ws);
-        }
+    tt_attn_shape sh = {nb, T, heads, hd, p->nthreads, p5_att_dtype(p->m), p->m->isa};
+    tt_attention(p->pool, &sh, q, k, v, ld, out, ld, 1.0f / sqrtf((float)hd), p->vis_att_ws);
 }

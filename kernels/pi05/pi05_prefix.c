@@ -46,7 +46,7 @@ int p5_prefix_run(pi05_program *p, pi05_slab *s, const int32_t *tokens, const ui
         if (l == d->l_layers - 1) break; /* the last layer only contributes its K/V */
         p5_linear(p, &L->q, p->l_h, lw, p->l_q, lq, P, 0);
         p5_rope(p, p->l_q, lq, P, d->l_heads, 0);
-        p5_attend_slab(p, s, l, p->l_q, P, d->l_heads, NULL, NULL, 0, p->l_a);
+        p5_attend_slabs(p, &s, 1, l, p->l_q, P, d->l_heads, NULL, NULL, 0, p->l_a);
         p5_linear(p, &L->o, p->l_a, lq, p->l_x, lw, P, 1);
         p5_rmsnorm(p, p->l_x, p->l_h, P, lw, L->post_norm, d->l_eps);
         p5_linear(p, &L->gate, p->l_h, lw, p->l_g, d->l_mlp, P, 0);

@@ -13,7 +13,8 @@ Two precisions:
         action in/out projections (the kernels' fast path must agree within 2e-2).
 
 Commands (Debian's /usr/bin/python3 with python3-torch; no other module):
-  pi05.py checkpoint --out DIR [--full] [--dtype f32|bf16] [--seed N]  random checkpoint, real tensor names
+  pi05.py checkpoint --out DIR [--full] [--dtype f32|bf16] [--seed N] [--vision-layers N --layers N]
+                                                                       random checkpoint, real tensor names
   pi05.py goldens --out DIR                                            tiny checkpoint + parity goldens
   pi05.py bench --weights DIR [--threads 2] [--cams 2] [--tokens 128] [--horizon 50] [--steps 10]
 """
@@ -21,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import struct
 import sys
 import time
@@ -208,10 +210,16 @@ def make_checkpoint(out_dir, d, seed, dtype):
         f.write(struct.pack("<Q", len(raw)))
         f.write(raw)
         for i, name in enumerate(names):
-            t = random_tensor(name, shapes[name], gen).to(tdt).contiguous()
-            if tdt == torch.bfloat16:
-                t = t.view(torch.int16)
-            f.write(t.numpy().tobytes())
+            shape = shapes[name]
+            row = 1
+            for x in shape[1:]:
+                row *= x
+            step = max(1, (1 << 24) // row)               # rows per chunk: ~16M values, bounded memory
+            for r0 in range(0, shape[0], step):
+                t = random_tensor(name, [min(step, shape[0] - r0)] + shape[1:], gen).to(tdt).contiguous()
+                if tdt == torch.bfloat16:
+                    t = t.view(torch.int16)
+                f.write(t.numpy().tobytes())
             if (i + 1) % 50 == 0:
                 print(f"checkpoint: {i + 1}/{len(names)} tensors", file=sys.stderr)
     os.replace(path + ".tmp", path)
@@ -482,19 +490,26 @@ def bench(args):
     tokens = torch.randint(3, d["vocab"], (args.tokens,), generator=gen)
     tok_masks = torch.ones(args.tokens, dtype=torch.bool)
     noise = torch.randn(args.horizon, ACTION_DIM, generator=gen)
-    res = {}
+    runs = []
     with torch.no_grad():
-        t0 = time.perf_counter()
-        img = m.vision(images)
-        t1 = time.perf_counter()
-        Ks, Vs, pad = m.prefix(img, img_masks, tokens, tok_masks)
-        t2 = time.perf_counter()
-        m.velocity(noise, 1.0, Ks, Vs, pad)
-        t3 = time.perf_counter()
-        m.sample(noise, args.steps, Ks, Vs, pad)
-        t4 = time.perf_counter()
-    res = {"threads": args.threads, "vision_s": t1 - t0, "prefix_s": t2 - t1, "prefix_with_vision_s": t2 - t0,
-           "expert_step_s": t3 - t2, "sample_s": (t2 - t0) + (t4 - t3)}
+        for _ in range(args.reps + 1):                    # the first run warms up
+            t0 = time.perf_counter()
+            img = m.vision(images)
+            t1 = time.perf_counter()
+            Ks, Vs, pad = m.prefix(img, img_masks, tokens, tok_masks)
+            t2 = time.perf_counter()
+            m.velocity(noise, 1.0, Ks, Vs, pad)
+            t3 = time.perf_counter()
+            m.sample(noise, args.steps, Ks, Vs, pad)
+            t4 = time.perf_counter()
+            runs.append({"vision_s": t1 - t0, "prefix_s": t2 - t1, "prefix_with_vision_s": t2 - t0,
+                         "expert_step_s": t3 - t2, "sample_s": (t2 - t0) + (t4 - t3)})
+            print(f"pytorch bf16 run: {runs[-1]}", file=sys.stderr)
+    runs = runs[1:] or runs
+    res = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "threads": args.threads}
+    for k in runs[0]:
+        res[k + "_best"] = min(r[k] for r in runs)
+        res[k + "_median"] = sorted(r[k] for r in runs)[len(runs) // 2]
     print(json.dumps(res))
 
 
@@ -506,6 +521,8 @@ def main():
     c.add_argument("--full", action="store_true")
     c.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--vision-layers", type=int, help="override the vision depth (a full-width, shallower bench model)")
+    c.add_argument("--layers", type=int, help="override the prefix/expert depth")
     g = sub.add_parser("goldens")
     g.add_argument("--out", required=True)
     g.add_argument("--seed", type=int, default=1234)
@@ -516,9 +533,15 @@ def main():
     b.add_argument("--tokens", type=int, default=128)
     b.add_argument("--horizon", type=int, default=50)
     b.add_argument("--steps", type=int, default=10)
+    b.add_argument("--reps", type=int, default=1)
     args = ap.parse_args()
     if args.cmd == "checkpoint":
-        make_checkpoint(args.out, FULL if args.full else TINY, args.seed, args.dtype)
+        d = dict(FULL if args.full else TINY)
+        if args.vision_layers:
+            d["v_layers"] = args.vision_layers
+        if args.layers:
+            d["l_layers"] = args.layers
+        make_checkpoint(args.out, d, args.seed, args.dtype)
     elif args.cmd == "goldens":
         goldens(args.out, args.seed)
     else:

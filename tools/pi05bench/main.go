@@ -1,0 +1,396 @@
+// Command pi05bench times the pi0.5 CPU megakernels on a checkpoint made by
+// tools/reference/pi05.py (random weights, real names) and, in the same run, the PyTorch
+// reference's bf16 sample: VISION, PREFIX, one EXPERT step, the whole sample, PREFIX GFLOP/s
+// against the measured bf16 peak, peak RSS against the packed weights, and batched-EXPERT
+// throughput. `make bench-pi05` runs it; docs/PERFORMANCE.md records the results.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ttmodel/tt-model/models/pi05"
+	"github.com/ttmodel/tt-model/models/safetensors"
+	"github.com/ttmodel/tt-model/native"
+	"golang.org/x/sys/unix"
+)
+
+type options struct {
+	weights                        string
+	threads, cams, tokens, horizon int
+	steps, reps                    int
+	batches                        string
+	torch                          bool
+	python                         string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.weights, "weights", "", "checkpoint directory (model.safetensors + config.json)")
+	flag.IntVar(&o.threads, "threads", 2, "kernel threads")
+	flag.IntVar(&o.cams, "cams", 2, "cameras")
+	flag.IntVar(&o.tokens, "tokens", 128, "prompt bucket (all tokens real)")
+	flag.IntVar(&o.horizon, "horizon", 50, "action horizon")
+	flag.IntVar(&o.steps, "steps", 10, "denoising steps")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions (the median is reported)")
+	flag.StringVar(&o.batches, "batches", "1,2,4,8", "batched-expert sizes")
+	flag.BoolVar(&o.torch, "torch", true, "also time the PyTorch reference (bf16) in this run")
+	flag.StringVar(&o.python, "python", "/usr/bin/python3", "python with torch for the reference")
+	flag.Parse()
+	if o.weights == "" {
+		fmt.Fprintln(os.Stderr, "pi05bench: -weights DIR is required")
+		os.Exit(2)
+	}
+	if err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "pi05bench:", err)
+		os.Exit(1)
+	}
+}
+
+// report is what the run prints as JSON (one object) at the end. GFLOP/s and ratios use the best
+// times; the medians show how much the shared machine disturbed the run.
+type report struct {
+	Weights         string             `json:"weights"`
+	Dims            native.Pi05Dims    `json:"dims"`
+	ISA             string             `json:"isa"`
+	Threads         int                `json:"threads"`
+	Cams            int                `json:"cams"`
+	Tokens          int                `json:"tokens"`
+	Horizon         int                `json:"horizon"`
+	Steps           int                `json:"steps"`
+	PrefixLen       int                `json:"prefix_len"`
+	LoadAvg         string             `json:"loadavg_at_start"`
+	PeakBF16GFLOPS  float64            `json:"peak_bf16_gflops"`
+	LoadS           float64            `json:"load_s"`
+	PackedBytes     int64              `json:"packed_bytes"`
+	PeakRSSBytes    int64              `json:"peak_rss_bytes"`
+	RSSOverPacked   float64            `json:"peak_rss_over_packed"`
+	Vision          timing             `json:"vision"`
+	Prefix          timing             `json:"prefix"`
+	PrefixGFLOPS    float64            `json:"prefix_gflops"`
+	PrefixVisGFLOPS float64            `json:"prefix_with_vision_gflops"`
+	PrefixVisOfPeak float64            `json:"prefix_with_vision_of_peak"`
+	Step            timing             `json:"expert_step"`
+	StepGFLOPS      float64            `json:"expert_step_gflops"`
+	Expert          timing             `json:"expert_all_steps"`
+	SampleBestMS    float64            `json:"sample_best_ms"`
+	SampleMedianMS  float64            `json:"sample_median_ms"`
+	Batched         []batchResult      `json:"batched"`
+	Torch           map[string]float64 `json:"torch,omitempty"`
+}
+
+// batchResult is one batched-EXPERT size: one Euler step for nb requests.
+type batchResult struct {
+	NB           int     `json:"nb"`
+	Packed       timing  `json:"packed"`
+	Exact        timing  `json:"exact"`
+	PerRequestMS float64 `json:"packed_per_request_best_ms"`
+	RequestsPerS float64 `json:"packed_request_steps_per_s"`
+	StepGFLOPS   float64 `json:"packed_gflops"`
+}
+
+func progress(format string, a ...any) { fmt.Fprintf(os.Stderr, "pi05bench: "+format+"\n", a...) }
+
+func run(ctx context.Context, o options) error {
+	rep := report{Weights: o.weights, Threads: o.threads, Cams: o.cams, Tokens: o.tokens, Horizon: o.horizon, Steps: o.steps}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		rep.LoadAvg = strings.TrimSpace(string(b))
+	}
+	rep.PeakBF16GFLOPS = peakBF16(o.threads)
+	progress("measured bf16 peak %.0f GFLOP/s on %d threads (load average %s)", rep.PeakBF16GFLOPS, o.threads, rep.LoadAvg)
+
+	t0 := time.Now()
+	m, err := load(ctx, o.weights)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	rep.LoadS = time.Since(t0).Seconds()
+	rep.Dims, rep.ISA, rep.PackedBytes = m.Dims(), m.ISA(), m.Bytes()
+	progress("loaded %.2f GB packed in %.1f s (%s)", float64(rep.PackedBytes)/1e9, rep.LoadS, rep.ISA)
+
+	maxNB := 1
+	nbs, err := parseInts(o.batches)
+	if err != nil {
+		return err
+	}
+	for _, n := range nbs {
+		maxNB = max(maxNB, n)
+	}
+	rows := 64
+	if o.horizon <= 32 {
+		rows = 32
+	}
+	prog, err := m.NewProgram(native.Pi05Preset{Cams: o.cams, TextBucket: o.tokens, ActionRows: rows, MaxBatch: maxNB}, o.threads)
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	d := m.Dims()
+	rng := rand.New(rand.NewSource(1))
+	images := make([]float32, o.cams*3*d.Image*d.Image)
+	for i := range images {
+		images[i] = rng.Float32()*2 - 1
+	}
+	camMask := make([]bool, o.cams)
+	for i := range camMask {
+		camMask[i] = true
+	}
+	tokens, tokMask := make([]int32, o.tokens), make([]bool, o.tokens)
+	for i := range tokens {
+		tokens[i], tokMask[i] = int32(3+rng.Intn(d.Vocab-3)), true
+	}
+	noise := make([]float32, maxNB*o.horizon*d.ActionDim)
+	for i := range noise {
+		noise[i] = float32(rng.NormFloat64())
+	}
+	slabs := make([]*native.Pi05Slab, maxNB)
+	for i := range slabs {
+		if slabs[i], err = prog.NewSlab(); err != nil {
+			return err
+		}
+		defer slabs[i].Close()
+	}
+	s := slabs[0]
+	per := o.horizon * d.ActionDim
+
+	rep.Vision = timeIt(o.reps, func() error { return prog.Vision(s, images, camMask) })
+	rep.Prefix = timeIt(o.reps, func() error { return prog.Prefix(s, tokens, tokMask) })
+	rep.PrefixLen = s.PrefixLen()
+	fv, fp := m.FlopsVision(o.cams), m.FlopsPrefix(rep.PrefixLen)
+	rep.PrefixGFLOPS = fp / rep.Prefix.Best / 1e6
+	rep.PrefixVisGFLOPS = (fv + fp) / (rep.Vision.Best + rep.Prefix.Best) / 1e6
+	rep.PrefixVisOfPeak = rep.PrefixVisGFLOPS / rep.PeakBF16GFLOPS
+	progress("vision %.0f ms (median %.0f), prefix %.0f ms (median %.0f): %.0f GFLOP/s; with vision %.0f GFLOP/s = %.0f%% of peak",
+		rep.Vision.Best, rep.Vision.Median, rep.Prefix.Best, rep.Prefix.Median, rep.PrefixGFLOPS, rep.PrefixVisGFLOPS, 100*rep.PrefixVisOfPeak)
+	rep.Step = timeIt(o.reps, func() error { _, err := prog.Expert(s, noise[:per], o.horizon, 1); return err })
+	stepFlops := m.FlopsExpertStep(rep.PrefixLen, o.horizon)
+	rep.StepGFLOPS = stepFlops / rep.Step.Best / 1e6
+	rep.Expert = timeIt(o.reps, func() error { _, err := prog.Expert(s, noise[:per], o.horizon, o.steps); return err })
+	rep.SampleBestMS = rep.Vision.Best + rep.Prefix.Best + rep.Expert.Best
+	rep.SampleMedianMS = rep.Vision.Median + rep.Prefix.Median + rep.Expert.Median
+	progress("expert step %.1f ms (median %.1f, %.0f GFLOP/s), %d steps %.0f ms, sample %.0f ms (median %.0f)",
+		rep.Step.Best, rep.Step.Median, rep.StepGFLOPS, o.steps, rep.Expert.Best, rep.SampleBestMS, rep.SampleMedianMS)
+
+	for _, sl := range slabs[1:] {
+		if err := sl.CopyFrom(s); err != nil {
+			return err
+		}
+	}
+	for _, nb := range nbs {
+		br := batchResult{NB: nb}
+		br.Exact = timeIt(o.reps, func() error {
+			_, err := prog.ExpertBatch(slabs[:nb], noise[:nb*per], o.horizon, 1, false)
+			return err
+		})
+		br.Packed = timeIt(o.reps, func() error {
+			_, err := prog.ExpertBatch(slabs[:nb], noise[:nb*per], o.horizon, 1, true)
+			return err
+		})
+		br.PerRequestMS = br.Packed.Best / float64(nb)
+		br.RequestsPerS = 1000 / br.Packed.Best * float64(nb)
+		br.StepGFLOPS = stepFlops * float64(nb) / br.Packed.Best / 1e6
+		rep.Batched = append(rep.Batched, br)
+		progress("batched expert step nb=%d: packed %.1f ms per call (%.1f ms per request, %.0f GFLOP/s), exact %.1f ms",
+			nb, br.Packed.Best, br.PerRequestMS, br.StepGFLOPS, br.Exact.Best)
+	}
+	rep.PeakRSSBytes = peakRSS()
+	rep.RSSOverPacked = float64(rep.PeakRSSBytes) / float64(rep.PackedBytes)
+	progress("peak RSS %.2f GB = %.2f x the packed weights", float64(rep.PeakRSSBytes)/1e9, rep.RSSOverPacked)
+
+	if o.torch {
+		prog.Close()
+		m.Close()
+		runtime.GC()
+		if rep.Torch, err = torchBench(ctx, o); err != nil {
+			return err
+		}
+		progress("pytorch bf16: %v", rep.Torch)
+	}
+	out, _ := json.MarshalIndent(rep, "", "  ")
+	fmt.Println(string(out))
+	return nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 8 {
+			return nil, fmt.Errorf("batch size %q: want 1..8", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// timing is the wall time of reps runs in ms: the median and the best (on a shared machine the best
+// is the closest to the uncontended speed).
+type timing struct {
+	Median float64 `json:"median_ms"`
+	Best   float64 `json:"best_ms"`
+}
+
+// timeIt runs fn reps times after one warm-up.
+func timeIt(reps int, fn func() error) timing {
+	if err := fn(); err != nil {
+		fmt.Fprintln(os.Stderr, "pi05bench:", err)
+		os.Exit(1)
+	}
+	reps = max(reps, 1)
+	ts := make([]float64, 0, reps)
+	for i := 0; i < reps; i++ {
+		t := time.Now()
+		if err := fn(); err != nil {
+			fmt.Fprintln(os.Stderr, "pi05bench:", err)
+			os.Exit(1)
+		}
+		ts = append(ts, float64(time.Since(t).Microseconds())/1000)
+	}
+	sort.Float64s(ts)
+	return timing{Median: ts[len(ts)/2], Best: ts[0]}
+}
+
+// peakBF16 runs the vdpbf16ps microbenchmark on every thread at once and sums.
+func peakBF16(threads int) float64 {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	total := 0.0
+	for i := 0; i < threads; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			g, _ := native.PeakGFLOPS("bf16", 200_000_000)
+			mu.Lock()
+			total += g
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return total
+}
+
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// load streams every tensor into a bf16 model and drops the mapped pages behind it.
+func load(ctx context.Context, dir string) (*native.Pi05Model, error) {
+	cfg, err := pi05.LoadPolicyConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pd, err := pi05.InferDims(f, cfg, path)
+	if err != nil {
+		return nil, err
+	}
+	d := native.Pi05Dims{Image: pd.Image, Patch: pd.Patch, VisionWidth: pd.VWidth, VisionLayers: pd.VLayers,
+		VisionHeads: pd.VHeads, VisionMLP: pd.VMLP, VisionEps: float32(pd.VEps), Width: pd.LWidth,
+		Layers: pd.LLayers, Heads: pd.LHeads, KVHeads: pd.KVHeads, HeadDim: pd.HeadDim, MLP: pd.LMLP,
+		Vocab: pd.Vocab, ExpertWidth: pd.EWidth, ExpertHeads: pd.EHeads, ExpertMLP: pd.EMLP,
+		Eps: float32(pd.LEps), ExpertEps: float32(pd.EEps), RopeTheta: float32(pd.RopeTheta),
+		MinPeriod: pd.MinPeriod, MaxPeriod: pd.MaxPeriod, ActionDim: pd.ActionDim}
+	m, err := native.NewPi05Model(d, native.Pi05BF16, "")
+	if err != nil {
+		return nil, err
+	}
+	names := f.Names()
+	for i, name := range names {
+		if err := ctx.Err(); err != nil {
+			m.Close()
+			return nil, err
+		}
+		info, _ := f.Info(name)
+		raw, err := f.Bytes(name)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		if _, err := m.SetTensor(name, string(info.DType), info.Shape, raw); err != nil {
+			m.Close()
+			return nil, fmt.Errorf("load %s: %w", path, err)
+		}
+		dropPages(raw)
+		if (i+1)%100 == 0 {
+			progress("loading: %d/%d tensors", i+1, len(names))
+		}
+	}
+	if err := m.Ready(); err != nil {
+		m.Close()
+		return nil, err
+	}
+	slog.Debug("loaded", "path", path)
+	return m, nil
+}
+
+// dropPages releases the whole pages of a mapped tensor from the resident set.
+func dropPages(b []byte) {
+	page := uintptr(os.Getpagesize())
+	if len(b) == 0 {
+		return
+	}
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := int((page - addr%page) % page)
+	hi := len(b) - int((addr+uintptr(len(b)))%page)
+	if hi-lo < int(page) {
+		return
+	}
+	_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
+}
+
+func torchBench(ctx context.Context, o options) (map[string]float64, error) {
+	script := filepath.Join(filepath.Dir(os.Args[0]), "..", "tools", "reference", "pi05.py")
+	if _, err := os.Stat(script); err != nil {
+		script = filepath.Join("tools", "reference", "pi05.py")
+	}
+	cmd := exec.CommandContext(ctx, o.python, script, "bench", "--weights", o.weights, "--threads", strconv.Itoa(o.threads),
+		"--cams", strconv.Itoa(o.cams), "--tokens", strconv.Itoa(o.tokens), "--horizon", strconv.Itoa(o.horizon),
+		"--steps", strconv.Itoa(o.steps), "--reps", strconv.Itoa(o.reps))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	progress("running the PyTorch reference: %s", strings.Join(cmd.Args, " "))
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("pytorch reference: %w", err)
+	}
+	res := map[string]float64{}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		return nil, fmt.Errorf("pytorch reference output %q: %w", out.String(), err)
+	}
+	return res, nil
+}
