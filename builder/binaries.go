@@ -38,6 +38,8 @@ type binaryPlan struct {
 	SearchDirs []string
 	// BuildDir receives binaries built from source.
 	BuildDir string
+	// Version is stamped into a server built from source (main.version).
+	Version string
 	Log      io.Writer
 }
 
@@ -69,14 +71,14 @@ func locateBinaries(ctx context.Context, plan binaryPlan) (server, tool binary, 
 			return binary{}, binary{}, fmt.Errorf("no %s binary to put in the image (set runtime.server, install tt-model-server beside tt-model, or package from a checkout of %s): %w", what, modulePath, err)
 		}
 		if server.HostPath == "" {
-			p, err := goBuild(ctx, root, "./cmd/tt-model-server", true, plan.BuildDir, plan.Log)
+			p, err := goBuild(ctx, root, "./cmd/tt-model-server", true, "-X main.version="+plan.Version, plan.BuildDir, plan.Log)
 			if err != nil {
 				return binary{}, binary{}, err
 			}
 			server = binary{HostPath: p, From: "built from " + root}
 		}
 		if tool.HostPath == "" {
-			p, err := goBuild(ctx, root, "./cmd/tt-model", false, plan.BuildDir, plan.Log)
+			p, err := goBuild(ctx, root, "./cmd/tt-model", false, "", plan.BuildDir, plan.Log)
 			if err != nil {
 				return binary{}, binary{}, err
 			}
@@ -165,9 +167,9 @@ func modOf(gomod string) string {
 // goBuild builds pkg of the module at root for linux/amd64, reproducibly:
 // -trimpath drops host paths and -buildid= fixes the build id, so equal
 // sources give equal binaries (and so equal layers).
-func goBuild(ctx context.Context, root, pkg string, cgo bool, outDir string, log io.Writer) (string, error) {
+func goBuild(ctx context.Context, root, pkg string, cgo bool, ldflags, outDir string, log io.Writer) (string, error) {
 	out := filepath.Join(outDir, filepath.Base(pkg))
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-buildid=", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", strings.TrimSpace("-ldflags=-buildid= "+ldflags), "-o", out, pkg)
 	cmd.Dir = root
 	cgoFlag := "CGO_ENABLED=0"
 	if cgo {
@@ -176,7 +178,7 @@ func goBuild(ctx context.Context, root, pkg string, cgo bool, outDir string, log
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=amd64", cgoFlag)
 	cmd.Stdout = log
 	cmd.Stderr = log
-	fmt.Fprintf(log, "building %s (go build -trimpath -ldflags=-buildid=, linux/amd64, %s)\n", pkg, cgoFlag)
+	fmt.Fprintf(log, "building %s (go build -trimpath, linux/amd64, %s)\n", pkg, cgoFlag)
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("go build %s in %s: %w", pkg, root, err)
 	}
