@@ -1,0 +1,220 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HangExitCode is the exit code a server uses to say its chips hung
+// (EX_TEMPFAIL). The supervisor resets the chips and starts it again, and
+// exits with it when the chips cannot be recovered.
+const HangExitCode = 75
+
+// ResetOnStart says when the chips are reset before a start.
+type ResetOnStart string
+
+// The --reset-on-start values.
+const (
+	ResetAuto   ResetOnStart = "auto"   // when the hang marker exists
+	ResetAlways ResetOnStart = "always" // before the first start
+	ResetNever  ResetOnStart = "never"
+)
+
+// Config is everything a supervisor run needs. Durations are data, so tests
+// use short ones; Defaults gives the production values.
+type Config struct {
+	// Argv is the server command line; Env is added to (and overrides) the
+	// supervisor's own environment, minus the systemd variables.
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env,omitempty"`
+
+	// ReadyURL is polled until it answers JSON with "status":"ok"; ReadyLine,
+	// when set, replaces it: ready once the server's output contains it.
+	ReadyURL      string        `json:"ready_url,omitempty"`
+	ReadyLine     string        `json:"ready_line,omitempty"`
+	ProbeInterval time.Duration `json:"probe_interval"`
+	ProbeTimeout  time.Duration `json:"probe_timeout"`
+
+	StartTimeout time.Duration `json:"start_timeout"`
+	StopGrace    time.Duration `json:"stop_grace"`
+
+	HangMarker   string        `json:"hang_marker"`
+	ResetCmd     string        `json:"reset_cmd"`
+	ResetTimeout time.Duration `json:"reset_timeout"`
+	ResetOnStart ResetOnStart  `json:"reset_on_start"`
+	// ResetAttempts is how many times a reset is tried before the chips
+	// count as unrecoverable.
+	ResetAttempts int `json:"reset_attempts"`
+
+	// Chips are the logical chip ids; nil means every /dev/tenstorrent/N.
+	Chips []int `json:"chips,omitempty"`
+	// DevDir and SysfsDir locate the device nodes and their sysfs class
+	// directories (tests point them at fakes).
+	DevDir   string `json:"dev_dir"`
+	SysfsDir string `json:"sysfs_dir"`
+	// HeartbeatInterval is the gap between the two tt_heartbeat reads that
+	// must differ; ChipCheckTimeout bounds the whole post-reset check.
+	HeartbeatInterval time.Duration `json:"heartbeat_interval"`
+	ChipCheckTimeout  time.Duration `json:"chip_check_timeout"`
+	// LockDir holds the per-chip lock files.
+	LockDir string `json:"lock_dir"`
+
+	MaxRestarts   int           `json:"max_restarts"`
+	RestartWindow time.Duration `json:"restart_window"`
+	BackoffMin    time.Duration `json:"backoff_min"`
+	BackoffMax    time.Duration `json:"backoff_max"`
+	// BackoffReset is how long a server must have been ready for the backoff
+	// to start again from BackoffMin.
+	BackoffReset time.Duration `json:"backoff_reset"`
+
+	// ExtendInterval is how often EXTEND_TIMEOUT_USEC is repeated while
+	// starting or resetting before the first READY=1.
+	ExtendInterval time.Duration `json:"extend_interval"`
+
+	StatusAddr string `json:"status_addr,omitempty"`
+}
+
+// Defaults returns the production settings for a server on port; the hang
+// marker follows $PI05_HANG_MARKER like the pi0.5 server does.
+func Defaults(port int) Config {
+	return Config{
+		ReadyURL:          fmt.Sprintf("http://127.0.0.1:%d/health", port),
+		ProbeInterval:     500 * time.Millisecond,
+		ProbeTimeout:      5 * time.Second,
+		StartTimeout:      7 * time.Minute,
+		StopGrace:         120 * time.Second,
+		HangMarker:        DefaultHangMarker(),
+		ResetCmd:          "tt-smi -r {chips}",
+		ResetTimeout:      180 * time.Second,
+		ResetOnStart:      ResetAuto,
+		ResetAttempts:     3,
+		DevDir:            "/dev/tenstorrent",
+		SysfsDir:          "/sys/class/tenstorrent",
+		HeartbeatInterval: time.Second,
+		ChipCheckTimeout:  60 * time.Second,
+		LockDir:           DefaultLockDir(),
+		MaxRestarts:       5,
+		RestartWindow:     30 * time.Minute,
+		BackoffMin:        100 * time.Millisecond,
+		BackoffMax:        30 * time.Second,
+		BackoffReset:      10 * time.Minute,
+		ExtendInterval:    30 * time.Second,
+	}
+}
+
+// DefaultHangMarker is $PI05_HANG_MARKER or ~/.cache/pi05/hang_marker.
+func DefaultHangMarker() string {
+	if p := os.Getenv("PI05_HANG_MARKER"); p != "" {
+		return p
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "/root"
+	}
+	return filepath.Join(home, ".cache", "pi05", "hang_marker")
+}
+
+// DefaultLockDir is /run/lock when this user can write there (shared by every
+// user of the host), else $XDG_RUNTIME_DIR, else the temp dir.
+func DefaultLockDir() string {
+	if f, err := os.CreateTemp("/run/lock", ".tt-model-probe-*"); err == nil {
+		name := f.Name()
+		f.Close()
+		os.Remove(name)
+		return "/run/lock"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return d
+	}
+	return os.TempDir()
+}
+
+// Validate checks the settings and says which one is wrong.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		bad("no server command: give one after -- or use --manifest")
+	}
+	if c.ReadyLine == "" {
+		u, err := url.Parse(c.ReadyURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("--ready-url %q: want an http(s) URL", c.ReadyURL)
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"--start-timeout": c.StartTimeout, "--stop-grace": c.StopGrace, "--reset-timeout": c.ResetTimeout,
+		"--restart-window": c.RestartWindow, "probe interval": c.ProbeInterval, "probe timeout": c.ProbeTimeout,
+		"backoff min": c.BackoffMin, "backoff max": c.BackoffMax, "heartbeat interval": c.HeartbeatInterval,
+		"chip check timeout": c.ChipCheckTimeout, "extend interval": c.ExtendInterval,
+	} {
+		if d <= 0 {
+			bad("%s must be positive, got %s", name, d)
+		}
+	}
+	if c.BackoffMax < c.BackoffMin {
+		bad("backoff max %s is below backoff min %s", c.BackoffMax, c.BackoffMin)
+	}
+	if c.MaxRestarts < 0 {
+		bad("--max-restarts must be >= 0, got %d", c.MaxRestarts)
+	}
+	if c.ResetAttempts < 1 {
+		bad("reset attempts must be >= 1, got %d", c.ResetAttempts)
+	}
+	switch c.ResetOnStart {
+	case ResetAuto, ResetAlways, ResetNever:
+	default:
+		bad("--reset-on-start %q: want auto, always or never", c.ResetOnStart)
+	}
+	if strings.TrimSpace(c.ResetCmd) == "" {
+		bad("--reset-cmd is empty")
+	}
+	if c.HangMarker == "" {
+		bad("--hang-marker is empty")
+	}
+	for _, id := range c.Chips {
+		if id < 0 {
+			bad("--chips: chip id %d is negative", id)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParseChips parses a --chips list such as "0,1" or "0-3,5".
+func ParseChips(list string) ([]int, error) {
+	var chips []int
+	seen := map[int]bool{}
+	for _, part := range strings.Split(list, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("chip list %q: %q is not a chip id", list, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("chip list %q: %q is not a range", list, part)
+			}
+		}
+		for id := a; id <= b; id++ {
+			if !seen[id] {
+				seen[id] = true
+				chips = append(chips, id)
+			}
+		}
+	}
+	if len(chips) == 0 {
+		return nil, fmt.Errorf("chip list %q names no chip", list)
+	}
+	return chips, nil
+}

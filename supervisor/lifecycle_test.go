@@ -1,0 +1,360 @@
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Exit 75: one reset with the chips, the marker gone, the server ready
+// again, and READY=1 only ever sent after the server said it was ready.
+func TestHangExitResetsAndStartsAgain(t *testing.T) {
+	h := newHarness(t)
+	h.tickHeartbeats()
+	envDump := filepath.Join(h.dir, "env")
+	h.server("-plan", "exit:75,ready", "-exit-after", "300ms", "-env-dump", envDump)
+	h.cfg.Env = map[string]string{"HF_MODEL": "lerobot/pi05_base"}
+	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	n := h.listenNotify(false)
+	var readyOrder []int // server "ready" events seen when each READY=1 arrived
+	n.onReady = func() { readyOrder = append(readyOrder, h.count("ready")) }
+
+	s := h.start("WATCHDOG_USEC=", "LISTEN_FDS=3", "LISTEN_PID=1")
+	eventually(t, s, "the second start to be ready", func() bool { return n.has("READY=1\nSTATUS=ready: server ready (start 2)") })
+	st, err := status(t, h.cfg.StatusAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateReady || st.Restarts != 1 || st.Starts != 2 || st.LastExit == nil || st.LastExit.Code != 75 ||
+		st.LastReset == nil || !st.LastReset.OK || st.LastReset.Attempts != 1 {
+		t.Errorf("status = %+v (last exit %+v, last reset %+v)", st, st.LastExit, st.LastReset)
+	}
+	s.signal(t, syscall.SIGTERM)
+	if code := s.wait(t); code != 0 {
+		t.Errorf("exit code %d, want 0 (the server's on SIGTERM)", code)
+	}
+
+	wantEvents := []string{"start", "ready", "exit 75", "reset 0,1", "start", "ready", "signal SIGTERM", "exit 0"}
+	if got := h.kinds(); !slices.Equal(got, wantEvents) {
+		t.Errorf("events:\n got %q\nwant %q", got, wantEvents)
+	}
+	if fileExists(h.cfg.HangMarker) {
+		t.Error("hang marker still exists after a good reset")
+	}
+	want := []string{
+		"STATUS=starting: server started (start 1)\nEXTEND_TIMEOUT_USEC=N",
+		"READY=1\nSTATUS=ready: server ready (start 1)",
+		"STATUS=resetting: resetting chips 0,1: server exited 75 (hang)",
+		"STATUS=starting: server started (start 2)",
+		"READY=1\nSTATUS=ready: server ready (start 2)",
+		"STOPPING=1\nSTATUS=stopping: stopping the server: received SIGTERM",
+	}
+	if got := n.messages(); !slices.Equal(got, want) {
+		t.Errorf("datagrams:\n got %q\nwant %q", got, want)
+	}
+	if !slices.Equal(readyOrder, []int{1, 2}) {
+		t.Errorf("READY=1 arrived when the server had been ready %v times, want [1 2]", readyOrder)
+	}
+	env, _ := os.ReadFile(envDump)
+	for _, bad := range []string{"NOTIFY_SOCKET=", "WATCHDOG_USEC=", "LISTEN_FDS=", "LISTEN_PID="} {
+		if strings.Contains(string(env), bad) {
+			t.Errorf("server environment has %s", bad)
+		}
+	}
+	if !strings.Contains(string(env), "HF_MODEL=lerobot/pi05_base") {
+		t.Error("server environment lacks the configured HF_MODEL")
+	}
+}
+
+// A server that never gets ready is stopped at the start timeout and
+// handled as a hang; readiness here is a log line, over an abstract socket.
+func TestStartTimeoutIsAHang(t *testing.T) {
+	h := newHarness(t)
+	h.tickHeartbeats()
+	h.server("-plan", "hang,ready", "-ready-line", "server listening")
+	h.cfg.ReadyLine = "server listening"
+	h.cfg.StartTimeout = 300 * time.Millisecond
+	n := h.listenNotify(true)
+
+	s := h.start()
+	eventually(t, s, "the second start to be ready", func() bool { return n.has("READY=1") })
+	s.signal(t, syscall.SIGTERM)
+	if code := s.wait(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	want := []string{"start", "signal SIGTERM", "exit 0", "reset 0,1", "start", "ready", "signal SIGTERM", "exit 0"}
+	if got := h.kinds(); !slices.Equal(got, want) {
+		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+	wantMsgs := []string{
+		"STATUS=starting: server started (start 1)\nEXTEND_TIMEOUT_USEC=N",
+		"STATUS=stopping: stopping the server: not ready within the start timeout 300ms",
+		"STATUS=resetting: resetting chips 0,1: not ready within the start timeout 300ms\nEXTEND_TIMEOUT_USEC=N",
+		"STATUS=starting: server started (start 2)\nEXTEND_TIMEOUT_USEC=N",
+		"READY=1\nSTATUS=ready: server ready (start 2)",
+		"STOPPING=1\nSTATUS=stopping: stopping the server: received SIGTERM",
+	}
+	if got := n.messages(); !slices.Equal(got, wantMsgs) {
+		t.Errorf("datagrams:\n got %q\nwant %q", got, wantMsgs)
+	}
+	if fileExists(h.cfg.HangMarker) {
+		t.Error("hang marker still exists after a good reset")
+	}
+}
+
+// A crash loop backs off and gives up after --max-restarts with the
+// server's code, without resetting anything.
+func TestCrashLoopGivesUpWithServerCode(t *testing.T) {
+	h := newHarness(t)
+	h.server("-plan", "early:3")
+	h.cfg.MaxRestarts = 2
+	n := h.listenNotify(false)
+
+	if code := h.start().wait(t); code != 3 {
+		t.Errorf("exit code %d, want 3", code)
+	}
+	want := []string{"start", "exit 3", "start", "exit 3", "start", "exit 3"}
+	if got := h.kinds(); !slices.Equal(got, want) {
+		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+	wantMsgs := []string{
+		"STATUS=starting: server started (start 1)\nEXTEND_TIMEOUT_USEC=N",
+		"STATUS=backoff: restarting in 10ms after server exit 3",
+		"STATUS=starting: server started (start 2)\nEXTEND_TIMEOUT_USEC=N",
+		"STATUS=backoff: restarting in 20ms after server exit 3",
+		"STATUS=starting: server started (start 3)\nEXTEND_TIMEOUT_USEC=N",
+		"STATUS=failed: giving up after 2 restarts in 30m0s; last: server exit 3",
+	}
+	if got := n.messages(); !slices.Equal(got, wantMsgs) {
+		t.Errorf("datagrams:\n got %q\nwant %q", got, wantMsgs)
+	}
+}
+
+// Server exit 0 ends the supervisor with 0 and no restart.
+func TestCleanExitEndsSupervisor(t *testing.T) {
+	h := newHarness(t)
+	h.server("-plan", "exit:0")
+	if code := h.start().wait(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if want, got := []string{"start", "ready", "exit 0"}, h.kinds(); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// SIGTERM reaches the server and the supervisor exits with its code.
+func TestSIGTERMReachesServer(t *testing.T) {
+	h := newHarness(t)
+	h.server("-term-exit", "7")
+	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	s := h.start()
+	eventually(t, s, "ready", func() bool { st, err := status(t, h.cfg.StatusAddr); return err == nil && st.State == StateReady })
+	s.signal(t, syscall.SIGUSR1)
+	eventually(t, s, "SIGUSR1 to be forwarded", func() bool { return h.count("signal SIGUSR1") == 1 })
+	s.signal(t, syscall.SIGTERM)
+	if code := s.wait(t); code != 7 {
+		t.Errorf("exit code %d, want the server's 7", code)
+	}
+	if want, got := []string{"start", "ready", "signal SIGUSR1", "signal SIGTERM", "exit 7"}, h.kinds(); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if fileExists(h.cfg.HangMarker) {
+		t.Error("a server that stopped on SIGTERM left a hang marker")
+	}
+}
+
+// A server that ignores SIGTERM is killed after the grace, the supervisor
+// reports SIGKILL (137) and leaves the hang marker for the next start.
+func TestIgnoredSIGTERMIsKilledAndMarked(t *testing.T) {
+	h := newHarness(t)
+	h.server("-ignore-term")
+	h.cfg.StopGrace = 200 * time.Millisecond
+	n := h.listenNotify(false)
+	s := h.start()
+	eventually(t, s, "ready", func() bool { return n.has("READY=1") })
+	s.signal(t, syscall.SIGINT)
+	if code := s.wait(t); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit code %d, want 137", code)
+	}
+	if want, got := []string{"start", "ready", "signal SIGTERM"}, h.kinds(); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if !fileExists(h.cfg.HangMarker) {
+		t.Error("no hang marker after the server had to be SIGKILLed")
+	}
+	if last := n.messages()[len(n.messages())-1]; last != "STOPPING=1\nSTATUS=stopping: stopping the server: received SIGINT" {
+		t.Errorf("last datagram %q", last)
+	}
+}
+
+// SIGHUP restarts the server gracefully: RELOADING=1, then READY=1 when the
+// new one is ready; no reset, no restart counted.
+func TestSIGHUPRestartsServer(t *testing.T) {
+	h := newHarness(t)
+	h.server()
+	n := h.listenNotify(false)
+	s := h.start()
+	eventually(t, s, "ready", func() bool { return n.has("READY=1") })
+	s.signal(t, syscall.SIGHUP)
+	eventually(t, s, "ready again", func() bool { return n.has("READY=1\nSTATUS=ready: server ready (start 2)") })
+	s.signal(t, syscall.SIGTERM)
+	s.wait(t)
+	want := []string{
+		"STATUS=starting: server started (start 1)\nEXTEND_TIMEOUT_USEC=N",
+		"READY=1\nSTATUS=ready: server ready (start 1)",
+		"RELOADING=1\nSTATUS=stopping: stopping the server: SIGHUP",
+		"STATUS=starting: server started (start 2)",
+		"READY=1\nSTATUS=ready: server ready (start 2)",
+		"STOPPING=1\nSTATUS=stopping: stopping the server: received SIGTERM",
+	}
+	if got := n.messages(); !slices.Equal(got, want) {
+		t.Errorf("datagrams:\n got %q\nwant %q", got, want)
+	}
+	if h.count("reset 0,1") != 0 {
+		t.Error("a graceful restart reset the chips")
+	}
+}
+
+// With the marker present (auto), the chips are reset before the first
+// start; chips whose heartbeat never moves are unrecoverable: three
+// attempts, exit 75, marker kept, server never started.
+func TestUnrecoverableChipsExit75(t *testing.T) {
+	h := newHarness(t) // heartbeats do not tick
+	h.server()
+	h.cfg.ChipCheckTimeout = 100 * time.Millisecond
+	mustWrite(t, h.cfg.HangMarker, "hung\n")
+	n := h.listenNotify(false)
+	if code := h.start().wait(t); code != HangExitCode {
+		t.Errorf("exit code %d, want 75", code)
+	}
+	if want, got := []string{"reset 0,1", "reset 0,1", "reset 0,1"}, h.kinds(); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if !fileExists(h.cfg.HangMarker) {
+		t.Error("hang marker removed although the chips did not come back")
+	}
+	want := []string{
+		"STATUS=resetting: resetting chips 0,1: hang marker " + h.cfg.HangMarker + " exists\nEXTEND_TIMEOUT_USEC=N",
+		"STATUS=failed: chips 0,1 cannot be recovered",
+	}
+	if got := n.messages(); !slices.Equal(got, want) {
+		t.Errorf("datagrams:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A reset command that hangs is killed (its whole group) at the reset
+// timeout and counts as a failed attempt; a good second attempt recovers.
+func TestResetTimeoutKillsGroupAndRetries(t *testing.T) {
+	h := newHarness(t)
+	h.tickHeartbeats()
+	h.server("-plan", "exit:0")
+	// The first attempt hangs, later ones succeed: the script's mode comes
+	// from a file the test rewrites once the first attempt has started.
+	mode := filepath.Join(h.dir, "mode")
+	mustWrite(t, mode, "hang")
+	script := filepath.Join(h.dir, "reset.sh")
+	mustWrite(t, script, "#!/bin/sh\nexec "+fakeReset(t)+" "+h.record+" \"$(cat "+mode+")\" \"$@\"\n")
+	os.Chmod(script, 0o755)
+	h.cfg.ResetCmd = script + " {chips}"
+	h.cfg.ResetTimeout = 300 * time.Millisecond
+	h.cfg.ResetOnStart = ResetAlways
+	s := h.start()
+	eventually(t, s, "the first reset", func() bool { return h.count("reset 0,1") == 1 })
+	mustWrite(t, mode, "ok")
+	if code := s.wait(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if want, got := []string{"reset 0,1", "reset 0,1", "start", "ready", "exit 0"}, h.kinds(); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if !strings.Contains(s.stderr.String(), "did not finish within 300ms: killed") {
+		t.Error("the log does not say the reset command was killed")
+	}
+}
+
+// Without chips the reset and the check are skipped with a log line.
+func TestNoChipsSkipsReset(t *testing.T) {
+	h := newHarness(t)
+	h.server("-plan", "exit:75,exit:0", "-exit-after", "200ms")
+	h.cfg.Chips = nil
+	h.cfg.DevDir = filepath.Join(h.dir, "no-such-dev")
+	s := h.start()
+	if code := s.wait(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if want, got := []string{"start", "ready", "exit 75", "start", "ready", "exit 0"}, h.kinds(); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if !strings.Contains(s.stderr.String(), "no Tenstorrent chips on this host") {
+		t.Error("no log line about the missing chips")
+	}
+	if fileExists(h.cfg.HangMarker) {
+		t.Error("hang marker left behind on a host without chips")
+	}
+}
+
+// A second supervisor on the same chips refuses and names the holder.
+func TestSecondSupervisorRefuses(t *testing.T) {
+	h := newHarness(t)
+	h.server()
+	n := h.listenNotify(false)
+	first := h.start()
+	eventually(t, first, "the first supervisor to be ready", func() bool { return n.has("READY=1") })
+
+	h.notify = nil
+	second := h.start()
+	if code := second.wait(t); code != 1 {
+		t.Errorf("second supervisor exit code %d, want 1", code)
+	}
+	want := "chip 0 is in use by PID " + strconv.Itoa(first.cmd.Process.Pid)
+	if !strings.Contains(second.stderr.String(), want) {
+		t.Errorf("second supervisor said %q, want it to contain %q", second.stderr.String(), want)
+	}
+	if h.count("start") != 1 {
+		t.Errorf("%d servers started, want 1", h.count("start"))
+	}
+	first.signal(t, syscall.SIGTERM)
+	first.wait(t)
+}
+
+// Watchdog pings flow only after READY=1 and only while /health answers.
+func TestWatchdogFollowsReadinessProbe(t *testing.T) {
+	h := newHarness(t)
+	unhealthy := filepath.Join(h.dir, "unhealthy")
+	h.server("-unhealthy-if", unhealthy)
+	n := h.listenNotify(false)
+	var pingsBeforeReady int
+	n.onReady = func() { pingsBeforeReady = countPings(n.msgs) }
+	s := h.start("WATCHDOG_USEC=100000")
+	eventually(t, s, "watchdog pings", func() bool { return n.pings() >= 3 })
+	if pingsBeforeReady != 0 {
+		t.Errorf("%d watchdog pings before READY=1", pingsBeforeReady)
+	}
+	mustWrite(t, unhealthy, "")
+	// Once the server has answered 503 twice after this point, at most one
+	// ping that was already in flight may follow.
+	base := h.unhealthyAnswers()
+	eventually(t, s, "a failing probe", func() bool { return h.unhealthyAnswers() >= base+1 })
+	after := n.pings()
+	eventually(t, s, "more failing probes", func() bool { return h.unhealthyAnswers() >= base+3 })
+	if extra := n.pings() - after; extra > 1 {
+		t.Errorf("%d watchdog pings while the server failed its probe", extra)
+	}
+	s.signal(t, syscall.SIGTERM)
+	s.wait(t)
+}
+
+func countPings(msgs []string) int {
+	n := 0
+	for _, m := range msgs {
+		if m == "WATCHDOG=1" {
+			n++
+		}
+	}
+	return n
+}

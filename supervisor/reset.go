@@ -1,0 +1,114 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// reset brings the chips back after a hang: the reset command, then the
+// chip check, up to ResetAttempts times; the hang marker is removed only
+// after a check passed. stopped is true when a stop signal arrived, which
+// ends the supervisor with the marker left in place.
+func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
+	info := &ResetInfo{At: time.Now(), Reason: why}
+	defer func() { s.board.update(func(st *Status) { st.LastReset = info }) }()
+	if len(s.chips) == 0 {
+		s.log.Info("no chips to reset: skipping the reset and the chip check", "reason", why)
+		if err := removeMarker(s.cfg.HangMarker); err != nil {
+			s.log.Error("cannot remove the hang marker", "err", err)
+		}
+		info.OK = true
+		return true, false
+	}
+	s.enter(StateResetting, "resetting chips %s: %s", chipList(s.chips), why)
+	extend := s.extendTicker()
+	defer extend.Stop()
+
+	for attempt := 1; attempt <= s.cfg.ResetAttempts; attempt++ {
+		info.Attempts = attempt
+		stop, err := s.runReset(ctx, extend)
+		if stop {
+			info.Error = "stopped during the reset"
+			return false, true
+		}
+		if err == nil {
+			err = s.host.check(ctx, s.chips, s.cfg.HeartbeatInterval, s.cfg.ChipCheckTimeout)
+		}
+		if err == nil {
+			if err := removeMarker(s.cfg.HangMarker); err != nil {
+				s.log.Error("chips are back but the hang marker stays", "err", err)
+			}
+			s.log.Info("chips reset and checked", "chips", chipList(s.chips), "attempt", attempt)
+			info.OK, info.Error = true, ""
+			return true, false
+		}
+		info.Error = err.Error()
+		s.log.Warn("chip reset failed", "attempt", attempt, "of", s.cfg.ResetAttempts, "err", err)
+	}
+	return false, false
+}
+
+// resetArgv is the reset command split on blanks, {chips} replaced by the
+// chip list (no shell: a scratch image has none).
+func resetArgv(cmd string, chips []int) []string {
+	argv := strings.Fields(cmd)
+	for i, a := range argv {
+		argv[i] = strings.ReplaceAll(a, "{chips}", chipList(chips))
+	}
+	return argv
+}
+
+// runReset runs the reset command once in its own process group under
+// ResetTimeout, killing the group on expiry. Signals that arrive meanwhile
+// are held back except stop signals, which abort the reset.
+func (s *Supervisor) runReset(ctx context.Context, extend *time.Ticker) (stopped bool, err error) {
+	argv := resetArgv(s.cfg.ResetCmd, s.chips)
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return false, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	c, err := s.reaper.start(argv, childEnv(os.Environ(), nil), [3]*os.File{devNull, s.stderr, s.stderr})
+	devNull.Close()
+	if err != nil {
+		return false, fmt.Errorf("reset command: %w", err)
+	}
+	s.log.Info("reset command started", "pid", c.pid, "argv", argv)
+	timeout := time.NewTimer(s.cfg.ResetTimeout)
+	defer timeout.Stop()
+	var expired, stop bool
+	done := ctx.Done()
+	for {
+		select {
+		case st := <-c.exit:
+			c.signalGroup(syscall.SIGKILL) //nolint:errcheck // leftovers of the reset tool
+			switch {
+			case stop:
+				return true, errors.New("reset aborted")
+			case expired:
+				return false, fmt.Errorf("reset command %q did not finish within %s: killed", strings.Join(argv, " "), s.cfg.ResetTimeout)
+			case st.Code() != 0:
+				return false, fmt.Errorf("reset command %q: %s", strings.Join(argv, " "), st)
+			}
+			return false, nil
+		case <-timeout.C:
+			expired = true
+			c.signalGroup(syscall.SIGKILL) //nolint:errcheck // ESRCH is handled, nothing else can fail
+		case <-extend.C:
+			s.notify.send(extendTimeout(2 * s.cfg.ExtendInterval))
+		case <-done:
+			done, stop = nil, true
+			c.signalGroup(syscall.SIGKILL) //nolint:errcheck // see above
+		case sig := <-s.sigs:
+			if isStopSignal(sig) {
+				s.log.Warn("stop requested during a chip reset: aborting it; the hang marker stays")
+				stop = true
+				c.signalGroup(syscall.SIGKILL) //nolint:errcheck // see above
+			}
+		}
+	}
+}

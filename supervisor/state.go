@@ -1,0 +1,132 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// State is where the supervisor is in a server's life (after supervisord's
+// ProcessStates). Every change goes through (*Supervisor).enter, which logs
+// it once, sends STATUS= and updates the status JSON.
+type State int
+
+// The states, in the order a normal life meets them.
+const (
+	StateStarting  State = iota // server spawned, not ready yet
+	StateReady                  // readiness probe answered
+	StateResetting              // reset command and chip check running
+	StateBackoff                // waiting before the next start after a crash
+	StateStopping               // SIGTERM sent, waiting (SIGKILL after the grace)
+	StateFailed                 // given up: the supervisor is about to exit
+)
+
+var stateNames = [...]string{"starting", "ready", "resetting", "backoff", "stopping", "failed"}
+
+func (s State) String() string {
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// MarshalJSON writes the state's name.
+func (s State) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// UnmarshalJSON reads a state's name.
+func (s *State) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err != nil {
+		return err
+	}
+	for i, n := range stateNames {
+		if n == name {
+			*s = State(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown supervisor state %q", name)
+}
+
+// exitStatus is how a process ended.
+type exitStatus struct {
+	ws syscall.WaitStatus
+}
+
+// Code is the process's exit code, or 128+signal for a process killed by a
+// signal (the shell's convention, which container runtimes follow too).
+func (e exitStatus) Code() int {
+	if e.ws.Signaled() {
+		return 128 + int(e.ws.Signal())
+	}
+	return e.ws.ExitStatus()
+}
+
+func (e exitStatus) String() string {
+	if e.ws.Signaled() {
+		return "signal " + signalName(e.ws.Signal())
+	}
+	return fmt.Sprintf("exit %d", e.ws.ExitStatus())
+}
+
+// ExitInfo is a server's last exit in the status JSON.
+type ExitInfo struct {
+	Code   int       `json:"code"`
+	Signal string    `json:"signal,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// ResetInfo is the last chip reset in the status JSON.
+type ResetInfo struct {
+	At       time.Time `json:"at"`
+	Reason   string    `json:"reason"`
+	Attempts int       `json:"attempts"`
+	OK       bool      `json:"ok"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// Status is a snapshot of the supervisor, served as JSON on --status-addr.
+type Status struct {
+	State     State      `json:"state"`
+	Detail    string     `json:"detail"`
+	Since     time.Time  `json:"since"`
+	ServerPID int        `json:"server_pid,omitempty"`
+	Starts    int        `json:"starts"`
+	Restarts  int        `json:"restarts"`
+	UptimeS   float64    `json:"uptime_s"` // seconds since the current server became ready
+	LastExit  *ExitInfo  `json:"last_exit,omitempty"`
+	LastReset *ResetInfo `json:"last_reset,omitempty"`
+	Chips     []int      `json:"chips"`
+}
+
+// statusBoard holds the snapshot that the status server reads while the
+// supervisor loop writes it.
+type statusBoard struct {
+	mu      sync.Mutex
+	st      Status
+	readyAt time.Time
+}
+
+func (b *statusBoard) update(f func(st *Status)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(&b.st)
+	if b.st.State == StateReady && b.readyAt.IsZero() {
+		b.readyAt = time.Now()
+	}
+	if b.st.State != StateReady {
+		b.readyAt = time.Time{}
+	}
+}
+
+func (b *statusBoard) snapshot() Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.st
+	if !b.readyAt.IsZero() {
+		st.UptimeS = time.Since(b.readyAt).Seconds()
+	}
+	return st
+}

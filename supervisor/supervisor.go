@@ -1,0 +1,472 @@
+// Package supervisor keeps a model server alive on a Tenstorrent host: under
+// systemd (Type=notify), as a container's PID 1, and across chip hangs. The
+// server exits 75 on a hang; the supervisor then resets the chips (the reset
+// command, then a sysfs check that never opens a device) and starts it again.
+// It must not import server or model code: it knows a server only by its
+// command line, its exit code and its readiness probe.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Supervisor runs one server under the policy of its Config. Run owns every
+// field below the config; only the status board is shared (with the status
+// server).
+type Supervisor struct {
+	cfg    Config
+	log    *slog.Logger
+	stdout *os.File // where the server's output goes
+	stderr *os.File
+	notify notifier
+	board  statusBoard
+	client *http.Client
+
+	host     chipHost
+	chips    []int
+	policy   *restartPolicy
+	reaper   *reaper
+	sigs     chan os.Signal
+	pid1     bool
+	watchdog time.Duration
+
+	state     State
+	everReady bool // READY=1 was sent once: systemd left the start timeout
+	lastCode  int  // the code to give up with
+	// shuttingDown and reloading add STOPPING=1 / RELOADING=1 to the next
+	// "stopping" datagram.
+	shuttingDown, reloading bool
+}
+
+// New checks cfg and prepares a supervisor whose server writes to stdout
+// and stderr.
+func New(cfg Config, log *slog.Logger, stdout, stderr *os.File) (*Supervisor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Supervisor{
+		cfg:    cfg,
+		log:    log,
+		stdout: stdout,
+		stderr: stderr,
+		notify: notifier{log: log},
+		client: &http.Client{Timeout: cfg.ProbeTimeout},
+		host:   chipHost{devDir: cfg.DevDir, sysfsDir: cfg.SysfsDir},
+		policy: newRestartPolicy(cfg),
+		state:  -1,
+	}, nil
+}
+
+// Run supervises until the server exits 0, the supervisor is stopped (a
+// signal or ctx), or it gives up; it returns the exit code the supervisor
+// should end with. Run must be the only code in the process that waits for
+// child processes (see reaper).
+func (s *Supervisor) Run(ctx context.Context) (int, error) {
+	chips := s.cfg.Chips
+	if chips == nil {
+		found, err := s.host.discover()
+		if err != nil {
+			return 1, err
+		}
+		chips = found
+	}
+	s.chips = chips
+	s.board.update(func(st *Status) { st.Chips = chips })
+	if len(chips) > 0 {
+		locks, err := lockChips(s.cfg.LockDir, chips)
+		if err != nil {
+			return 1, err
+		}
+		defer locks.release()
+	} else {
+		s.log.Info("no Tenstorrent chips on this host: chip locks, resets and checks are skipped", "dev", s.cfg.DevDir)
+	}
+
+	s.pid1 = os.Getpid() == 1
+	s.sigs = make(chan os.Signal, 16)
+	signal.Notify(s.sigs, append(forwardedSignals(s.pid1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)...)
+	defer signal.Stop(s.sigs)
+	s.reaper = newReaper(s.log)
+	defer s.reaper.stop()
+
+	if s.cfg.StatusAddr != "" {
+		stop, err := s.serveStatus(s.cfg.StatusAddr)
+		if err != nil {
+			return 1, err
+		}
+		defer stop()
+	}
+	s.watchdog = watchdogInterval(s.log)
+
+	return s.loop(ctx)
+}
+
+// outcome is how one server's life ended, as far as the restart policy cares.
+type outcome int
+
+const (
+	outDone    outcome = iota // exit 0: the supervisor exits 0
+	outHang                   // exit 75, start timeout, SIGKILL: reset, then start again
+	outCrash                  // other failure: backoff, then start again
+	outStopped                // the supervisor was told to stop
+	outRestart                // SIGHUP: start again now
+	outStuck                  // the server survived SIGKILL: give up
+)
+
+// loop is the state machine: reset when needed, start, and decide what the
+// server's end means.
+func (s *Supervisor) loop(ctx context.Context) (int, error) {
+	resetWhy := ""
+	switch {
+	case s.cfg.ResetOnStart == ResetAlways:
+		resetWhy = "--reset-on-start always"
+	case s.cfg.ResetOnStart == ResetAuto && markerExists(s.cfg.HangMarker):
+		resetWhy = "hang marker " + s.cfg.HangMarker + " exists"
+	}
+	for {
+		if resetWhy != "" {
+			ok, stopped := s.reset(ctx, resetWhy)
+			if stopped {
+				s.shuttingDown = true
+				s.enter(StateStopping, "stop requested during the chip reset; the hang marker stays")
+				return s.lastCode, nil
+			}
+			if !ok {
+				s.enter(StateFailed, "chips %s cannot be recovered", chipList(s.chips))
+				return HangExitCode, nil
+			}
+			resetWhy = ""
+		}
+
+		out, code, why, readyFor, err := s.serve(ctx)
+		if err != nil {
+			s.enter(StateFailed, "%v", err)
+			return code, err
+		}
+		switch out {
+		case outDone, outStopped:
+			return code, nil
+		case outStuck:
+			s.enter(StateFailed, "%s", why)
+			return HangExitCode, nil
+		case outRestart:
+			resetWhy = why
+			continue
+		}
+		s.lastCode = code
+		if !s.policy.allow(time.Now()) {
+			s.enter(StateFailed, "giving up after %d restarts in %s; last: %s", s.cfg.MaxRestarts, s.cfg.RestartWindow, why)
+			return code, nil
+		}
+		s.board.update(func(st *Status) { st.Restarts++ })
+		if out == outHang {
+			resetWhy = why
+			continue
+		}
+		if stopped := s.backoff(ctx, s.policy.backoff(readyFor), why); stopped {
+			return code, nil
+		}
+	}
+}
+
+// serve runs one server from spawn to exit. It returns the outcome, the code
+// the supervisor would exit with because of it, a reason (for a hang: why
+// to reset), and how long the server was ready.
+func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why string, readyFor time.Duration, err error) {
+	srv, err := s.spawn()
+	if err != nil {
+		return outStuck, 127, "", 0, err
+	}
+	s.enter(StateStarting, "server started (start %d)", s.board.snapshot().Starts)
+
+	pctx, cancelProbe := context.WithCancel(ctx)
+	defer cancelProbe()
+	ready := make(chan struct{})
+	if srv.lines != nil {
+		ready = srv.lines.seen
+	} else {
+		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, ready)
+	}
+	startTimer := time.NewTimer(s.cfg.StartTimeout)
+	defer startTimer.Stop()
+	extend := s.extendTicker()
+	defer extend.Stop()
+
+	for srv.readyAt.IsZero() {
+		select {
+		case st := <-srv.exit:
+			out, code, why := s.exited(srv, st)
+			return out, code, why, 0, nil
+		case <-ready:
+			cancelProbe()
+			srv.readyAt = time.Now()
+		case <-startTimer.C:
+			s.log.Warn("server not ready within the start timeout: counting it as a hang", "start_timeout", s.cfg.StartTimeout)
+			return s.stopForRestart(srv, fmt.Sprintf("not ready within the start timeout %s", s.cfg.StartTimeout), true)
+		case <-extend.C:
+			s.notify.send(extendTimeout(2 * s.cfg.ExtendInterval))
+		case sig := <-s.sigs:
+			if out, code, why, stop := s.onSignal(srv, sig); stop {
+				return out, code, why, 0, nil
+			}
+		case <-ctx.Done():
+			return s.shutdown(srv, "context cancelled")
+		}
+	}
+
+	s.everReady = true
+	s.enter(StateReady, "server ready (start %d)", s.board.snapshot().Starts)
+	if s.watchdog > 0 {
+		wctx, stopWatchdog := context.WithCancel(ctx)
+		defer stopWatchdog()
+		go s.pingWatchdog(wctx, srv)
+	}
+	for {
+		select {
+		case st := <-srv.exit:
+			out, code, why := s.exited(srv, st)
+			return out, code, why, time.Since(srv.readyAt), nil
+		case sig := <-s.sigs:
+			if out, code, why, stop := s.onSignal(srv, sig); stop {
+				return out, code, why, time.Since(srv.readyAt), nil
+			}
+		case <-ctx.Done():
+			return s.shutdown(srv, "context cancelled")
+		}
+	}
+}
+
+// onSignal forwards sig to the server or turns it into a stop or restart;
+// stop is true when the server is gone and serve must return.
+func (s *Supervisor) onSignal(srv *server, sig os.Signal) (out outcome, code int, why string, stop bool) {
+	switch {
+	case isStopSignal(sig):
+		out, code, why, _, _ = s.shutdown(srv, "received "+signalName(sig.(syscall.Signal)))
+		return out, code, why, true
+	case sig == syscall.SIGHUP:
+		s.log.Info("SIGHUP: restarting the server")
+		s.reloading = true
+		out, code, why, _, _ = s.stopForRestart(srv, "SIGHUP", false)
+		if out == outHang { // it had to be killed: reset before the next start
+			out = outRestart
+		} else if out != outStuck {
+			out, why = outRestart, ""
+		}
+		return out, code, why, true
+	default:
+		if err := srv.signalGroup(sig.(syscall.Signal)); err != nil {
+			s.log.Warn("forwarding a signal failed", "signal", sig, "err", err)
+		}
+		return 0, 0, "", false
+	}
+}
+
+// shutdown stops the server for good: the supervisor then exits with the
+// server's code. A server that needed SIGKILL leaves the hang marker behind,
+// so the next start resets its chips.
+func (s *Supervisor) shutdown(srv *server, why string) (outcome, int, string, time.Duration, error) {
+	st, killed, err := s.stop(srv, why, true)
+	if err != nil {
+		return outStuck, HangExitCode, err.Error(), 0, nil
+	}
+	s.recordExit(st)
+	if killed {
+		s.markHang("server killed after the stop grace")
+	}
+	return outStopped, st.Code(), why, 0, nil
+}
+
+// stopForRestart stops the server so that another can start: after a start
+// timeout (hang is true: the marker is written) or on SIGHUP.
+func (s *Supervisor) stopForRestart(srv *server, why string, hang bool) (outcome, int, string, time.Duration, error) {
+	st, killed, err := s.stop(srv, why, false)
+	if err != nil {
+		return outStuck, HangExitCode, err.Error(), 0, nil
+	}
+	s.recordExit(st)
+	if hang || killed {
+		if killed {
+			why += "; killed after the stop grace"
+		}
+		s.markHang(why)
+		return outHang, HangExitCode, why, 0, nil
+	}
+	return outCrash, st.Code(), why, 0, nil
+}
+
+// exited classifies a server that ended on its own.
+func (s *Supervisor) exited(srv *server, st exitStatus) (outcome, int, string) {
+	srv.killStragglers(s.log)
+	s.recordExit(st)
+	s.log.Info("server exited", "pid", srv.pid, "status", st.String())
+	switch {
+	case st.Code() == 0:
+		return outDone, 0, "server exited 0"
+	case st.Code() == HangExitCode:
+		why := fmt.Sprintf("server exited %d (hang)", HangExitCode)
+		s.markHang(why)
+		return outHang, HangExitCode, why
+	case st.ws.Signaled() && st.ws.Signal() == syscall.SIGKILL:
+		why := "server was killed with SIGKILL (chips left open)"
+		s.markHang(why)
+		return outHang, st.Code(), why
+	}
+	return outCrash, st.Code(), "server " + st.String()
+}
+
+// stop sends SIGTERM to the server's process group and SIGKILL after the
+// stop grace. final says the supervisor itself is shutting down (STOPPING=1).
+func (s *Supervisor) stop(srv *server, why string, final bool) (st exitStatus, killed bool, err error) {
+	s.shuttingDown = final
+	s.enter(StateStopping, "stopping the server: %s", why)
+	if err := srv.signalGroup(syscall.SIGTERM); err != nil {
+		s.log.Warn("SIGTERM to the server failed", "err", err)
+	}
+	grace := time.NewTimer(s.cfg.StopGrace)
+	defer grace.Stop()
+	for {
+		select {
+		case st := <-srv.exit:
+			srv.killStragglers(s.log)
+			s.log.Info("server stopped", "pid", srv.pid, "status", st.String(), "killed", killed)
+			return st, killed, nil
+		case <-grace.C:
+			if killed {
+				return st, true, fmt.Errorf("server pid %d survived SIGKILL for %s (stuck in the driver?)", srv.pid, s.cfg.StopGrace)
+			}
+			s.log.Warn("server ignored SIGTERM for the stop grace: SIGKILL", "pid", srv.pid, "stop_grace", s.cfg.StopGrace)
+			srv.signalGroup(syscall.SIGKILL) //nolint:errcheck // ESRCH is handled, nothing else can fail
+			killed = true
+			grace.Reset(s.cfg.StopGrace)
+		case sig := <-s.sigs:
+			if !isStopSignal(sig) && sig != syscall.SIGHUP {
+				srv.signalGroup(sig.(syscall.Signal)) //nolint:errcheck // best effort while stopping
+			}
+		}
+	}
+}
+
+// backoff waits d before the next start; a stop ends the supervisor, SIGHUP
+// starts at once.
+func (s *Supervisor) backoff(ctx context.Context, d time.Duration, why string) (stopped bool) {
+	s.enter(StateBackoff, "restarting in %s after %s", d, why)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			s.shuttingDown = true
+			s.enter(StateStopping, "context cancelled; no server running")
+			return true
+		case sig := <-s.sigs:
+			switch {
+			case isStopSignal(sig):
+				s.shuttingDown = true
+				s.enter(StateStopping, "received %s; no server running", signalName(sig.(syscall.Signal)))
+				return true
+			case sig == syscall.SIGHUP:
+				return false
+			}
+		}
+	}
+}
+
+// enter moves to state: one log line, one STATUS= datagram (with READY=1 on
+// ready and EXTEND_TIMEOUT_USEC while systemd still runs the start timeout),
+// and the status JSON.
+func (s *Supervisor) enter(state State, format string, args ...any) {
+	detail := fmt.Sprintf(format, args...)
+	from := s.state
+	s.state = state
+	s.log.Info("state "+state.String(), "from", from.String(), "detail", detail)
+	s.board.update(func(st *Status) {
+		st.State, st.Detail, st.Since = state, detail, time.Now()
+	})
+	msg := []string{statusLine(state.String() + ": " + detail)}
+	switch {
+	case state == StateReady:
+		msg = append([]string{"READY=1"}, msg...)
+		s.reloading = false
+	case state == StateStopping && s.shuttingDown:
+		msg = append([]string{"STOPPING=1"}, msg...)
+	case state == StateStopping && s.reloading:
+		msg = append([]string{"RELOADING=1"}, msg...)
+	case (state == StateStarting || state == StateResetting) && !s.everReady:
+		msg = append(msg, extendTimeout(2*s.cfg.ExtendInterval))
+	}
+	s.notify.send(msg...)
+}
+
+// extendTicker ticks every ExtendInterval while systemd still counts the
+// start timeout, and never after the first READY=1.
+func (s *Supervisor) extendTicker() *time.Ticker {
+	t := time.NewTicker(s.cfg.ExtendInterval)
+	if s.everReady {
+		t.Stop()
+	}
+	return t
+}
+
+func (s *Supervisor) recordExit(st exitStatus) {
+	info := &ExitInfo{Code: st.Code(), At: time.Now()}
+	if st.ws.Signaled() {
+		info.Signal = signalName(st.ws.Signal())
+	}
+	s.lastCode = st.Code()
+	s.board.update(func(b *Status) { b.LastExit, b.ServerPID = info, 0 })
+}
+
+func (s *Supervisor) markHang(why string) {
+	if err := writeMarker(s.cfg.HangMarker, why); err != nil {
+		s.log.Error("cannot write the hang marker", "err", err)
+		return
+	}
+	s.log.Info("hang marker written", "path", s.cfg.HangMarker, "reason", why)
+}
+
+// pingWatchdog sends WATCHDOG=1 at half the systemd interval, but only
+// while the server answers its readiness probe (or, with --ready-line, while
+// it runs): a hung server stops the pings and systemd steps in.
+func (s *Supervisor) pingWatchdog(ctx context.Context, srv *server) {
+	t := time.NewTicker(s.watchdog / 2)
+	defer t.Stop()
+	for {
+		if srv.lines != nil || probeURL(ctx, s.client, s.cfg.ReadyURL) == nil {
+			s.notify.send("WATCHDOG=1")
+		} else if ctx.Err() == nil {
+			s.log.Warn("server does not answer its readiness probe: withholding the watchdog ping")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// serveStatus serves the status JSON on addr until the returned stop.
+func (s *Supervisor) serveStatus(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--status-addr %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: statusHandler(&s.board), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("status server stopped", "err", err)
+		}
+	}()
+	s.log.Info("status JSON served", "addr", ln.Addr().String())
+	return func() { hs.Close() }, nil
+}
