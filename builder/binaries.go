@@ -40,7 +40,7 @@ type binaryPlan struct {
 	BuildDir string
 	// Version is stamped into a server built from source (main.version).
 	Version string
-	Log      io.Writer
+	Log     io.Writer
 }
 
 // locateBinaries picks tt-model-server and tt-model: runtime.server, else
