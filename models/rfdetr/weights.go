@@ -207,6 +207,20 @@ func (w *Weights) Tensor(name string) ([]float32, []int, error) {
 	return out[:numElements(s.Shape)], slices.Clone(s.Shape), nil
 }
 
+// Release drops the file pages of a canonical tensor once its values have
+// been copied elsewhere (see safetensors.File.Release).
+func (w *Weights) Release(name string) error {
+	if w.file == nil {
+		return nil
+	}
+	for _, p := range SourceNames(w.scheme, name) {
+		if err := w.file.Release(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close unmaps the checkpoint; tensors returned earlier become invalid.
 func (w *Weights) Close() error {
 	if w.file == nil {

@@ -137,6 +137,30 @@ func (f *File) Float32(name string) ([]float32, error) {
 	return out, nil
 }
 
+// Release tells the kernel a tensor's pages are no longer needed, so a
+// loader that has packed a tensor elsewhere does not keep its file pages
+// resident too (peak RSS stays near the packed size). Views of the tensor
+// remain valid: touching them again re-reads the file. Pages shared with a
+// neighbouring tensor are kept. A no-op for in-memory files.
+func (f *File) Release(name string) error {
+	t, ok := f.tensors[name]
+	if !ok || !f.mapped || f.buf == nil {
+		return nil
+	}
+	page := int64(os.Getpagesize())
+	start := int64(len(f.buf)-len(f.data)) + t.Begin
+	end := int64(len(f.buf)-len(f.data)) + t.End
+	start = (start + page - 1) / page * page
+	end = end / page * page
+	if end <= start {
+		return nil
+	}
+	if err := syscall.Madvise(f.buf[start:end], syscall.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("safetensors: %s: release %q: %w", f.path, name, err)
+	}
+	return nil
+}
+
 // littleEndianHost reports whether the machine stores words as the file does;
 // only then can F32 bytes be viewed as []float32 in place.
 func littleEndianHost() bool {

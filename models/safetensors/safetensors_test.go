@@ -212,3 +212,27 @@ func FuzzFromBytes(f *testing.F) {
 		}
 	})
 }
+
+func TestReleaseKeepsViewsReadable(t *testing.T) {
+	n := 3 * os.Getpagesize() // spans whole pages, so some are really dropped
+	path := writeFile(t, []Entry{{Name: "big", DType: F32, Shape: []int{n}, Data: ramp(n, 0.5)},
+		{Name: "small", DType: F32, Shape: []int{3}, Data: ramp(3, 1)}}, nil)
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	v, _ := f.Float32("big")
+	before := append([]float32(nil), v...)
+	if err := f.Release("big"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		if v[i] != before[i] {
+			t.Fatalf("value %d changed after Release: %v != %v", i, v[i], before[i])
+		}
+	}
+	if err := f.Release("absent"); err != nil {
+		t.Errorf("Release of an unknown tensor: %v", err)
+	}
+}

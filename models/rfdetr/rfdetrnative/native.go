@@ -18,7 +18,19 @@ import (
 func Builder(opts native.RFDETROptions) rfdetr.Builder {
 	return func(_ context.Context, w *rfdetr.Weights) (rfdetr.Network, error) {
 		var readErrs []error
+		prev := ""
+		release := func() {
+			if prev != "" {
+				if err := w.Release(prev); err != nil {
+					readErrs = append(readErrs, err)
+				}
+			}
+		}
 		prog, err := native.LoadRFDETRFunc(func(name string) (native.Tensor, bool) {
+			// The program has packed the previous tensor by now: drop its
+			// file pages so peak RSS stays near the packed weights.
+			release()
+			prev = name
 			data, shape, err := w.Tensor(name)
 			if err != nil {
 				readErrs = append(readErrs, err)
@@ -26,6 +38,7 @@ func Builder(opts native.RFDETROptions) rfdetr.Builder {
 			}
 			return native.Tensor{Shape: shape, Data: data}, true
 		}, opts)
+		release()
 		if err != nil {
 			return nil, errors.Join(append([]error{err}, readErrs...)...)
 		}
