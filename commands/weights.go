@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,8 +18,37 @@ func newWeightsCmd() *cobra.Command {
 		Use:   "weights",
 		Short: "Bring a package's pinned weights into the Hugging Face cache",
 	}
-	cmd.AddCommand(newWeightsPullCmd())
+	cmd.AddCommand(newWeightsPullCmd(), newWeightsImportCmd())
 	return cmd
+}
+
+func newWeightsImportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "import DIR ORG/NAME@COMMIT",
+		Short: "Store a local folder in the Hugging Face cache as a pinned commit of a repo",
+		Long: "import copies every file under DIR into the Hugging Face cache as if COMMIT of ORG/NAME had been\n" +
+			"downloaded (blobs named as the Hub names them, relative snapshot links, refs/main when absent, the file\n" +
+			"list), so a package pinning that commit finds its weights complete and needs no network. It is for\n" +
+			"weights made locally (a test or demo checkpoint): nothing checks them against the real repo.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			repo, commit, ok := strings.Cut(args[1], "@")
+			if !ok {
+				return exitf(exitInvalid, "%q: want ORG/NAME@COMMIT", args[1])
+			}
+			cfg, err := hub.ConfigFromEnv(os.Getenv)
+			if err != nil {
+				return err
+			}
+			snap, err := hub.Cache{Dir: cfg.CacheDir}.Import(repo, commit, args[0])
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s@%s  %d files imported from %s (local files, not from the Hub)\n  %s\n",
+				snap.Repo, snap.Commit, len(snap.Files), args[0], snap.Dir)
+			return nil
+		},
+	}
 }
 
 func newWeightsPullCmd() *cobra.Command {

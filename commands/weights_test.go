@@ -121,3 +121,25 @@ func TestWeightsPullErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestWeightsImportThenPullOffline(t *testing.T) {
+	_, yamlPath, commit := weightsFixture(t)
+	src := t.TempDir()
+	for name, data := range map[string]string{"config.json": `{"num_queries": 300}`, "model.safetensors": "local weights"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runCLI("weights", "import", src, "org/detector-weights@"+commit)
+	if code != 0 || !strings.Contains(out, "2 files imported") {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	// The primary pin is now complete locally; only the auxiliary repo needs the Hub.
+	code, out, errOut = runCLI("weights", "pull", yamlPath)
+	if code != 0 || !strings.Contains(out, "org/detector-weights@"+commit+"  2 files  complete in the cache, no network used") {
+		t.Errorf("pull after import: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = runCLI("weights", "import", src, "org/detector-weights"); code != 2 || !strings.Contains(errOut, "ORG/NAME@COMMIT") {
+		t.Errorf("import without a commit: exit %d, %q", code, errOut)
+	}
+}

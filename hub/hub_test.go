@@ -399,3 +399,46 @@ func TestUnreachableHubFallsBackToCache(t *testing.T) {
 		t.Errorf("incomplete cache with the Hub gone: err = %v, want the connection error", err)
 	}
 }
+
+func TestImportMakesACompletePin(t *testing.T) {
+	src := t.TempDir()
+	files := map[string][]byte{"config.json": []byte(`{"a": 1}`), "model.safetensors": randomBytes(5000, 3), "sub/notes.txt": []byte("x")}
+	for p, b := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, p), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache := Cache{Dir: t.TempDir()}
+	const commit = "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"
+	snap, err := cache.Import("Roboflow/rf-detr-base", commit, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, b := range files {
+		got, err := os.ReadFile(filepath.Join(snap.Dir, p))
+		if err != nil || !bytes.Equal(got, b) {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	// Etags as the Hub gives them: sha256 for the weights, git sha1 otherwise.
+	if target, _ := os.Readlink(filepath.Join(snap.Dir, "model.safetensors")); target != "../../blobs/"+hubtest.SHA256(files["model.safetensors"]) {
+		t.Errorf("model.safetensors -> %s", target)
+	}
+	if target, _ := os.Readlink(filepath.Join(snap.Dir, "sub/notes.txt")); target != "../../../blobs/"+hubtest.GitBlobID(files["sub/notes.txt"]) {
+		t.Errorf("sub/notes.txt -> %s", target)
+	}
+	// The pin is complete: a client with an unreachable endpoint, online or offline, serves it.
+	for _, offline := range []bool{false, true} {
+		c := NewClient(Config{Endpoint: "http://127.0.0.1:1", CacheDir: cache.Dir, Offline: offline})
+		got, err := c.Download(context.Background(), Request{Repo: "Roboflow/rf-detr-base", Revision: commit, Allow: []string{"*.json", "*.safetensors"}}, io.Discard)
+		if err != nil || !got.FromCache || len(got.Files) != 2 {
+			t.Errorf("offline=%v: %+v, %v", offline, got, err)
+		}
+	}
+	if _, err := cache.Import("Roboflow/rf-detr-base", "main", src); err == nil {
+		t.Error("import under a branch name accepted")
+	}
+}

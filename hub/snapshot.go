@@ -42,11 +42,22 @@ type listing struct {
 	Files  []RepoFile `json:"siblings"`
 }
 
-func (c *Client) listingPath(repo, commit string) string {
-	return filepath.Join(c.cache.RepoDir(repo), ".tt-model", commit+".json")
+func (c Cache) listingPath(repo, commit string) string {
+	return filepath.Join(c.RepoDir(repo), ".tt-model", commit+".json")
 }
 
-func (c *Client) readListing(repo, commit string) (*listing, error) {
+func (c Cache) writeListing(repo string, l listing) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("encode file list: %w", err)
+	}
+	if err := writeFileAtomic(c.listingPath(repo, l.Commit), b); err != nil {
+		return fmt.Errorf("save file list of %s@%s: %w", repo, l.Commit, err)
+	}
+	return nil
+}
+
+func (c Cache) readListing(repo, commit string) (*listing, error) {
 	b, err := os.ReadFile(c.listingPath(repo, commit))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -93,13 +104,8 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 	if IsCommit(rev) && info.Commit != rev {
 		return nil, fmt.Errorf("resolve %s@%s: the Hub answered commit %s", req.Repo, rev, info.Commit)
 	}
-	l := listing{Commit: info.Commit, Files: info.Files}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return nil, fmt.Errorf("encode file list: %w", err)
-	}
-	if err := writeFileAtomic(c.listingPath(req.Repo, info.Commit), b); err != nil {
-		return nil, fmt.Errorf("save file list of %s@%s: %w", req.Repo, info.Commit, err)
+	if err := c.cache.writeListing(req.Repo, listing{Commit: info.Commit, Files: info.Files}); err != nil {
+		return nil, err
 	}
 	selected := selectFiles(info.Files, req.Allow, req.Ignore)
 	if len(selected) == 0 {
@@ -137,7 +143,7 @@ func (c *Client) fromCache(req Request, rev string, offline bool) (*Snapshot, er
 		commit = ref
 	}
 	dir := c.cache.SnapshotDir(req.Repo, commit)
-	l, err := c.readListing(req.Repo, commit)
+	l, err := c.cache.readListing(req.Repo, commit)
 	if err != nil {
 		return nil, err
 	}
