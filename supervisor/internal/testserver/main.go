@@ -74,7 +74,7 @@ func main() {
 	}
 
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGQUIT)
 	go func() {
 		for s := range sigs {
 			rec.add("signal %s", signalName(s))
@@ -186,6 +186,8 @@ func signalName(s os.Signal) string {
 		return "SIGUSR1"
 	case syscall.SIGUSR2:
 		return "SIGUSR2"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
 	}
 	return s.String()
 }
