@@ -69,7 +69,7 @@ func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 	m.dir = dir
 	m.mu.Unlock()
 	log.Info("loading pi05", "dir", dir, "precision", m.load.Precision.String(), "cameras", m.srv.NumImages,
-		"horizon", m.srv.ActionHorizon, "steps", m.srv.NumSteps, "token_len", m.srv.TokenLen)
+		"horizon", m.srv.ActionHorizon, "steps", m.srv.NumSteps)
 	p, err := pi05.LoadPolicy(ctx, m.srv, dir, m.load, log)
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func (m *PI05) Info() any {
 		"status": "starting",
 		"config": map[string]any{
 			"PI05_NUM_IMAGES": m.srv.NumImages, "PI05_ACTION_HORIZON": m.srv.ActionHorizon,
-			"PI05_NUM_STEPS": m.srv.NumSteps, "PI05_TOKEN_LEN": m.srv.TokenLen, "PI05_PRECISION": m.load.Precision.String(),
+			"PI05_NUM_STEPS": m.srv.NumSteps, "PI05_TOKEN_LEN": nilIfZero(m.srv.TokenLen), "PI05_PRECISION": m.load.Precision.String(),
 			"HF_MODEL": m.srv.HFModel, "TT_WEIGHTS_REVISION": nilIfEmpty(m.srv.Revision), "PI05_WEIGHTS_DIR": nilIfEmpty(m.srv.WeightsDir),
 		},
 		"presets":  presets,
@@ -165,6 +165,7 @@ func (m *PI05) Info() any {
 		info["dims"] = d
 		info["cameras"] = p.Config.Cameras()
 		info["action_dim"] = p.Config.ActionDim()
+		info["token_len"] = p.Server.TokenLen
 		info["normalization"] = map[string]any{"normalized_actions": p.Norm.Action == nil, "files": p.Norm.Files}
 		info["tokenizer"] = map[string]any{"path": m.srv.TokenizerPath(dir), "pieces": p.Tokenizer.Size(), "bos": p.Tokenizer.BOS()}
 		info["megakernel"] = map[string]any{
@@ -271,6 +272,13 @@ func (inf *inference) inferenceTime() time.Duration {
 }
 
 func identityField(f string) string { return f }
+
+func nilIfZero(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
 
 // predictBody is seed 000's POST /predict request.
 type predictBody struct {
@@ -595,7 +603,7 @@ func (m *PI05) metadata(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 		"padded_action_dim":  p.Dims.ActionDim,
 		"normalized_actions": p.Norm.Action == nil,
 		"prompt_buckets":     pi05.PromptBuckets(m.srv.NumImages),
-		"token_len":          m.srv.TokenLen,
+		"token_len":          p.Server.TokenLen,
 		"defaults":           map[string]any{"num_inference_steps": m.srv.NumSteps, "action_horizon": m.srv.ActionHorizon, "response_format": "envelope", "output_format": "list"},
 		"formats":            []string{"application/json"},
 		"websocket":          map[string]any{"realtime": false, "openpi": false},

@@ -26,7 +26,7 @@ type ServerConfig struct {
 	NumImages     int    // PI05_NUM_IMAGES, 1-4: the cameras of every request
 	ActionHorizon int    // PI05_ACTION_HORIZON, 1-64: the action chunk H
 	NumSteps      int    // PI05_NUM_STEPS, 1-10: default flow-matching steps
-	TokenLen      int    // PI05_TOKEN_LEN, 1-224: the tokenizer's buffer; longer prompts are truncated
+	TokenLen      int    // PI05_TOKEN_LEN, 1-224: longer prompts are truncated; 0 = the checkpoint's (see EffectiveTokenLen)
 	HFModel       string // HF_MODEL: the weights repository, also the served model id
 	Revision      string // TT_WEIGHTS_REVISION: the pinned revision ("" = main)
 	WeightsDir    string // PI05_WEIGHTS_DIR: overrides the HF cache lookup
@@ -55,7 +55,7 @@ func ServerConfigFromEnv(getenv func(string) string) (ServerConfig, error) {
 		{"PI05_NUM_IMAGES", &c.NumImages, 2, 1, MaxCameras},
 		{"PI05_ACTION_HORIZON", &c.ActionHorizon, 50, 1, 64},
 		{"PI05_NUM_STEPS", &c.NumSteps, 10, 1, 10},
-		{"PI05_TOKEN_LEN", &c.TokenLen, MaxTokenLen, 1, MaxTokenLen},
+		{"PI05_TOKEN_LEN", &c.TokenLen, 0, 1, MaxTokenLen},
 	}
 	var errs []error
 	for _, v := range vars {
@@ -108,6 +108,19 @@ func (c ServerConfig) ResolveWeightsDir(getenv func(string) string) (string, err
 		return "", fmt.Errorf("weights for %s at %s: %w (set PI05_WEIGHTS_DIR or run `tt-model weights pull`)", c.HFModel, commit, err)
 	}
 	return dir, nil
+}
+
+// EffectiveTokenLen is PI05_TOKEN_LEN, else the checkpoint's tokenizer_max_length (200 for
+// lerobot/pi05_base: lerobot truncates there, so longer prompts give the reference's tokens) capped
+// at the largest prompt bucket, else 224 (the seed's buffer).
+func (c ServerConfig) EffectiveTokenLen(cfg PolicyConfig) int {
+	switch {
+	case c.TokenLen > 0:
+		return c.TokenLen
+	case cfg.TokenizerMaxLength > 0:
+		return min(cfg.TokenizerMaxLength, MaxTokenLen)
+	}
+	return MaxTokenLen
 }
 
 // TokenizerPath is PI05_TOKENIZER, else tokenizer.model beside the weights.

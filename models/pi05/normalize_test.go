@@ -79,7 +79,7 @@ func TestServerConfigFromEnv(t *testing.T) {
 		t.Errorf("NumSteps = %d", c.NumSteps)
 	}
 	c, err = ServerConfigFromEnv(func(string) string { return "" })
-	if err != nil || c.NumImages != 2 || c.ActionHorizon != 50 || c.NumSteps != 10 || c.TokenLen != 224 || c.HFModel != "lerobot/pi05_base" {
+	if err != nil || c.NumImages != 2 || c.ActionHorizon != 50 || c.NumSteps != 10 || c.TokenLen != 0 || c.EffectiveTokenLen(PolicyConfig{TokenizerMaxLength: 200}) != 200 || c.EffectiveTokenLen(PolicyConfig{}) != 224 || c.HFModel != "lerobot/pi05_base" {
 		t.Errorf("defaults %+v, %v", c, err)
 	}
 }

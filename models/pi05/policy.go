@@ -25,7 +25,7 @@ type LoadOptions struct {
 }
 
 // Policy is a loaded pi0.5 policy: tokenizer, statistics, packed weights and one program for the
-// server's preset. Run serializes requests on the program (one request saturates the CPU).
+// server's preset. Server.TokenLen is the effective token buffer. Run serializes requests on the program (one request saturates the CPU).
 type Policy struct {
 	Server     ServerConfig
 	Config     PolicyConfig
@@ -77,6 +77,7 @@ func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, opts LoadOpti
 	if err != nil {
 		return nil, err
 	}
+	srv.TokenLen = srv.EffectiveTokenLen(cfg)
 	p := &Policy{Server: srv, Config: cfg, Dims: dims, WeightsDir: dir, Tokenizer: tok, Norm: norm}
 	p.model, err = native.NewPi05Model(dims.native(), opts.Precision, opts.ISA)
 	if err != nil {
@@ -102,7 +103,7 @@ func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, opts LoadOpti
 	}
 	log.Info("pi05 loaded", "weights", dir, "precision", opts.Precision.String(), "isa", p.model.ISA(),
 		"packed_bytes", p.model.Bytes(), "scratch_bytes", p.prog.ScratchBytes(), "threads", p.prog.Threads(),
-		"cameras", p.Preset.Cams, "action_rows", p.Preset.ActionRows, "normalizer", norm.Files)
+		"cameras", p.Preset.Cams, "action_rows", p.Preset.ActionRows, "token_len", srv.TokenLen, "normalizer", norm.Files)
 	return p, nil
 }
 

@@ -44,6 +44,7 @@ type goldenCase struct {
 	tokens         []int32
 	tokMask        []bool
 	noise, actions []float32
+	actionsBF16    []float32
 	cams, horizon  int
 	steps          int
 }
@@ -70,7 +71,7 @@ func readGoldenCase(t *testing.T, path string) goldenCase {
 		return b
 	}
 	var g goldenCase
-	g.images, g.noise, g.actions = floats("images"), floats("noise"), floats("actions")
+	g.images, g.noise, g.actions, g.actionsBF16 = floats("images"), floats("noise"), floats("actions"), floats("actions_bf16")
 	for _, b := range raw("image_masks") {
 		g.camMask = append(g.camMask, b != 0)
 	}
@@ -88,35 +89,42 @@ func readGoldenCase(t *testing.T, path string) goldenCase {
 }
 
 // Loading through this package (names, dims from shapes + config.json, streaming) must give the
-// reference's actions: the fp32 kernels within 1e-4 of PyTorch's fp32 run.
+// reference's actions: the fp32 kernels within 1e-4 of PyTorch's fp32 run, the bf16 kernels (the
+// F32 checkpoint converted while loading) within 2e-2 of PyTorch's bf16 run.
 func TestPolicyMatchesReference(t *testing.T) {
 	cases, err := filepath.Glob(filepath.Join(goldenDir, "c*.safetensors"))
 	if err != nil || len(cases) == 0 {
 		t.Fatalf("no golden cases in %s: %v", goldenDir, err)
 	}
 	for _, path := range cases {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			g := readGoldenCase(t, path)
-			p := loadTiny(t, g.cams, g.horizon, native.Pi05F32)
-			res, err := p.Run(context.Background(), &Prepared{
-				Images: g.images, CameraMask: g.camMask, Tokens: g.tokens, TokenMask: g.tokMask,
-				Noise: g.noise, Steps: g.steps,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Normalized {
-				t.Error("no statistics were loaded, but the result is not marked normalized")
-			}
-			worst := 0.0
-			for r, row := range res.Actions {
-				for c, v := range row {
-					worst = max(worst, math.Abs(float64(v-g.actions[r*32+c])))
+		g := readGoldenCase(t, path)
+		for _, tc := range []struct {
+			prec native.Pi05Precision
+			want []float32
+			tol  float64
+		}{{native.Pi05F32, g.actions, 1e-4}, {native.Pi05BF16, g.actionsBF16, 2e-2}} {
+			t.Run(filepath.Base(path)+"/"+tc.prec.String(), func(t *testing.T) {
+				p := loadTiny(t, g.cams, g.horizon, tc.prec)
+				res, err := p.Run(context.Background(), &Prepared{
+					Images: g.images, CameraMask: g.camMask, Tokens: g.tokens, TokenMask: g.tokMask,
+					Noise: g.noise, Steps: g.steps,
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if len(res.Actions) != g.horizon || worst > 1e-4 {
-				t.Errorf("%d rows, max |diff| %g vs the fp32 reference", len(res.Actions), worst)
-			}
-		})
+				if !res.Normalized {
+					t.Error("no statistics were loaded, but the result is not marked normalized")
+				}
+				worst := 0.0
+				for r, row := range res.Actions {
+					for c, v := range row {
+						worst = max(worst, math.Abs(float64(v-tc.want[r*32+c])))
+					}
+				}
+				if len(res.Actions) != g.horizon || worst > tc.tol {
+					t.Errorf("%d rows, max |diff| %g vs the reference, want <= %g", len(res.Actions), worst, tc.tol)
+				}
+			})
+		}
 	}
 }
