@@ -39,7 +39,7 @@ func readGoldens(t *testing.T, path string) []golden {
 
 // The goldens are python3-sentencepiece's ids for models trained by spm_train (testdata/gen_goldens.py).
 func TestEncodeMatchesSentencePiece(t *testing.T) {
-	for _, name := range []string{"bpe_bytefallback", "bpe_tiny", "bpe_nfkc", "unigram_nfkc", "unigram_bytefallback"} {
+	for _, name := range []string{"bpe_bytefallback", "bpe_tiny", "bpe_gemma_like", "bpe_nfkc", "unigram_nfkc", "unigram_bytefallback"} {
 		t.Run(name, func(t *testing.T) {
 			p, err := Load(filepath.Join("testdata", name+".model"))
 			if err != nil {

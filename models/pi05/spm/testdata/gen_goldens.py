@@ -41,6 +41,7 @@ def test_strings(rng):
         "unseen ⛵ glyphs ⚙ ☂", "ไทย", "한국어", "ẞ", "\x01\x02 ctrl", "a" * 120,
         "the the the the the", "pickup pick up picked picking", "🤖🤖🤖", "…...",
         "ppp", "ooo", "lllll", "tttt", "55555", "000 000", "pp ppp pppp",
+        "a  b   c    d     e", "<start_of_turn>user\nhi<end_of_turn>", "\u2581\u2581x \u2581", "     ",
     ]
     out = list(fixed)
     alphabet = list("abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,;:!?-_'\"()\n\t") + UNICODE + ["⛵", "☂", "€", "ß"]
@@ -70,6 +71,14 @@ MODELS = {
         "--model_type=bpe", "--vocab_size=400", "--byte_fallback=true", "--normalization_rule_name=identity",
         "--add_dummy_prefix=false", "--remove_extra_whitespaces=false", "--split_digits=true",
         "--pad_id=0", "--eos_id=1", "--bos_id=2", "--unk_id=3", "--character_coverage=0.98",
+    ],
+    # Closer to Gemma's trainer spec: whitespace-only pieces and whitespace-run user symbols.
+    "bpe_gemma_like": [
+        "--model_type=bpe", "--vocab_size=600", "--byte_fallback=true", "--normalization_rule_name=identity",
+        "--add_dummy_prefix=false", "--remove_extra_whitespaces=false", "--split_digits=true",
+        "--allow_whitespace_only_pieces=true", "--pad_id=0", "--eos_id=1", "--bos_id=2", "--unk_id=3",
+        "--user_defined_symbols=<start_of_turn>,<end_of_turn>,<loc0012>,▁▁,▁▁▁▁",
+        "--character_coverage=0.98",
     ],
     # Default spm_train normalisation (nmt_nfkc with its precompiled charsmap), unknown pieces merged.
     "bpe_nfkc": ["--model_type=bpe", "--vocab_size=500", "--character_coverage=0.99"],
