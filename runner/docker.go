@@ -69,6 +69,7 @@ func (d *Docker) Find(ctx context.Context, name string) (*Instance, error) {
 		return nil, nil // a container that is not ours
 	}
 	inst := instanceFromLabels(strings.TrimPrefix(c.Name, "/"), c.ID, c.Config.Labels)
+	inst.Restarts = c.RestartCount
 	if c.State != nil {
 		inst.State = string(c.State.Status)
 		inst.Running = c.State.Running || c.State.Restarting

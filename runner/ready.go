@@ -62,6 +62,9 @@ func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch,
 			return nil
 		}
 		cur, err := r.Find(ctx, inst.Name)
+		if ctx.Err() == context.DeadlineExceeded {
+			return &NotReadyError{Instance: inst, Timeout: timeout}
+		}
 		if err != nil {
 			return err
 		}
@@ -70,6 +73,12 @@ func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch,
 		}
 		if !cur.Running {
 			return fmt.Errorf("%s stopped while starting (state %s, exit code %d); its output is above", inst.Name, cur.State, cur.ExitCode)
+		}
+		if cur.Restarts > inst.Restarts {
+			// The supervisor inside restarts the server itself; the engine
+			// restarting the container means the supervisor gave up.
+			return fmt.Errorf("%s exited and the engine restarted it; its output is above. It will keep retrying: `tt-model stop %s --profile %s`",
+				inst.Name, inst.Package, inst.Profile)
 		}
 	}
 }

@@ -53,6 +53,7 @@ type Instance struct {
 	State    string // running, restarting, exited, …
 	Running  bool
 	ExitCode int // the last exit code, when the runner knows it
+	Restarts int // how often the engine restarted it (restart policy)
 	Started  time.Time
 }
 
