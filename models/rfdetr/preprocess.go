@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"runtime"
+	"sync"
 )
 
 // ImageNet statistics (specs/rfdetr.md, "Pre-processing").
@@ -43,18 +45,28 @@ func Preprocess(img image.Image, dst []float32) error {
 	vTaps := aaTaps(h, InputSize)
 
 	// Horizontal pass: mid[c][y] is source row y resampled to 560 columns.
+	// Rows are independent, so large images split them across the CPUs.
 	mid := make([]float32, 3*h*InputSize)
-	rgb := make([]uint8, 3*w)
-	line := make([]float32, w)
-	for y := 0; y < h; y++ {
-		rowRGB(img, b.Min.Y+y, rgb)
-		for c := 0; c < 3; c++ {
-			for x := 0; x < w; x++ {
-				line[x] = lut[c][rgb[3*x+c]]
+	workers := max(1, min(runtime.GOMAXPROCS(0), h/64))
+	var wg sync.WaitGroup
+	for k := 0; k < workers; k++ {
+		wg.Add(1)
+		go func(y0, y1 int) {
+			defer wg.Done()
+			rgb := make([]uint8, 3*w)
+			line := make([]float32, w)
+			for y := y0; y < y1; y++ {
+				rowRGB(img, b.Min.Y+y, rgb)
+				for c := 0; c < 3; c++ {
+					for x := 0; x < w; x++ {
+						line[x] = lut[c][rgb[3*x+c]]
+					}
+					hTaps.apply(mid[(c*h+y)*InputSize:(c*h+y+1)*InputSize], line)
+				}
 			}
-			hTaps.apply(mid[(c*h+y)*InputSize:(c*h+y+1)*InputSize], line, 1)
-		}
+		}(k*h/workers, (k+1)*h/workers)
 	}
+	wg.Wait()
 	// Vertical pass, a whole output row at a time (same per-pixel sum order).
 	for c := 0; c < 3; c++ {
 		plane := mid[c*h*InputSize : (c+1)*h*InputSize]
@@ -85,9 +97,10 @@ func rowRGB(img image.Image, y int, dst []uint8) {
 	b := img.Bounds()
 	switch m := img.(type) {
 	case *image.YCbCr:
+		yRow := m.Y[m.YOffset(b.Min.X, y):]
 		for x := b.Min.X; x < b.Max.X; x++ {
-			yi, ci := m.YOffset(x, y), m.COffset(x, y)
-			r, g, bl := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+			ci := m.COffset(x, y)
+			r, g, bl := color.YCbCrToRGB(yRow[x-b.Min.X], m.Cb[ci], m.Cr[ci])
 			i := 3 * (x - b.Min.X)
 			dst[i], dst[i+1], dst[i+2] = r, g, bl
 		}

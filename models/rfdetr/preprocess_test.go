@@ -2,6 +2,7 @@ package rfdetr
 
 import (
 	"encoding/binary"
+	"fmt"
 	"image"
 	"image/color"
 	"math"
@@ -143,5 +144,22 @@ func TestAATapsSumToOne(t *testing.T) {
 func TestPreprocessRejectsBadBuffer(t *testing.T) {
 	if err := Preprocess(testImage(4, 4), make([]float32, 10)); err == nil {
 		t.Error("short output buffer accepted")
+	}
+}
+
+func BenchmarkPreprocess(b *testing.B) {
+	for _, sz := range [][2]int{{640, 480}, {4032, 3024}, {8192, 8192}} {
+		img := image.NewYCbCr(image.Rect(0, 0, sz[0], sz[1]), image.YCbCrSubsampleRatio420)
+		for i := range img.Y {
+			img.Y[i] = uint8(i)
+		}
+		pixels := make([]float32, PixelCount)
+		b.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := Preprocess(img, pixels); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

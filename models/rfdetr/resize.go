@@ -65,16 +65,17 @@ func ceil32(x float32) float32 {
 	return c
 }
 
-// apply resamples one line: dst[i] = Σ_j weight[i][j] · src[(start[i]+j)·step].
+// apply resamples one line: dst[i] = Σ_j weight[i][j] · src[start[i]+j].
 // The products are rounded before the sum (explicit float32 conversion) so
 // the compiler cannot fuse them into FMAs that PyTorch's loop does not use.
-func (t *taps) apply(dst []float32, src []float32, step int) {
+func (t *taps) apply(dst []float32, src []float32) {
 	for i := range dst {
-		w := t.weight[i*t.stride:]
-		base := t.start[i] * step
-		acc := float32(src[base] * w[0])
-		for j := 1; j < t.count[i]; j++ {
-			acc += float32(src[base+j*step] * w[j])
+		n := t.count[i]
+		w := t.weight[i*t.stride : i*t.stride+n]
+		s := src[t.start[i] : t.start[i]+n]
+		acc := float32(s[0] * w[0])
+		for j := 1; j < len(w); j++ {
+			acc += float32(s[j] * w[j])
 		}
 		dst[i] = acc
 	}
