@@ -52,6 +52,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newPackageCmd(),
 		newCardCmd(),
 		newPushCmd(),
+		newSuperviseCmd(),
+		newServiceCmd(),
 	)
 	return root
 }

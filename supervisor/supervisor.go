@@ -387,9 +387,12 @@ func (s *Supervisor) backoff(ctx context.Context, d time.Duration, why string) (
 // and the status JSON.
 func (s *Supervisor) enter(state State, format string, args ...any) {
 	detail := fmt.Sprintf(format, args...)
-	from := s.state
+	from := "none"
+	if s.state >= 0 {
+		from = s.state.String()
+	}
 	s.state = state
-	s.log.Info("state "+state.String(), "from", from.String(), "detail", detail)
+	s.log.Info("state "+state.String(), "from", from, "detail", detail)
 	s.board.update(func(st *Status) {
 		st.State, st.Detail, st.Since = state, detail, time.Now()
 	})

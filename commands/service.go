@@ -1,0 +1,249 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/supervisor"
+)
+
+// serviceFlags name the unit that `service` installs, removes or queries.
+type serviceFlags struct {
+	name     string
+	user     bool
+	manifest string // also a supervise flag; here it names the unit too
+}
+
+func (f *serviceFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.name, "name", "", "unit name without .service (default tt-model-<package name>, or tt-model-<server program>)")
+	fs.BoolVar(&f.user, "user", false, "a user unit (~/.config/systemd/user) instead of a system one")
+}
+
+// unitName is --name, else tt-model-<package name>, else
+// tt-model-<server program>.
+func (f *serviceFlags) unitName(argv []string) (string, error) {
+	switch {
+	case f.name != "":
+		return f.name, nil
+	case f.manifest != "":
+		w, err := manifest.ReadWire(f.manifest)
+		if err != nil {
+			return "", fmt.Errorf("--manifest: %w", err)
+		}
+		return "tt-model-" + w.Name, nil
+	case len(argv) > 0:
+		return "tt-model-" + strings.TrimPrefix(filepath.Base(argv[0]), "tt-model-"), nil
+	}
+	return "", fmt.Errorf("name the unit: --name, --manifest or a server command")
+}
+
+func newServiceCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "service",
+		Short: "Install, remove or query a systemd unit that runs `tt-model supervise`",
+	}
+	cmd.AddCommand(newServiceInstallCmd(), newServiceUninstallCmd(), newServiceStatusCmd())
+	return cmd
+}
+
+func newServiceInstallCmd() *cobra.Command {
+	var (
+		sf        serviceFlags
+		sup       superviseFlags
+		printOnly bool
+		watchdog  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "install (--manifest FILE [--profile P] | -- SERVER ARGV...) [--user] [--print]",
+		Short: "Install a Type=notify systemd unit for `tt-model supervise` (--print shows it without installing)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sf.manifest = sup.manifest
+			// Check the flags and the package now rather than at the unit's first start.
+			if _, err := sup.config(cmd.Flags(), args); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			name, err := sf.unitName(args)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			execArgv, err := superviseExec(cmd.Flags(), sup, args)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			what := strings.Join(args, " ")
+			if sup.manifest != "" {
+				what = strings.TrimPrefix(name, "tt-model-")
+				if sup.profile != "" {
+					what += " (profile " + sup.profile + ")"
+				}
+			}
+			unit := supervisor.Unit{
+				Name:          name,
+				Description:   "tt-model server " + what,
+				Exec:          execArgv,
+				User:          sf.user,
+				StartTimeout:  sup.startTimeout,
+				StopGrace:     sup.stopGrace,
+				RestartWindow: sup.restartWindow,
+				MaxRestarts:   sup.maxRestarts,
+				Watchdog:      watchdog,
+				RestartSec:    5 * time.Second,
+			}
+			if printOnly {
+				text, err := unit.Render()
+				if err != nil {
+					return &ExitError{Code: 2, Err: err}
+				}
+				_, err = fmt.Fprint(cmd.OutOrStdout(), text)
+				return err
+			}
+			svc, err := supervisor.NewService(unit)
+			if err != nil {
+				return err
+			}
+			if err := svc.Install(); err != nil {
+				return err
+			}
+			userFlag := ""
+			if sf.user {
+				userFlag = "--user "
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "installed and enabled %s.service; start it with: systemctl %sstart %s\n", name, userFlag, name)
+			return nil
+		},
+	}
+	sf.bind(cmd.Flags())
+	sup.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&printOnly, "print", false, "print the unit instead of installing it")
+	cmd.Flags().DurationVar(&watchdog, "watchdog", 60*time.Second, "WatchdogSec: systemd stops the service when the server stops answering its readiness probe this long")
+	cmd.Flags().SetInterspersed(false)
+	return cmd
+}
+
+// superviseExec is the unit's ExecStart: this binary, "supervise", the
+// supervise flags the user gave (paths made absolute), then the server.
+func superviseExec(fs *pflag.FlagSet, sup superviseFlags, argv []string) ([]string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("locate the tt-model binary: %w", err)
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		return nil, fmt.Errorf("locate the tt-model binary: %w", err)
+	}
+	out := []string{self, "supervise"}
+	supervise := pflag.NewFlagSet("supervise", pflag.ContinueOnError)
+	(&superviseFlags{}).bind(supervise)
+	var visitErr error
+	fs.Visit(func(f *pflag.Flag) {
+		if supervise.Lookup(f.Name) == nil {
+			return // a service flag (--name, --user, --print, --watchdog)
+		}
+		v := f.Value.String()
+		if f.Name == "manifest" || f.Name == "hang-marker" {
+			abs, err := filepath.Abs(v)
+			if err != nil {
+				visitErr = fmt.Errorf("--%s %s: %w", f.Name, v, err)
+			}
+			v = abs
+		}
+		out = append(out, "--"+f.Name, v)
+	})
+	if visitErr != nil {
+		return nil, visitErr
+	}
+	if len(argv) == 0 {
+		return out, nil
+	}
+	server := argv[0]
+	if !strings.Contains(server, "/") {
+		// systemd's PATH is not the user's: pin the program found now.
+		if server, err = exec.LookPath(server); err != nil {
+			return nil, fmt.Errorf("server command: %w", err)
+		}
+	}
+	if server, err = filepath.Abs(server); err != nil {
+		return nil, fmt.Errorf("server command: %w", err)
+	}
+	return append(append(out, "--", server), argv[1:]...), nil
+}
+
+func newServiceUninstallCmd() *cobra.Command {
+	var sf serviceFlags
+	cmd := &cobra.Command{
+		Use:   "uninstall (--name NAME | --manifest FILE) [--user]",
+		Short: "Stop, disable and delete a unit installed by `service install`",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, name, err := sf.open()
+			if err != nil {
+				return err
+			}
+			if err := svc.Uninstall(); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s.service\n", name)
+			return nil
+		},
+	}
+	sf.bind(cmd.Flags())
+	cmd.Flags().StringVar(&sf.manifest, "manifest", "", "name the unit after this package")
+	return cmd
+}
+
+func newServiceStatusCmd() *cobra.Command {
+	var sf serviceFlags
+	cmd := &cobra.Command{
+		Use:   "status (--name NAME | --manifest FILE) [--user]",
+		Short: "Say whether a unit installed by `service install` is running, stopped or not installed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, name, err := sf.open()
+			if err != nil {
+				return err
+			}
+			st, err := svc.Status()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s.service: %s\n", name, st)
+			if st == "not installed" {
+				return &ExitError{Code: 3, Err: fmt.Errorf("%s.service is not installed", name)}
+			}
+			return nil
+		},
+	}
+	sf.bind(cmd.Flags())
+	cmd.Flags().StringVar(&sf.manifest, "manifest", "", "name the unit after this package")
+	return cmd
+}
+
+// open finds the unit for uninstall and status; only its name and kind
+// matter there, so the command line in it is a placeholder.
+func (f *serviceFlags) open() (*supervisor.Service, string, error) {
+	name, err := f.unitName(nil)
+	if err != nil {
+		return nil, "", &ExitError{Code: 2, Err: err}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", fmt.Errorf("locate the tt-model binary: %w", err)
+	}
+	d := supervisor.Defaults(8000)
+	svc, err := supervisor.NewService(supervisor.Unit{
+		Name: name, Description: name, Exec: []string{self, "supervise"}, User: f.user,
+		StartTimeout: d.StartTimeout, StopGrace: d.StopGrace, RestartWindow: d.RestartWindow,
+		MaxRestarts: d.MaxRestarts, Watchdog: time.Minute, RestartSec: 5 * time.Second,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return svc, name, nil
+}

@@ -1,0 +1,127 @@
+package commands
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ttmodel/tt-model/manifest"
+)
+
+// wireFixture packages manifest/testdata/good/tt-go-server.yaml into a
+// tt_kernel_manifest.json the way `package` publishes it.
+func wireFixture(t *testing.T) string {
+	t.Helper()
+	m, err := manifest.Load("../manifest/testdata/good/tt-go-server.yaml", manifest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "build", m.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, manifest.WireFile)
+	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: Version}).WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestSuperviseConfigFromManifest(t *testing.T) {
+	wire := wireFixture(t)
+	var f superviseFlags
+	fs := pflag.NewFlagSet("supervise", pflag.ContinueOnError)
+	f.bind(fs)
+	if err := fs.Parse([]string{"--manifest", wire, "--profile", "fast", "--chips", "0-1", "--start-timeout", "9m"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.config(fs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Argv) == 0 || filepath.Base(cfg.Argv[0]) != "tt-model-server" || !slices.Contains(cfg.Argv, "8000") {
+		t.Errorf("argv %q: want tt-model-server on port 8000", cfg.Argv)
+	}
+	if cfg.Env["HF_MODEL"] != "Roboflow/rf-detr-base" || cfg.Env["RFDETR_PRECISION"] != "bf16" {
+		t.Errorf("env %v: want HF_MODEL and the fast profile's env", cfg.Env)
+	}
+	if cfg.ReadyURL != "http://127.0.0.1:8000/health" || cfg.ReadyLine != "" {
+		t.Errorf("ready url %q line %q", cfg.ReadyURL, cfg.ReadyLine)
+	}
+	if !slices.Equal(cfg.Chips, []int{0, 1}) || cfg.StartTimeout.Minutes() != 9 {
+		t.Errorf("chips %v start timeout %s", cfg.Chips, cfg.StartTimeout)
+	}
+}
+
+func TestSuperviseUsageErrors(t *testing.T) {
+	wire := wireFixture(t)
+	for _, args := range [][]string{
+		{"supervise"},                                 // no server
+		{"supervise", "--manifest", wire, "--", "ls"}, // both
+		{"supervise", "--profile", "fast", "--", "ls"},
+		{"supervise", "--manifest", wire, "--profile", "nope"},
+		{"supervise", "--chips", "a", "--", "ls"},
+		{"supervise", "--reset-on-start", "sometimes", "--", "ls"},
+		{"supervise", "--ready-url", "ftp://x", "--", "ls"},
+	} {
+		if code, _, stderr := run(t, args...); code != 2 || stderr == "" {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, stderr)
+		}
+	}
+}
+
+// `service install --user --print --manifest …` prints a unit that
+// systemd-analyze verify accepts.
+func TestServiceInstallPrintVerifies(t *testing.T) {
+	wire := wireFixture(t)
+	code, out, stderr := run(t, "service", "install", "--user", "--print", "--manifest", wire, "--profile", "fast", "--start-timeout", "8m")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	self, _ := os.Executable()
+	self, _ = filepath.EvalSymlinks(self)
+	for _, want := range []string{
+		"Description=tt-model server detector (profile fast)\n",
+		"ExecStart=" + self + " supervise --manifest " + wire + " --profile fast --start-timeout 8m0s\n",
+		"TimeoutStartSec=660s\n", "Type=notify\n", "WantedBy=default.target\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("unit lacks %q:\n%s", want, out)
+		}
+	}
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed (Debian package systemd)")
+	}
+	unit := filepath.Join(t.TempDir(), "tt-model-detector.service")
+	if err := os.WriteFile(unit, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(analyze, "verify", "--man=no", "--user", unit)
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	if vout, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(vout)) != "" {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, vout)
+	}
+}
+
+// The ARGV form pins the server program's absolute path and names the
+// unit after it.
+func TestServiceInstallPrintArgv(t *testing.T) {
+	code, out, stderr := run(t, "service", "install", "--print", "--", "sh", "-c", "exec server --port 8000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	sh, _ := exec.LookPath("sh")
+	sh, _ = filepath.Abs(sh)
+	if !strings.Contains(out, " supervise -- "+sh+` -c "exec server --port 8000"`+"\n") {
+		t.Errorf("ExecStart does not run %s:\n%s", sh, out)
+	}
+	if !strings.Contains(out, "# tt-model-sh.service") || !strings.Contains(out, "WantedBy=multi-user.target") {
+		t.Errorf("unit name or target wrong:\n%s", out)
+	}
+}

@@ -1,0 +1,170 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/supervisor"
+)
+
+// superviseFlags are the flags of `supervise`; `service install` takes the
+// same ones and passes those it was given on to the unit's ExecStart.
+type superviseFlags struct {
+	manifest, profile string
+	readyURL          string
+	readyLine         string
+	startTimeout      time.Duration
+	stopGrace         time.Duration
+	hangMarker        string
+	resetCmd          string
+	resetTimeout      time.Duration
+	chips             string
+	resetOnStart      string
+	maxRestarts       int
+	restartWindow     time.Duration
+	statusAddr        string
+}
+
+func (f *superviseFlags) bind(fs *pflag.FlagSet) {
+	d := supervisor.Defaults(8000)
+	fs.StringVar(&f.manifest, "manifest", "", "take the server's argv, env, port and readiness from a package's tt_kernel_manifest.json")
+	fs.StringVar(&f.profile, "profile", "", "serve profile of --manifest (default: the package's default profile)")
+	fs.StringVar(&f.readyURL, "ready-url", "", "ready when this URL answers JSON with \"status\":\"ok\" (default http://127.0.0.1:$PORT/health, PORT from the manifest or $PORT or 8000)")
+	fs.StringVar(&f.readyLine, "ready-line", "", "ready when the server's output contains this text (instead of the URL)")
+	fs.DurationVar(&f.startTimeout, "start-timeout", d.StartTimeout, "a server not ready by then is stopped and handled as a hang")
+	fs.DurationVar(&f.stopGrace, "stop-grace", d.StopGrace, "SIGKILL a server this long after SIGTERM")
+	fs.StringVar(&f.hangMarker, "hang-marker", "", "hang marker file (default $PI05_HANG_MARKER or ~/.cache/pi05/hang_marker)")
+	fs.StringVar(&f.resetCmd, "reset-cmd", d.ResetCmd, "chip reset command; {chips} becomes the chip list (no shell)")
+	fs.DurationVar(&f.resetTimeout, "reset-timeout", d.ResetTimeout, "kill the reset command's process group after this long")
+	fs.StringVar(&f.chips, "chips", "", "chips the server uses, e.g. 0,1 or 0-3 (default every /dev/tenstorrent/N)")
+	fs.StringVar(&f.resetOnStart, "reset-on-start", string(d.ResetOnStart), "reset the chips before the first start: auto (when the hang marker exists), always or never")
+	fs.IntVar(&f.maxRestarts, "max-restarts", d.MaxRestarts, "give up after this many restarts within --restart-window")
+	fs.DurationVar(&f.restartWindow, "restart-window", d.RestartWindow, "window for --max-restarts")
+	fs.StringVar(&f.statusAddr, "status-addr", "", "serve the status JSON on this address, e.g. 127.0.0.1:9100 (default off)")
+}
+
+// config builds the supervisor's Config from the flags and the server
+// command given after --.
+func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Config, error) {
+	port := 8000
+	if p, err := strconv.Atoi(os.Getenv("PORT")); err == nil && p > 0 {
+		port = p
+	}
+	var launch *manifest.Launch
+	if f.manifest != "" {
+		if len(argv) > 0 {
+			return supervisor.Config{}, fmt.Errorf("give either --manifest or a server command after --, not both")
+		}
+		l, err := launchFromManifest(f.manifest, f.profile)
+		if err != nil {
+			return supervisor.Config{}, err
+		}
+		launch, argv, port = &l, l.Argv, l.Port
+	} else if f.profile != "" {
+		return supervisor.Config{}, fmt.Errorf("--profile needs --manifest")
+	}
+
+	cfg := supervisor.Defaults(port)
+	cfg.Argv = argv
+	if launch != nil {
+		cfg.Env = launch.Env
+		if launch.ReadyLine != "" {
+			cfg.ReadyLine = launch.ReadyLine
+		} else if launch.ReadyPath != "" {
+			cfg.ReadyURL = fmt.Sprintf("http://127.0.0.1:%d%s", port, launch.ReadyPath)
+		}
+	}
+	if fs.Changed("ready-url") {
+		cfg.ReadyURL, cfg.ReadyLine = f.readyURL, ""
+	}
+	if fs.Changed("ready-line") {
+		cfg.ReadyLine = f.readyLine
+	}
+	cfg.StartTimeout, cfg.StopGrace = f.startTimeout, f.stopGrace
+	if f.hangMarker != "" {
+		cfg.HangMarker = f.hangMarker
+	}
+	cfg.ResetCmd, cfg.ResetTimeout = f.resetCmd, f.resetTimeout
+	cfg.ResetOnStart = supervisor.ResetOnStart(f.resetOnStart)
+	cfg.MaxRestarts, cfg.RestartWindow = f.maxRestarts, f.restartWindow
+	cfg.StatusAddr = f.statusAddr
+	if f.chips != "" {
+		chips, err := supervisor.ParseChips(f.chips)
+		if err != nil {
+			return supervisor.Config{}, fmt.Errorf("--chips: %w", err)
+		}
+		cfg.Chips = chips
+	}
+	return cfg, cfg.Validate()
+}
+
+// launchFromManifest resolves a package's profile into its server launch.
+func launchFromManifest(path, profile string) (manifest.Launch, error) {
+	w, err := manifest.ReadWire(path)
+	if err != nil {
+		return manifest.Launch{}, fmt.Errorf("--manifest: %w", err)
+	}
+	if w.Container == nil {
+		return manifest.Launch{}, fmt.Errorf("--manifest %s: no container block, so no server to launch", path)
+	}
+	p, err := w.Container.ResolveProfile(profile)
+	if err != nil {
+		return manifest.Launch{}, fmt.Errorf("--manifest %s: %w", path, err)
+	}
+	repo := ""
+	if w.Weights != nil {
+		repo = w.Weights.Repo
+	}
+	l, err := manifest.LaunchFor(w.Container.Kind, w.Container.Runtime, repo, p)
+	if err != nil {
+		return manifest.Launch{}, fmt.Errorf("--manifest %s: profile %s: %w", path, p.Name, err)
+	}
+	return l, nil
+}
+
+func newSuperviseCmd() *cobra.Command {
+	var f superviseFlags
+	cmd := &cobra.Command{
+		Use:   "supervise [flags] (--manifest FILE [--profile P] | -- SERVER ARGV...)",
+		Short: "Run a model server and keep it alive: readiness, chip reset after a hang (exit 75), restarts, systemd notify, PID 1",
+		Long: "supervise starts the server in its own process group and waits for it to be ready. Exit 75 or a start\n" +
+			"timeout is a hang: the chips are reset (--reset-cmd, then a sysfs check) and the server starts again.\n" +
+			"Other failures restart after a backoff, up to --max-restarts in --restart-window; then supervise exits\n" +
+			"with the server's code. Under systemd (Type=notify) it sends READY=1, STATUS=, watchdog pings; as a\n" +
+			"container's PID 1 it forwards signals and reaps orphans. SIGTERM/SIGINT stop the server, SIGHUP\n" +
+			"restarts it.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := f.config(cmd.Flags(), args)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			s, err := supervisor.New(cfg, log, os.Stdout, os.Stderr)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			// The supervisor handles SIGINT and SIGTERM itself (stop the
+			// server within the grace, then exit with its code), so the
+			// CLI's signal context must not cut that short.
+			code, err := s.Run(context.WithoutCancel(cmd.Context()))
+			if err != nil {
+				return &ExitError{Code: code, Err: err}
+			}
+			if code != 0 {
+				return exitf(code, "supervise: exiting %d (see the log above)", code)
+			}
+			return nil
+		},
+	}
+	f.bind(cmd.Flags())
+	cmd.Flags().SetInterspersed(false) // flags after the server's name are the server's
+	return cmd
+}
