@@ -61,7 +61,7 @@ func TestSuperviseConfigFromManifest(t *testing.T) {
 func TestSuperviseUsageErrors(t *testing.T) {
 	wire := wireFixture(t)
 	for _, args := range [][]string{
-		{"supervise"},                                 // no server
+		{"supervise"}, // no server
 		{"supervise", "--manifest", wire, "--", "ls"}, // both
 		{"supervise", "--profile", "fast", "--", "ls"},
 		{"supervise", "--manifest", wire, "--profile", "nope"},
