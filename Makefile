@@ -27,3 +27,15 @@ fuzz:
 
 clean:
 	rm -rf $(BIN) build
+
+# pi0.5 CPU megakernels vs the PyTorch bf16 reference in one run (docs/PERFORMANCE.md, "pi0.5").
+# Not in CI: the full-size random bf16 checkpoint is ~6.7 GB and the run needs ~8 GB of RAM.
+# A shallower full-width model: make bench-pi05 PI05_BENCH_DIR=build/pi05-v3l2 PI05_CKPT_ARGS="--vision-layers 3 --layers 2"
+PI05_BENCH_DIR  ?= build/pi05-bench
+PI05_CKPT_ARGS  ?=
+PI05_BENCH_ARGS ?= -threads 2 -cams 2 -tokens 128 -horizon 50 -steps 10 -batches 1,2,4,8
+.PHONY: bench-pi05
+bench-pi05:
+	test -f $(PI05_BENCH_DIR)/model.safetensors || \
+		/usr/bin/python3 tools/reference/pi05.py checkpoint --full --dtype bf16 --out $(PI05_BENCH_DIR) $(PI05_CKPT_ARGS)
+	$(GO) run ./tools/pi05bench -weights $(PI05_BENCH_DIR) $(PI05_BENCH_ARGS)

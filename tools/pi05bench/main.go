@@ -329,7 +329,14 @@ func load(ctx context.Context, dir string) (*native.Pi05Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	// largest first, as the server's loader: the embedding's transient (its mapped source plus its
+	// packed copy) then happens while nothing else is resident
 	names := f.Names()
+	sort.SliceStable(names, func(i, j int) bool {
+		a, _ := f.Info(names[i])
+		b, _ := f.Info(names[j])
+		return a.End-a.Begin > b.End-b.Begin
+	})
 	for i, name := range names {
 		if err := ctx.Err(); err != nil {
 			m.Close()
