@@ -54,30 +54,44 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			spec, err := runner.Plan(pkg, others, opts)
+			prof, err := pkg.Wire.Container.ResolveProfile(opts.Profile)
 			if err != nil {
 				return &ExitError{Code: exitInvalid, Err: err}
 			}
+			// Refused whichever runner holds it: one package profile, one server.
 			for _, o := range others {
-				if o.Name == spec.Name && o.Running {
+				if o.Name == runner.InstanceName(pkg.Wire.Name, prof.Name) && o.Running {
 					return &ExitError{Code: exitRunning, Err: &runner.RunningError{Instance: &o}}
 				}
 			}
-			if spec.HF, err = hub.ConfigFromEnv(os.Getenv); err != nil {
+			hf, err := hub.ConfigFromEnv(os.Getenv)
+			if err != nil {
 				return err
 			}
-			if spec.Weights, err = runner.PullWeights(ctx, hub.NewClient(spec.HF), pkg, stderr); err != nil {
-				return &ExitError{Code: 1, Err: err}
+			var snaps []*hub.Snapshot
+			pulled := false
+			prepare := func(spec *runner.Spec) error {
+				if !pulled {
+					var err error
+					if snaps, err = runner.PullWeights(ctx, hub.NewClient(hf), pkg, stderr); err != nil {
+						return err
+					}
+					if len(spec.Chips) == 0 {
+						fmt.Fprintln(stderr, "no /dev/tenstorrent on this host: the server runs without chips (this build computes on the CPU)")
+					}
+					pulled = true
+				}
+				spec.HF, spec.Weights = hf, snaps
+				return nil
 			}
-			if len(spec.Chips) == 0 {
-				fmt.Fprintln(stderr, "no /dev/tenstorrent on this host: the server runs without chips (this build computes on the CPU)")
-			}
-			inst, err := r.Start(ctx, spec, stderr)
+			spec, inst, err := runner.Serve(ctx, r, pkg, others, opts, prepare, stderr)
 			var running *runner.RunningError
-			if errors.As(err, &running) {
+			switch {
+			case errors.As(err, &running):
 				return &ExitError{Code: exitRunning, Err: err}
-			}
-			if err != nil {
+			case err != nil && spec == nil:
+				return &ExitError{Code: exitInvalid, Err: err}
+			case err != nil:
 				return &ExitError{Code: 1, Err: err}
 			}
 			if detach {

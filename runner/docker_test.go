@@ -57,12 +57,11 @@ func TestDockerServeStop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec, err := Plan(pkg, others, PlanOptions{Profile: profile, CacheRoot: t.TempDir(), DevDir: filepath.Join(t.TempDir(), "none")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		spec.HF, spec.Weights = cfg, snaps
-		inst, err := d.Start(ctx, spec, io.Discard)
+		opts := PlanOptions{Profile: profile, CacheRoot: t.TempDir(), DevDir: filepath.Join(t.TempDir(), "none")}
+		spec, inst, err := Serve(ctx, d, pkg, others, opts, func(s *Spec) error {
+			s.HF, s.Weights = cfg, snaps
+			return nil
+		}, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
