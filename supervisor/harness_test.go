@@ -76,7 +76,7 @@ func runSupervisorFromEnv() int {
 // with a ticking heartbeat), a hang marker, a lock dir, a record file that
 // the test server and the fake reset command append to, and a notify socket.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	record string
 	cfg    Config
@@ -84,7 +84,7 @@ type harness struct {
 	port   int
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, record: filepath.Join(dir, "record")}
@@ -407,7 +407,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func mustWrite(t *testing.T, path, content string) {
+func mustWrite(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -417,7 +417,7 @@ func mustWrite(t *testing.T, path, content string) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -427,7 +427,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func fakeReset(t *testing.T) string {
+func fakeReset(t testing.TB) string {
 	t.Helper()
 	p, err := filepath.Abs("testdata/fake-reset.sh")
 	if err != nil {
