@@ -39,3 +39,8 @@ bench-pi05:
 	test -f $(PI05_BENCH_DIR)/model.safetensors || \
 		/usr/bin/python3 tools/reference/pi05.py checkpoint --full --dtype bf16 --out $(PI05_BENCH_DIR) $(PI05_CKPT_ARGS)
 	$(GO) run ./tools/pi05bench -weights $(PI05_BENCH_DIR) $(PI05_BENCH_ARGS)
+
+# RF-DETR C program vs the measured FMA / vdpbf16ps peak and the PyTorch peer (docs/PERFORMANCE.md).
+.PHONY: bench-rfdetr
+bench-rfdetr:
+	$(GO) run ./tools/rfdetrbench -threads 1,2 -repeat 5

@@ -291,7 +291,8 @@ func (m *RFDETR) ForceSelection(tokens []int) error {
 // RFDETRTiming is the time split of the last forward, in seconds.
 type RFDETRTiming struct {
 	Total, Backbone, BackboneGEMM, Projector, Decoder float64
-	BackboneGEMMFlops                                 float64
+	BackboneGEMMFlops                                 float64 // multiply-adds x 2
+	Flops                                             float64 // all GEMMs and attention matmuls
 }
 
 // LastTiming reports where the last Forward spent its time.
@@ -303,7 +304,8 @@ func (m *RFDETR) LastTiming() RFDETRTiming {
 		C.rfdetr_last_timing(m.p, &t)
 	}
 	return RFDETRTiming{Total: float64(t.total), Backbone: float64(t.backbone), BackboneGEMM: float64(t.backbone_gemm),
-		Projector: float64(t.projector), Decoder: float64(t.decoder), BackboneGEMMFlops: float64(t.backbone_gemm_flops)}
+		Projector: float64(t.projector), Decoder: float64(t.decoder), BackboneGEMMFlops: float64(t.backbone_gemm_flops),
+		Flops: float64(t.flops)}
 }
 
 // Threads is the size of the program's thread pool.

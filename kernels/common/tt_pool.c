@@ -11,7 +11,7 @@
 /* Workers spin briefly on the job generation (jobs in a forward come back to
  * back, microseconds apart), then sleep on a condition variable so an idle
  * server costs no CPU. */
-enum { SPIN_ITERS = 20000 };
+enum { SPIN_ITERS = 4000 };
 
 struct tt_pool {
     int nthreads;

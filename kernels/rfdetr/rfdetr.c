@@ -586,11 +586,19 @@ static void bb_gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float 
     tt_gemm(p->pool, w, a, lda, c, ldc, m, flags, p->gemm_ws);
     p->timing.backbone_gemm += now_s() - t0;
     p->timing.backbone_gemm_flops += 2.0 * m * w->n * w->k;
+    p->timing.flops += 2.0 * m * w->n * w->k;
 }
 
 static void gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m, int flags)
 {
     tt_gemm(p->pool, w, a, lda, c, ldc, m, flags, p->gemm_ws);
+    p->timing.flops += 2.0 * m * w->n * w->k;
+}
+
+static void attention(rfdetr *p, const tt_attn_shape *sh, const float *q, long ld, float *out, long ldo, float scale)
+{
+    tt_attention(p->pool, sh, q, q + sh->heads * sh->hd, q + 2 * sh->heads * sh->hd, ld, out, ldo, scale, p->attn_ws);
+    p->timing.flops += 4.0 * sh->batch * sh->heads * (double)sh->seq * sh->seq * sh->hd;
 }
 
 /* Generic row-parallel job: fn(p, row0, row1). */
@@ -675,7 +683,7 @@ static void backbone(rfdetr *p, const float *pixels)
         tt_layernorm(p->pool, p->isa, p->x, C, p->xn, C, SEQ, C, L->n1.w, L->n1.b, 1e-6f);
         bb_gemm(p, &L->qkv, p->xn, C, p->qkv, 3 * C, SEQ, 0);
         const tt_attn_shape *sh = is_global(l) ? &p->attn_glob : &p->attn_win;
-        tt_attention(p->pool, sh, p->qkv, p->qkv + C, p->qkv + 2 * C, 3 * C, p->att, C, 0.125f, p->attn_ws);
+        attention(p, sh, p->qkv, 3 * C, p->att, C, 0.125f);
         bb_gemm(p, &L->dense, p->att, C, p->x, C, SEQ, TT_GEMM_ACCUM);
         tt_layernorm(p->pool, p->isa, p->x, C, p->xn, C, SEQ, C, L->n2.w, L->n2.b, 1e-6f);
         bb_gemm(p, &L->fc1, p->xn, C, p->mlp, MLP, SEQ, TT_ACT_GELU);
@@ -904,8 +912,7 @@ static void decoder(rfdetr *p)
         add_rows(p->tq, p->tgt, p->qpos, (long)Q * H);
         gemm(p, &D->sa_qk, p->tq, H, p->dqkv, 3 * H, Q, 0);
         gemm(p, &D->sa_v, p->tgt, H, p->dqkv + 2 * H, 3 * H, Q, 0);
-        tt_attention(p->pool, &p->attn_dec, p->dqkv, p->dqkv + H, p->dqkv + 2 * H, 3 * H, p->sa, H,
-                     1.0f / sqrtf((float)(H / SA_HEADS)), p->attn_ws);
+        attention(p, &p->attn_dec, p->dqkv, 3 * H, p->sa, H, 1.0f / sqrtf((float)(H / SA_HEADS)));
         gemm(p, &D->sa_out, p->sa, H, p->tgt, H, Q, TT_GEMM_ACCUM);
         tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n1.w, D->n1.b, 1e-5f);
         /* deformable cross-attention into the memory */

@@ -87,6 +87,7 @@ int rfdetr_stage_copy(const rfdetr *p, rfdetr_stage s, float *out);
 typedef struct {
     double backbone_gemm, backbone, projector, decoder, total;
     double backbone_gemm_flops; /* multiply-adds x 2 in the backbone GEMMs */
+    double flops;               /* multiply-adds x 2 in all GEMMs and attention matmuls */
 } rfdetr_timing;
 void rfdetr_last_timing(const rfdetr *p, rfdetr_timing *t);
 

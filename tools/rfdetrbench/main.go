@@ -1,0 +1,164 @@
+// Command rfdetrbench measures the RF-DETR C program (native) against the
+// machine's measured multiply-add peak and, in the same run, the PyTorch
+// reference (tools/reference/rfdetr.py bench): fp32 with linears and
+// convolutions through oneDNN, and bf16 autocast. `make bench-rfdetr` runs it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ttmodel/tt-model/native"
+)
+
+type result struct {
+	precision      native.Precision
+	threads        int
+	median         time.Duration
+	gflops         float64 // all GEMM + attention FLOPs / median
+	bbGEMM         float64 // backbone GEMM GFLOP/s (median forward)
+	peak           float64 // threads x single-thread peak of the precision
+	backbone, proj float64
+	decoder        float64
+}
+
+func main() {
+	threadsFlag := flag.String("threads", "1,2", "comma-separated thread counts")
+	repeat := flag.Int("repeat", 5, "timed forwards per configuration (after one warm-up)")
+	spec := flag.String("spec", "native/testdata/rfdetr_checkpoint.json", "random checkpoint spec")
+	python := flag.String("python", "/usr/bin/python3", "python with torch for the PyTorch peer; empty skips it")
+	torchThreads := flag.Int("torch-threads", 2, "threads of the PyTorch peer")
+	flag.Parse()
+	if err := run(*threadsFlag, *repeat, *spec, *python, *torchThreads); err != nil {
+		fmt.Fprintln(os.Stderr, "rfdetrbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(threadsFlag string, repeat int, specPath, python string, torchThreads int) error {
+	var threads []int
+	for _, f := range strings.Split(threadsFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-threads %q: want positive integers", threadsFlag)
+		}
+		threads = append(threads, n)
+	}
+	spec, err := native.ReadRandomCheckpointSpec(specPath)
+	if err != nil {
+		return err
+	}
+	cpu := native.DetectCPU()
+	fmt.Printf("cpu: %s\n", cpu)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Printf("load average at start: %s", b)
+	}
+	peak := map[native.Precision]float64{}
+	for _, p := range []native.Precision{native.FP32, native.BF16} {
+		g, err := native.PeakGFLOPS(string(p), 50_000_000)
+		if err != nil {
+			return err
+		}
+		peak[p] = g
+		fmt.Printf("measured 1-thread peak %s: %.1f GFLOP/s\n", p, g)
+	}
+	pixels := native.RandomTensor(spec.Pixels, 1).Data
+	var results []result
+	for _, p := range []native.Precision{native.FP32, native.BF16} {
+		for _, n := range threads {
+			fmt.Fprintf(os.Stderr, "loading %s, %d thread(s)...\n", p, n)
+			m, err := native.LoadRFDETRFunc(spec.Lookup(1), native.RFDETROptions{Precision: p, Threads: n})
+			if err != nil {
+				return err
+			}
+			r, err := measure(m, pixels, repeat)
+			m.Close()
+			if err != nil {
+				return err
+			}
+			r.peak = peak[p] * float64(n)
+			results = append(results, r)
+		}
+	}
+	fmt.Println()
+	fmt.Println("| precision | threads | median forward | GFLOP/s (all) | backbone GEMM GFLOP/s | % of peak | backbone / projector / decoder ms |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		pct := 0.0
+		if r.peak > 0 {
+			pct = 100 * r.bbGEMM / r.peak
+		}
+		fmt.Printf("| %s | %d | %.1f ms | %.0f | %.0f | %.0f%% of %.0f | %.1f / %.1f / %.1f |\n", r.precision, r.threads,
+			ms(r.median), r.gflops, r.bbGEMM, pct, r.peak, r.backbone*1e3, r.proj*1e3, r.decoder*1e3)
+	}
+	if python == "" {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "running the PyTorch peer (%d threads)...\n", torchThreads)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "tools/reference/rfdetr.py", "bench", "--threads", strconv.Itoa(torchThreads), "--repeat", strconv.Itoa(repeat))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("pytorch peer: %w", err)
+	}
+	var peer struct {
+		FP32 float64 `json:"fp32_onednn_ms"`
+		BF16 float64 `json:"bf16_autocast_ms"`
+	}
+	if err := json.Unmarshal(out, &peer); err != nil {
+		return fmt.Errorf("pytorch peer output %q: %w", out, err)
+	}
+	fmt.Printf("\nPyTorch %d threads: fp32 (linears + convs on oneDNN) %.1f ms, bf16 autocast %.1f ms\n", torchThreads, peer.FP32, peer.BF16)
+	for _, r := range results {
+		if r.threads != torchThreads {
+			continue
+		}
+		ref := peer.FP32
+		if r.precision == native.BF16 {
+			ref = peer.BF16
+		}
+		fmt.Printf("C %s / PyTorch %s at %d threads: %.3fx\n", r.precision, r.precision, r.threads, ms(r.median)/ref)
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Printf("load average at end: %s", b)
+	}
+	return nil
+}
+
+func measure(m *native.RFDETR, pixels []float32, repeat int) (result, error) {
+	if _, err := m.Forward(pixels); err != nil { // warm-up
+		return result{}, err
+	}
+	type sample struct {
+		d time.Duration
+		t native.RFDETRTiming
+	}
+	var s []sample
+	for i := 0; i < repeat; i++ {
+		t0 := time.Now()
+		if _, err := m.Forward(pixels); err != nil {
+			return result{}, err
+		}
+		s = append(s, sample{time.Since(t0), m.LastTiming()})
+	}
+	sort.Slice(s, func(i, j int) bool { return s[i].d < s[j].d })
+	med := s[len(s)/2]
+	return result{
+		precision: m.Precision(), threads: m.Threads(), median: med.d,
+		gflops:   med.t.Flops / med.d.Seconds() * 1e-9,
+		bbGEMM:   med.t.BackboneGEMMFlops / med.t.BackboneGEMM * 1e-9,
+		backbone: med.t.Backbone, proj: med.t.Projector, decoder: med.t.Decoder,
+	}, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
