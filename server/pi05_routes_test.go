@@ -337,3 +337,18 @@ func TestParseUint8Image(t *testing.T) {
 		}
 	}
 }
+
+// Arbitrary request bytes never panic the JSON helpers; a parsed frame is consistent.
+func FuzzPI05JSONHelpers(f *testing.F) {
+	for _, s := range []string{`[[[1,2,3]]]`, `[[[0,0,0],[255,255,255]],[[1,2,3],[4,5,6]]]`, `[NaN, Infinity]`, `"\"NaN\""`, `[[[1e400,2,3]]]`, `[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if img, err := parseUint8Image(b); err == nil && len(img.Pix) != img.H*img.W*3 {
+			t.Fatalf("%q: %dx%d frame with %d values", b, img.H, img.W, len(img.Pix))
+		}
+		q := quoteNonFinite(b)
+		_, _ = floatList(q)
+		_, _, _, _ = floatMatrix(q)
+	})
+}

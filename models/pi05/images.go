@@ -13,7 +13,7 @@ import (
 
 // maxImagePixels bounds a decoded camera frame so that a hostile header cannot make the server
 // allocate gigabytes (a 4K frame is 8.3 MP).
-const maxImagePixels = 40 << 20
+const maxImagePixels = 16 << 20
 
 // RGB is a camera frame: H x W x 3 uint8, row-major, channels last.
 type RGB struct {

@@ -106,3 +106,27 @@ func TestBadModels(t *testing.T) {
 		t.Error("Load of a missing file succeeded")
 	}
 }
+
+// Any input, including invalid UTF-8, encodes without panicking to ids inside the vocabulary.
+func FuzzEncode(f *testing.F) {
+	var procs []*Processor
+	for _, name := range []string{"bpe_gemma_like", "bpe_nfkc", "unigram_nfkc", "unigram_bytefallback"} {
+		p, err := Load(filepath.Join("testdata", name+".model"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	for _, s := range []string{"", " ", "Task: pick, State: 1 2;\nAction: ", "\xff\xfe", "東京 🤖", "<start_of_turn>\u2581\u2581"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, p := range procs {
+			for _, id := range p.Encode(s) {
+				if id < 0 || id >= p.Size() {
+					t.Fatalf("Encode(%q) gave id %d outside [0, %d)", s, id, p.Size())
+				}
+			}
+		}
+	})
+}
