@@ -69,8 +69,12 @@ func (h chipHost) check(ctx context.Context, chips []int, interval, timeout time
 	defer cancel()
 	var last error
 	for {
-		if last = h.checkOnce(ctx, chips, interval); last == nil {
+		err := h.checkOnce(ctx, chips, interval)
+		if err == nil {
 			return nil
+		}
+		if last == nil || ctx.Err() == nil { // keep the reason, not the deadline that cut a retry short
+			last = err
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,232 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseChips(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		bad  bool
+	}{
+		{in: "0", want: []int{0}},
+		{in: "0,1", want: []int{0, 1}},
+		{in: "0-3,5", want: []int{0, 1, 2, 3, 5}},
+		{in: " 2 , 2,1", want: []int{2, 1}},
+		{in: "", bad: true},
+		{in: "a", bad: true},
+		{in: "-1", bad: true},
+		{in: "3-1", bad: true},
+		{in: "/dev/tenstorrent/0", bad: true},
+	} {
+		got, err := ParseChips(tc.in)
+		if tc.bad != (err != nil) || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseChips(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}
+
+func TestResetArgv(t *testing.T) {
+	got := resetArgv("tt-smi  -r {chips}", []int{2, 3})
+	if want := []string{"tt-smi", "-r", "2,3"}; !slices.Equal(got, want) {
+		t.Errorf("resetArgv = %q, want %q", got, want)
+	}
+}
+
+func TestRestartPolicy(t *testing.T) {
+	c := Defaults(8000)
+	c.MaxRestarts, c.RestartWindow = 2, time.Minute
+	p := newRestartPolicy(c)
+	t0 := time.Unix(1000, 0)
+	for i, tc := range []struct {
+		at   time.Duration
+		want bool
+	}{
+		{0, true}, {10 * time.Second, true}, {20 * time.Second, false}, // 2 in the window
+		{61 * time.Second, true}, // the first fell out of the window
+		{62 * time.Second, false},
+	} {
+		if got := p.allow(t0.Add(tc.at)); got != tc.want {
+			t.Errorf("step %d at +%s: allow = %v, want %v", i, tc.at, got, tc.want)
+		}
+	}
+
+	var delays []time.Duration
+	for _, readyFor := range []time.Duration{0, 0, time.Minute, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11 * time.Minute, 0} {
+		delays = append(delays, p.backoff(readyFor))
+	}
+	ms := time.Millisecond
+	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms, 12800 * ms,
+		25600 * ms, 30 * time.Second, 30 * time.Second, 30 * time.Second, 100 * ms, 200 * ms}
+	if !slices.Equal(delays, want) {
+		t.Errorf("backoff delays\n got %v\nwant %v", delays, want)
+	}
+}
+
+func TestChildEnvStripsSystemdVariables(t *testing.T) {
+	got := childEnv([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/x", "WATCHDOG_USEC=1", "WATCHDOG_PID=3",
+		"LISTEN_FDS=1", "LISTEN_PID=3", "LISTEN_FDNAMES=a", "HF_MODEL=old", "NOTIFY_SOCKETS_ARE_FINE=1"},
+		map[string]string{"HF_MODEL": "new", "A": "1"})
+	want := []string{"PATH=/bin", "NOTIFY_SOCKETS_ARE_FINE=1", "A=1", "HF_MODEL=new"}
+	if !slices.Equal(got, want) {
+		t.Errorf("childEnv = %q, want %q", got, want)
+	}
+}
+
+func TestChipCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setup   func(dev, sys string)
+		tick    bool
+		wantErr string
+	}{
+		{name: "alive", tick: true},
+		{name: "heartbeat stuck", wantErr: "chip 0: tt_heartbeat stuck"},
+		{name: "node missing", tick: true, setup: func(dev, _ string) { os.Remove(filepath.Join(dev, "1")) },
+			wantErr: "chip 1: device node"},
+		{name: "link down", setup: func(_, sys string) {
+			os.WriteFile(filepath.Join(sys, "tenstorrent!0", "tt_heartbeat"), []byte("0xffffffff\n"), 0o644)
+		}, wantErr: "chip 0: " + "%s" + " reads all ones"},
+		{name: "no telemetry attribute", setup: func(_, sys string) {
+			for _, id := range []string{"0", "1"} {
+				os.Remove(filepath.Join(sys, "tenstorrent!"+id, "tt_heartbeat"))
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dev, sys := filepath.Join(dir, "dev"), filepath.Join(dir, "sys")
+			for _, id := range []string{"0", "1"} {
+				mustWrite(t, filepath.Join(dev, id), "")
+				mustWrite(t, filepath.Join(sys, "tenstorrent!"+id, "tt_heartbeat"), "7\n")
+			}
+			if tc.setup != nil {
+				tc.setup(dev, sys)
+			}
+			var wg sync.WaitGroup
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.tick {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for n := 8; ctx.Err() == nil; n++ {
+						for _, id := range []string{"0", "1"} {
+							os.WriteFile(filepath.Join(sys, "tenstorrent!"+id, "tt_heartbeat"), []byte(fmt.Sprint(n)), 0o644)
+						}
+						time.Sleep(2 * time.Millisecond)
+					}
+				}()
+			}
+			err := chipHost{devDir: dev, sysfsDir: sys}.check(context.Background(), []int{0, 1}, 20*time.Millisecond, 200*time.Millisecond)
+			cancel()
+			wg.Wait()
+			want := strings.Replace(tc.wantErr, "%s", filepath.Join(sys, "tenstorrent!0", "tt_heartbeat"), 1)
+			if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+				t.Errorf("check: %v, want an error containing %q", err, want)
+			}
+		})
+	}
+}
+
+func TestDiscoverChips(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"3", "0", "1", "not-a-chip"} {
+		mustWrite(t, filepath.Join(dir, n), "")
+	}
+	got, err := chipHost{devDir: dir}.discover()
+	if err != nil || !slices.Equal(got, []int{0, 1, 3}) {
+		t.Errorf("discover = %v, %v", got, err)
+	}
+	if got, err := (chipHost{devDir: filepath.Join(dir, "none")}).discover(); err != nil || got != nil {
+		t.Errorf("discover without chips = %v, %v", got, err)
+	}
+}
+
+func TestChipLocksAreExclusive(t *testing.T) {
+	dir := t.TempDir()
+	held, err := lockChips(dir, []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lockChips(dir, []int{2, 1})
+	var busy *ChipBusyError
+	if !errors.As(err, &busy) || busy.Chip != 1 || busy.PID != fmt.Sprint(os.Getpid()) {
+		t.Fatalf("second lock: %v, want chip 1 busy by PID %d", err, os.Getpid())
+	}
+	// The failed attempt released chip 2 again, and chip 0 stays held.
+	if l, err := lockChips(dir, []int{2}); err != nil {
+		t.Errorf("chip 2 still locked after a failed attempt: %v", err)
+	} else {
+		l.release()
+	}
+	held.release()
+	if l, err := lockChips(dir, []int{0, 1}); err != nil {
+		t.Errorf("relock after release: %v", err)
+	} else {
+		l.release()
+	}
+}
+
+// The ready text is found even when it straddles two reads.
+func TestLineWatcherAcrossReads(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := newLineWatcher("Application startup complete")
+	var out strings.Builder
+	done := make(chan struct{})
+	go func() { lw.copy(&out, r); close(done) }()
+	for _, part := range []string{"INFO: Waiting for application startup.\nINFO: Applica", "tion start", "up complete.\n"} {
+		select {
+		case <-lw.seen:
+			t.Fatalf("ready before %q was written", part)
+		default:
+		}
+		w.Write([]byte(part))
+		time.Sleep(5 * time.Millisecond) // separate reads on the pipe
+	}
+	w.Close()
+	<-done
+	select {
+	case <-lw.seen:
+	default:
+		t.Error("ready text not found")
+	}
+	if !strings.HasSuffix(out.String(), "up complete.\n") {
+		t.Errorf("output not passed through: %q", out.String())
+	}
+}
+
+func TestProbeURL(t *testing.T) {
+	cases := map[string]bool{`{"status":"ok"}`: true, `{"status":"starting"}`: false, `not json`: false}
+	for body, want := range cases {
+		srv := newHealthServer(t, body)
+		err := probeURL(context.Background(), srv.Client(), srv.URL+"/health")
+		if (err == nil) != want {
+			t.Errorf("body %q: probe error %v, want ok=%v", body, err, want)
+		}
+	}
+}
+
+func newHealthServer(t *testing.T, body string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
