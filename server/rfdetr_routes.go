@@ -217,7 +217,6 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		writeFieldErrors(w, ferrs)
 		return
 	}
-	body = nil
 
 	t0 := time.Now()
 	data, err := decodeBase64Image(req.Image)
@@ -225,7 +224,7 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	req.Image = ""
+	req.Image = "" // let the collector free the base64 text while the forward runs
 	img, _, err := rfdetr.DecodeImage(data)
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,14 +110,12 @@ func (s *Server) routes() http.Handler {
 			h = e.methods[http.MethodGet]
 		}
 		if h == nil {
-			allowed := ""
+			allowed := make([]string, 0, len(e.methods))
 			for m := range e.methods {
-				if allowed != "" {
-					allowed += ", "
-				}
-				allowed += m
+				allowed = append(allowed, m)
 			}
-			w.Header().Set("Allow", allowed)
+			sort.Strings(allowed)
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
 			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 			return
 		}
