@@ -201,12 +201,16 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 	if err != nil {
 		return nil, nil, err
 	}
+	ep, err := supervisedEntrypoint(entrypoint, spec.Launch, spec.SupervisorFlags)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := &container.Config{
 		Image:        tag,
 		User:         user,
 		Env:          SortedEnv(spec.ServerEnv(containerHF, containerHF+"/hub", containerMetalCache)),
 		Cmd:          spec.Launch.Argv,
-		Entrypoint:   supervisedEntrypoint(entrypoint, spec.Launch),
+		Entrypoint:   ep,
 		ExposedPorts: network.PortSet{port: {}},
 		Labels: map[string]string{
 			LabelName:    spec.Package.Wire.Name,
@@ -219,12 +223,16 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 }
 
 // supervisedEntrypoint tells an image whose entrypoint is our supervisor
-// (`tt-model supervise --`) how this profile's readiness is probed; any
-// other entrypoint is kept as it is.
-func supervisedEntrypoint(ep []string, l manifest.Launch) []string {
+// (`tt-model supervise --`) how this profile's readiness is probed, and
+// passes it extra flags; any other entrypoint is kept as it is, and extra
+// flags for it are an error.
+func supervisedEntrypoint(ep []string, l manifest.Launch, extra []string) ([]string, error) {
 	dash := slices.Index(ep, "--")
 	if dash < 0 || !slices.Contains(ep[:dash], "supervise") {
-		return ep
+		if len(extra) > 0 {
+			return nil, fmt.Errorf("supervisor flags %q given, but the image's entrypoint %q is not `tt-model supervise --`", extra, ep)
+		}
+		return ep, nil
 	}
 	out := append([]string{}, ep[:dash]...)
 	if l.ReadyLine != "" {
@@ -232,7 +240,8 @@ func supervisedEntrypoint(ep []string, l manifest.Launch) []string {
 	} else if l.ReadyPath != "" {
 		out = append(out, "--ready-url", fmt.Sprintf("http://127.0.0.1:%d%s", l.Port, l.ReadyPath))
 	}
-	return append(out, ep[dash:]...)
+	out = append(out, extra...)
+	return append(out, ep[dash:]...), nil
 }
 
 // containerUser makes what the container writes into the bind mounts belong

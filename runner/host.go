@@ -186,7 +186,9 @@ func (h *Host) argv(spec *Spec, server []string) []string {
 	if len(spec.Chips) > 0 {
 		argv = append(argv, "--chips", joinChips(spec.Chips))
 	}
-	argv = append(argv, "--stop-grace", StopGrace.String(), "--")
+	argv = append(argv, "--stop-grace", StopGrace.String())
+	argv = append(argv, spec.SupervisorFlags...)
+	argv = append(argv, "--")
 	return append(argv, server...)
 }
 

@@ -35,6 +35,9 @@ type Spec struct {
 	// weights/ (the weight cache) live there.
 	StateDir  string
 	Hugepages bool // /dev/hugepages-1G is a hugetlbfs mount
+	// SupervisorFlags are extra `tt-model supervise` flags (for example a
+	// site's --reset-cmd), placed before the server argv.
+	SupervisorFlags []string
 }
 
 // PlanOptions are the serve flags.

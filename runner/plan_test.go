@@ -143,22 +143,27 @@ func TestServerEnvPinsSnapshot(t *testing.T) {
 
 func TestSupervisedEntrypoint(t *testing.T) {
 	cases := []struct {
-		name string
-		ep   []string
-		l    manifest.Launch
-		want []string
+		name  string
+		ep    []string
+		l     manifest.Launch
+		extra []string
+		want  []string
 	}{
-		{"our supervisor, health probe", []string{"/usr/local/bin/tt-model", "supervise", "--"}, manifest.Launch{Port: 20001, ReadyPath: "/health"},
+		{"our supervisor, health probe", []string{"/usr/local/bin/tt-model", "supervise", "--"}, manifest.Launch{Port: 20001, ReadyPath: "/health"}, nil,
 			[]string{"/usr/local/bin/tt-model", "supervise", "--ready-url", "http://127.0.0.1:20001/health", "--"}},
-		{"our supervisor, ready line", []string{"tt-model", "supervise", "--"}, manifest.Launch{ReadyLine: "Application startup complete"},
-			[]string{"tt-model", "supervise", "--ready-line", "Application startup complete", "--"}},
-		{"another entrypoint", []string{"/entrypoint.sh", "--"}, manifest.Launch{ReadyPath: "/health"}, []string{"/entrypoint.sh", "--"}},
-		{"none", nil, manifest.Launch{ReadyPath: "/health"}, nil},
+		{"our supervisor, ready line, extra flags", []string{"tt-model", "supervise", "--"}, manifest.Launch{ReadyLine: "Application startup complete"},
+			[]string{"--reset-cmd", "/opt/reset {chips}"},
+			[]string{"tt-model", "supervise", "--ready-line", "Application startup complete", "--reset-cmd", "/opt/reset {chips}", "--"}},
+		{"another entrypoint", []string{"/entrypoint.sh", "--"}, manifest.Launch{ReadyPath: "/health"}, nil, []string{"/entrypoint.sh", "--"}},
+		{"none", nil, manifest.Launch{ReadyPath: "/health"}, nil, nil},
 	}
 	for _, c := range cases {
-		if got := supervisedEntrypoint(c.ep, c.l); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		if got, err := supervisedEntrypoint(c.ep, c.l, c.extra); err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
 		}
+	}
+	if _, err := supervisedEntrypoint([]string{"/entrypoint.sh"}, manifest.Launch{}, []string{"--reset-cmd", "x"}); err == nil {
+		t.Error("supervisor flags for an image without our supervisor were accepted")
 	}
 }
 
