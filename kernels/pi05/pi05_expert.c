@@ -77,12 +77,22 @@ static void lin_rows(pi05_program *p, const p5_lin *l, const float *x, long ldx,
     for (int r = 0; r < nb; r++) p5_linear(p, l, x + (long)r * H * ldx, ldx, y + (long)r * H * ldy, ldy, H, 0);
 }
 
+static void fused_rows(pi05_program *p, const p5_fused *f, const float *x, long ldx, float *y, int nb, int H,
+                       int pack)
+{
+    if (pack) {
+        p5_linear_fused(p, f, x, ldx, y, nb * H);
+        return;
+    }
+    for (int r = 0; r < nb; r++) p5_linear_fused(p, f, x + (long)r * H * ldx, ldx, y + (long)r * H * f->ld, H);
+}
+
 void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise, int H,
                    int steps, int pack, float *actions)
 {
     const pi05_model *m = p->m;
     const pi05_dims *d = &m->d;
-    int ew = d->e_width, hd = d->head_dim, kvd = d->kv_heads * hd, eq = d->e_heads * hd;
+    int ew = d->e_width, eq = d->e_heads * d->head_dim;
     int ad = d->action_dim, R = nb * H, L = d->l_layers;
     conditioning(p, steps);
     memcpy(p->e_x, noise, (size_t)R * (size_t)ad * sizeof(float));
@@ -93,23 +103,22 @@ void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float
             const p5_ex_layer *E = &m->el[l];
             const float *mod = mod_at(p, 2 * l, s);
             p5_adarms(p, p->e_h, p->e_y, R, ew, mod, d->e_eps);
-            lin_rows(p, &E->q, p->e_y, ew, p->e_q, eq, nb, H, pack);
-            lin_rows(p, &E->k, p->e_y, ew, p->e_k, kvd, nb, H, pack);
-            lin_rows(p, &E->v, p->e_y, ew, p->e_v, kvd, nb, H, pack);
+            const p5_fused *qkv = &E->qkv, *gu = &E->gu;
+            float *q = p->e_qkv, *k = q + qkv->off[1], *v = q + qkv->off[2];
+            fused_rows(p, qkv, p->e_y, ew, p->e_qkv, nb, H, pack);
             for (int r = 0; r < nb; r++) { /* suffix positions start after the request's valid prefix */
                 int P = slabs[r]->prefix_len;
-                p5_rope(p, p->e_q + (long)r * H * eq, eq, H, d->e_heads, P);
-                p5_rope(p, p->e_k + (long)r * H * kvd, kvd, H, d->kv_heads, P);
+                p5_rope(p, q + (long)r * H * qkv->ld, qkv->ld, H, d->e_heads, P);
+                p5_rope(p, k + (long)r * H * qkv->ld, qkv->ld, H, d->kv_heads, P);
             }
-            p5_attend_slabs(p, slabs, nb, l, p->e_q, H, d->e_heads, p->e_k, p->e_v, H, p->e_a);
+            p5_attend_slabs(p, slabs, nb, l, q, qkv->ld, H, d->e_heads, k, v, qkv->ld, H, p->e_a, eq);
             lin_rows(p, &E->o, p->e_a, eq, p->e_t, ew, nb, H, pack);
             p5_gated_add(p, p->e_h, p->e_t, R, ew, mod + 2L * ew);
             mod = mod_at(p, 2 * l + 1, s);
             p5_adarms(p, p->e_h, p->e_y, R, ew, mod, d->e_eps);
-            lin_rows(p, &E->gate, p->e_y, ew, p->e_g, d->e_mlp, nb, H, pack);
-            lin_rows(p, &E->up, p->e_y, ew, p->e_u, d->e_mlp, nb, H, pack);
-            p5_geglu(p, p->e_g, p->e_u, (long)R * d->e_mlp);
-            lin_rows(p, &E->down, p->e_g, d->e_mlp, p->e_t, ew, nb, H, pack);
+            fused_rows(p, gu, p->e_y, ew, p->e_gu, nb, H, pack);
+            p5_geglu(p, p->e_gu, gu->ld, R, d->e_mlp, gu->off[1]);
+            lin_rows(p, &E->down, p->e_gu, gu->ld, p->e_t, ew, nb, H, pack);
             p5_gated_add(p, p->e_h, p->e_t, R, ew, mod + 2L * ew);
         }
         p5_adarms(p, p->e_h, p->e_y, R, ew, mod_at(p, 2 * L, s), d->e_eps);

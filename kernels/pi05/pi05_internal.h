@@ -8,30 +8,49 @@
 #include "../common/tt_pool.h"
 #include "pi05.h"
 
+typedef struct p5_fused p5_fused;
+
 /* One Linear layer y = x W^T + b, W [n][k] (PyTorch layout).
  * PI05_REF keeps W in fp32 as given; the fast paths keep it packed in `mat` (dtype per layer: bf16
  * for the big matmuls in PI05_BF16, fp32 for the layers the spec keeps in fp32). */
 typedef struct {
     int n, k;
-    int keep_f32; /* fp32 even in PI05_BF16 */
-    float *w;     /* PI05_REF */
-    float *b;     /* [n] or NULL; owned here (mat.bias points at it) */
-    tt_mat mat;   /* fast paths */
+    int keep_f32;     /* fp32 even in PI05_BF16 */
+    float *w;         /* PI05_REF */
+    float *b;         /* [n] or NULL; owned here (mat.bias points at it) */
+    tt_mat mat;       /* fast paths (inside fused->buf when fused) */
+    p5_fused *fused;  /* the group this layer is part of, or NULL */
+    int part;
 } p5_lin;
+
+/* Linear layers that read the same input (q/k/v, gate/up), run as one GEMM in the fast paths:
+ * their packed panels lie back to back, part i writing columns [off[i], off[i] + n_i) of a
+ * [rows][ld] output (off[i] a multiple of TT_NR; padding columns come out 0). PI05_REF runs the
+ * parts one by one into the same layout. */
+struct p5_fused {
+    int nparts, ld, off[3];
+    p5_lin *part[3];
+    tt_mat mat;
+    void *buf;
+    float *bias; /* [ld] when the parts have biases */
+};
 
 typedef struct {
     float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
     p5_lin q, k, v, o, fc1, fc2;
+    p5_fused qkv;
 } p5_vis_layer;
 
 typedef struct {
     float *in_norm, *post_norm; /* Gemma RMSNorm weights, applied as (1 + w) */
     p5_lin q, k, v, o, gate, up, down;
+    p5_fused qkv, gu;
 } p5_lm_layer;
 
 typedef struct {
     p5_lin ada_in, ada_post; /* adaRMSNorm modulation dense layers [3*width][width] */
     p5_lin q, k, v, o, gate, up, down;
+    p5_fused qkv, gu;
 } p5_ex_layer;
 
 /* An expected checkpoint tensor. */
@@ -93,9 +112,9 @@ struct pi05_program {
     int max_pos;
     float *rope_cos, *rope_sin; /* [max_pos][head_dim/2] */
     /* scratch (allocated once) */
-    float *v_patch, *v_x, *v_h, *v_q, *v_k, *v_v, *v_a, *v_m;
-    float *l_x, *l_h, *l_q, *l_k, *l_v, *l_a, *l_g, *l_u;
-    float *e_x, *e_h, *e_y, *e_q, *e_k, *e_v, *e_a, *e_g, *e_u, *e_t, *e_vel, *e_cond, *e_mods;
+    float *v_patch, *v_x, *v_h, *v_qkv, *v_a, *v_m; /* *_qkv, *_gu: fused outputs, ld = fused.ld */
+    float *l_x, *l_h, *l_qkv, *l_a, *l_gu;
+    float *e_x, *e_h, *e_y, *e_qkv, *e_a, *e_gu, *e_t, *e_vel, *e_cond, *e_mods;
     float *scores;    /* PI05_REF: one row of attention probabilities */
     void *gemm_ws;    /* bf16 copy of a GEMM's A */
     /* fast attention: per-thread score blocks [P5_QB][att_sc_ld] and their bf16 copies, the packed
@@ -121,15 +140,16 @@ void *p5_alloc(size_t bytes, size_t *total);
 /* y[m][n] (+)= x[m][k] W^T + b; ACCUM adds into y. */
 void p5_linear(pi05_program *p, const p5_lin *l, const float *x, long ldx, float *y, long ldy, int m,
                int accum);
-/* y = x * rsqrt(mean(x^2) + eps) * (1 + w) per row (w = NULL: no weight). */
+/* All parts of f: y [m][f->ld]. */
+void p5_linear_fused(pi05_program *p, const p5_fused *f, const float *x, long ldx, float *y, int m);
+/* y = x * rsqrt(mean(x^2) + eps) * (1 + w) per row. */
 void p5_rmsnorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *w, float eps);
 /* y = RMS(x) * (1 + scale) + shift with mod = [scale | shift | gate] per row group. */
 void p5_adarms(pi05_program *p, const float *x, float *y, int rows, int n, const float *mod, float eps);
 /* x += gate (*) t, per row. */
 void p5_gated_add(pi05_program *p, float *x, const float *t, int rows, int n, const float *gate);
-/* g = gelu_tanh(g) * u */
-void p5_geglu(pi05_program *p, float *g, const float *u, long count);
-void p5_gelu_tanh(pi05_program *p, float *x, long count);
+/* Per row of gu [rows][ld]: gu[0:n] = gelu_tanh(gu[0:n]) * gu[up:up+n] (up < 0: no product). */
+void p5_geglu(pi05_program *p, float *gu, long ld, int rows, int n, int up);
 void p5_layernorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *g,
                   const float *b, float eps);
 /* Rotate-half RoPE on heads [rows][heads*hd] (row stride ld) at positions pos0 + row. */
@@ -139,13 +159,15 @@ enum { P5_QB = 48 }; /* query rows per attention task: a score block stays in L2
 /* Attention for nb requests: request r's nq query rows q[r*nq ..] ([heads*hd] each) over its slab's
  * prefix K/V of `layer` plus its own nsuf suffix rows ksuf/vsuf[r*nsuf ..] ([kv*hd] each; nsuf may
  * be 0) -> out[r*nq ..]. Masked tokens are not in the slab, so there is no mask. */
-void p5_attend_slabs(pi05_program *p, pi05_slab *const *slabs, int nb, int layer, const float *q, int nq,
-                     int heads, const float *ksuf, const float *vsuf, int nsuf, float *out);
-/* Bidirectional attention within each of nb blocks of T rows (vision): q/k/v/out [nb*T][heads*hd]. */
-void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const float *v, float *out,
+void p5_attend_slabs(pi05_program *p, pi05_slab *const *slabs, int nb, int layer, const float *q, long ldq,
+                     int nq, int heads, const float *ksuf, const float *vsuf, long ldkv, int nsuf, float *out,
+                     long ldo);
+/* Bidirectional attention within each of nb blocks of T rows (vision): q/k/v rows of stride ld,
+ * out [nb*T][heads*hd]. */
+void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const float *v, long ld, float *out,
                       int nb, int T, int heads, int hd);
-/* Writes the prefix K / V (fp32 [P][kv*hd]) of one layer into the slab. */
-void p5_slab_store(pi05_program *p, pi05_slab *s, int layer, const float *k, const float *v, int P);
+/* Writes the prefix K / V (fp32 rows of stride ld) of one layer into the slab. */
+void p5_slab_store(pi05_program *p, pi05_slab *s, int layer, const float *k, const float *v, long ld, int P);
 
 /* ---- stages ---- */
 int p5_vision_run(pi05_program *p, pi05_slab *s, const float *images, const uint8_t *cam_mask);

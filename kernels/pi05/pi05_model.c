@@ -131,6 +131,56 @@ static void build_table(pi05_model *m)
     add_lin(m, &m->time_out, ew, ew, 1, 1, "time_mlp_out.");
 }
 
+static int fused_tt_dtype(const pi05_model *m, const p5_lin *l)
+{
+    return (m->prec == PI05_BF16 && !l->keep_f32) ? TT_BF16 : TT_F32;
+}
+
+/* Lays out a group of layers sharing one input (see p5_fused); in the fast paths allocates the
+ * shared panel buffer (and bias) the parts are packed into. Returns 0 or -1 when out of memory. */
+static int fuse(pi05_model *m, p5_fused *f, p5_lin *a, p5_lin *b, p5_lin *c, int bias)
+{
+    p5_lin *parts[3] = {a, b, c};
+    f->nparts = c ? 3 : 2;
+    int col = 0;
+    for (int i = 0; i < f->nparts; i++) {
+        f->part[i] = parts[i];
+        f->off[i] = col;
+        parts[i]->fused = f;
+        parts[i]->part = i;
+        f->ld = col + parts[i]->n;
+        col += (parts[i]->n + TT_NR - 1) / TT_NR * TT_NR;
+    }
+    if (m->prec == PI05_REF) return 0;
+    tt_dtype dt = (tt_dtype)fused_tt_dtype(m, a);
+    int k = a->k;
+    size_t bytes = tt_mat_bytes(dt, col, k);
+    f->buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (f->buf == NULL) return -1;
+    memset(f->buf, 0, bytes);
+    if (bias) {
+        f->bias = calloc((size_t)f->ld, sizeof(float));
+        if (f->bias == NULL) return -1;
+    }
+    f->mat = (tt_mat){.n = f->ld, .k = k, .npanels = col / TT_NR, .kp = dt == TT_BF16 ? (k + 1) & ~1 : k,
+                      .dtype = dt, .isa = m->isa, .panels = f->buf, .bias = f->bias, .owned = 0};
+    m->bytes += bytes + (bias ? (size_t)f->ld * sizeof(float) : 0);
+    return 0;
+}
+
+static int fuse_all(pi05_model *m)
+{
+    int rc = 0;
+    for (int i = 0; i < m->d.v_layers; i++) rc |= fuse(m, &m->vl[i].qkv, &m->vl[i].q, &m->vl[i].k, &m->vl[i].v, 1);
+    for (int i = 0; i < m->d.l_layers; i++) {
+        rc |= fuse(m, &m->ll[i].qkv, &m->ll[i].q, &m->ll[i].k, &m->ll[i].v, 0);
+        rc |= fuse(m, &m->ll[i].gu, &m->ll[i].gate, &m->ll[i].up, NULL, 0);
+        rc |= fuse(m, &m->el[i].qkv, &m->el[i].q, &m->el[i].k, &m->el[i].v, 0);
+        rc |= fuse(m, &m->el[i].gu, &m->el[i].gate, &m->el[i].up, NULL, 0);
+    }
+    return rc;
+}
+
 static int dims_ok(const pi05_dims *d, char *err, size_t n)
 {
 #define NEED(c, what)                      \
@@ -179,6 +229,7 @@ pi05_model *pi05_model_new(const pi05_dims *d, pi05_precision prec, int isa, cha
     m->slots = calloc((size_t)nmax, sizeof *m->slots);
     if (!m->vl || !m->ll || !m->el || !m->slots) goto oom;
     build_table(m);
+    if (fuse_all(m) != 0) goto oom;
     return m;
 oom:
     p5_err(err, errlen, "out of memory");
@@ -194,6 +245,12 @@ static void free_lin(p5_lin *l)
     free(l->b);
 }
 
+static void free_fused(p5_fused *f)
+{
+    free(f->buf);
+    free(f->bias);
+}
+
 void pi05_model_free(pi05_model *m)
 {
     if (m == NULL) return;
@@ -204,6 +261,11 @@ void pi05_model_free(pi05_model *m)
     }
     free(m->embed32);
     free(m->embed16);
+    for (int i = 0; m->vl && i < m->d.v_layers; i++) free_fused(&m->vl[i].qkv);
+    for (int i = 0; m->ll && m->el && i < m->d.l_layers; i++) {
+        free_fused(&m->ll[i].qkv), free_fused(&m->ll[i].gu);
+        free_fused(&m->el[i].qkv), free_fused(&m->el[i].gu);
+    }
     free(m->vl);
     free(m->ll);
     free(m->el);
@@ -298,6 +360,7 @@ int pi05_model_set(pi05_model *m, const char *name, int dtype, const int64_t *sh
         p5_lin *l = s->dst;
         if ((l->b = to_f32(dtype, data, count)) == NULL) goto oom;
         l->mat.bias = l->b;
+        if (l->fused && l->fused->bias) memcpy(l->fused->bias + l->fused->off[l->part], l->b, count * sizeof(float));
         m->bytes += count * 4;
     } else { /* LIN_W */
         p5_lin *l = s->dst;
@@ -305,14 +368,21 @@ int pi05_model_set(pi05_model *m, const char *name, int dtype, const int64_t *sh
             if ((l->w = to_f32(dtype, data, count)) == NULL) goto oom;
             m->bytes += count * 4;
         } else {
-            tt_dtype dt = (m->prec == PI05_BF16 && !l->keep_f32) ? TT_BF16 : TT_F32;
+            tt_dtype dt = (tt_dtype)fused_tt_dtype(m, l);
             float *tmp = dtype == PI05_DT_F32 ? (float *)data : to_f32(dtype, data, count);
             if (tmp == NULL) goto oom;
-            int rc = tt_mat_pack(&l->mat, dt, m->isa, tmp, l->k, 0, l->n, l->k, NULL);
+            int rc = 0;
+            if (l->fused) { /* into its columns of the group's panels */
+                size_t off = (size_t)l->fused->off[l->part] / TT_NR * (size_t)l->fused->mat.kp * TT_NR *
+                             (dt == TT_BF16 ? 2 : 4);
+                tt_mat_pack_into(&l->mat, (char *)l->fused->buf + off, dt, m->isa, tmp, l->k, 0, l->n, l->k);
+            } else {
+                rc = tt_mat_pack(&l->mat, dt, m->isa, tmp, l->k, 0, l->n, l->k, NULL);
+                m->bytes += tt_mat_bytes(dt, l->n, l->k);
+            }
             if (tmp != data) free(tmp);
             if (rc != 0) goto oom;
             l->mat.bias = l->b;
-            m->bytes += tt_mat_bytes(dt, l->n, l->k);
         }
     }
     s->set = 1;
@@ -416,33 +486,27 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
     p->rope_cos = p5_alloc((size_t)p->max_pos * hd / 2 * F, t);
     p->rope_sin = p5_alloc((size_t)p->max_pos * hd / 2 * F, t);
     size_t vw = (size_t)d->v_width, lw = (size_t)d->l_width;
+    size_t vqkv = (size_t)m->vl[0].qkv.ld, lqkv = (size_t)m->ll[0].qkv.ld, lgu = (size_t)m->ll[0].gu.ld;
+    size_t eqkv = (size_t)m->el[0].qkv.ld, egu = (size_t)m->el[0].gu.ld;
     p->v_patch = p5_alloc(V * (size_t)m->patch.k * F, t);
     p->v_x = p5_alloc(V * vw * F, t);
     p->v_h = p5_alloc(V * vw * F, t);
-    p->v_q = p5_alloc(V * vw * F, t);
-    p->v_k = p5_alloc(V * vw * F, t);
-    p->v_v = p5_alloc(V * vw * F, t);
+    p->v_qkv = p5_alloc(V * vqkv * F, t);
     p->v_a = p5_alloc(V * vw * F, t);
     p->v_m = p5_alloc(V * (size_t)d->v_mlp * F, t);
     p->l_x = p5_alloc(P * lw * F, t);
     p->l_h = p5_alloc(P * lw * F, t);
-    p->l_q = p5_alloc(P * lq * F, t);
+    p->l_qkv = p5_alloc(P * lqkv * F, t);
     p->l_a = p5_alloc(P * lq * F, t);
-    p->l_k = p5_alloc(P * kvd * F, t);
-    p->l_v = p5_alloc(P * kvd * F, t);
-    p->l_g = p5_alloc(P * (size_t)d->l_mlp * F, t);
-    p->l_u = p5_alloc(P * (size_t)d->l_mlp * F, t);
+    p->l_gu = p5_alloc(P * lgu * F, t);
     p->e_x = p5_alloc(R * (size_t)d->action_dim * F, t);
     p->e_vel = p5_alloc(R * (size_t)d->action_dim * F, t);
     p->e_h = p5_alloc(R * ew * F, t);
     p->e_y = p5_alloc(R * ew * F, t);
     p->e_t = p5_alloc(R * ew * F, t);
-    p->e_q = p5_alloc(R * eq * F, t);
+    p->e_qkv = p5_alloc(R * eqkv * F, t);
     p->e_a = p5_alloc(R * eq * F, t);
-    p->e_k = p5_alloc(R * kvd * F, t);
-    p->e_v = p5_alloc(R * kvd * F, t);
-    p->e_g = p5_alloc(R * (size_t)d->e_mlp * F, t);
-    p->e_u = p5_alloc(R * (size_t)d->e_mlp * F, t);
+    p->e_gu = p5_alloc(R * egu * F, t);
     p->e_cond = p5_alloc(2 * nsteps * ew * F, t);
     p->e_mods = p5_alloc((size_t)(2 * d->l_layers + 1) * nsteps * 3 * ew * F, t);
     size_t keys = P + (size_t)pr->action_rows;
@@ -453,7 +517,6 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
         p->e_v32 = p5_alloc(keys * kvd * F, t);
     } else {
         size_t nt = (size_t)p->nthreads, kp = (keys + 1) & ~(size_t)1;
-        p->scores = p5_alloc(F, t); /* unused by the fast path */
         size_t rows = maxz(maxz(V, P), maxz(R, qrows));
         p->gemm_ws = p5_alloc(rows * (lin_max_k(m) + 2) * 2, t);
         p->att_sc_ld = (long)kp;
@@ -469,13 +532,12 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
         tt_attn_shape vs = {pr->cams, (int)T, d->v_heads, m->v_hd, p->nthreads, p5_att_dtype(m), m->isa};
         p->vis_att_ws = p5_alloc(tt_attention_ws_bytes(&vs), t);
     }
-    void *need[] = {p->rope_cos, p->rope_sin, p->v_patch, p->v_x, p->v_h, p->v_q, p->v_k, p->v_v, p->v_a,
-                    p->v_m, p->l_x, p->l_h, p->l_q, p->l_a, p->l_k, p->l_v, p->l_g, p->l_u, p->e_x,
-                    p->e_vel, p->e_h, p->e_y, p->e_t, p->e_q, p->e_a, p->e_k, p->e_v, p->e_g, p->e_u,
-                    p->e_cond, p->e_mods, p->scores};
+    void *need[] = {p->rope_cos, p->rope_sin, p->v_patch, p->v_x, p->v_h, p->v_qkv, p->v_a, p->v_m, p->l_x,
+                    p->l_h, p->l_qkv, p->l_a, p->l_gu, p->e_x, p->e_vel, p->e_h, p->e_y, p->e_t, p->e_qkv,
+                    p->e_a, p->e_gu, p->e_cond, p->e_mods};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (need[i] == NULL) goto oom;
-    if (m->prec == PI05_REF ? (!p->e_k32 || !p->e_v32)
+    if (m->prec == PI05_REF ? (!p->scores || !p->e_k32 || !p->e_v32)
                             : (!p->gemm_ws || !p->att_ws || !p->att_sc || !p->att_abf || !p->suf_mats || !p->vis_att_ws))
         goto oom;
     /* RoPE tables, fp32 angles as the reference: inv_freq[i] = theta^(-2i/hd), angle = pos * inv_freq */
@@ -501,10 +563,9 @@ int pi05_program_threads(const pi05_program *p) { return p->nthreads; }
 void pi05_program_free(pi05_program *p)
 {
     if (p == NULL) return;
-    void *all[] = {p->rope_cos, p->rope_sin, p->v_patch, p->v_x, p->v_h, p->v_q, p->v_k, p->v_v, p->v_a,
-                   p->v_m, p->l_x, p->l_h, p->l_q, p->l_a, p->l_k, p->l_v, p->l_g, p->l_u, p->e_x,
-                   p->e_vel, p->e_h, p->e_y, p->e_t, p->e_q, p->e_a, p->e_k, p->e_v, p->e_g, p->e_u,
-                   p->e_cond, p->e_mods, p->scores, p->gemm_ws, p->att_ws, p->e_k32, p->e_v32,
+    void *all[] = {p->rope_cos, p->rope_sin, p->v_patch, p->v_x, p->v_h, p->v_qkv, p->v_a, p->v_m, p->l_x,
+                   p->l_h, p->l_qkv, p->l_a, p->l_gu, p->e_x, p->e_vel, p->e_h, p->e_y, p->e_t, p->e_qkv,
+                   p->e_a, p->e_gu, p->e_cond, p->e_mods, p->scores, p->gemm_ws, p->att_ws, p->e_k32, p->e_v32,
                    p->att_sc, p->att_abf, p->suf_mats, p->vis_att_ws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     tt_pool_destroy(p->pool);

@@ -73,6 +73,15 @@ void p5_linear(pi05_program *p, const p5_lin *l, const float *x, long ldx, float
     }
 }
 
+void p5_linear_fused(pi05_program *p, const p5_fused *f, const float *x, long ldx, float *y, int m)
+{
+    if (!is_ref(p)) {
+        tt_gemm(p->pool, &f->mat, x, ldx, y, f->ld, m, 0, p->gemm_ws);
+        return;
+    }
+    for (int i = 0; i < f->nparts; i++) p5_linear(p, f->part[i], x, ldx, y + f->off[i], f->ld, m, 0);
+}
+
 /* ---------------------------------------------------------------- norms */
 
 static float rms_inv_scalar(const float *x, int n, float eps)
@@ -116,10 +125,8 @@ static void rms_rows(void *a, int r0, int r1)
         if (j->mod) {
             const float *scale = j->mod + (long)(r / j->mod_rows) * 3 * n, *shift = scale + n;
             for (int i = 0; i < n; i++) y[i] = x[i] * inv * (1.0f + scale[i]) + shift[i];
-        } else if (j->w) {
-            for (int i = 0; i < n; i++) y[i] = x[i] * inv * (1.0f + j->w[i]);
         } else {
-            for (int i = 0; i < n; i++) y[i] = x[i] * inv;
+            for (int i = 0; i < n; i++) y[i] = x[i] * inv * (1.0f + j->w[i]);
         }
     }
 }
@@ -216,30 +223,30 @@ TT_TARGET_AVX512 static void geglu_512(float *g, const float *u, long n)
 
 typedef struct {
     pi05_program *p;
-    float *g;
-    const float *u;
-    long per;
-    long n;
+    float *gu;
+    long ld;
+    int n, up;
 } geglu_job;
 
 static void geglu_rows(void *a, int r0, int r1)
 {
     geglu_job *j = a;
-    long b = (long)r0 * j->per, e = (long)r1 * j->per < j->n ? (long)r1 * j->per : j->n;
-    if (use512(j->p)) {
-        geglu_512(j->g + b, j->u ? j->u + b : NULL, e - b);
-        return;
+    for (int r = r0; r < r1; r++) {
+        float *g = j->gu + (long)r * j->ld;
+        const float *u = j->up >= 0 ? g + j->up : NULL;
+        if (use512(j->p)) {
+            geglu_512(g, u, j->n);
+            continue;
+        }
+        for (int i = 0; i < j->n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
     }
-    for (long i = b; i < e; i++) j->g[i] = gelu_tanh_scalar(j->g[i]) * (j->u ? j->u[i] : 1.0f);
 }
 
-void p5_geglu(pi05_program *p, float *g, const float *u, long count)
+void p5_geglu(pi05_program *p, float *gu, long ld, int rows, int n, int up)
 {
-    geglu_job j = {p, g, u, 4096, count};
-    par_rows(p, (int)((count + j.per - 1) / j.per), geglu_rows, &j);
+    geglu_job j = {p, gu, ld, n, up};
+    par_rows(p, rows, geglu_rows, &j);
 }
-
-void p5_gelu_tanh(pi05_program *p, float *x, long count) { p5_geglu(p, x, NULL, count); }
 
 /* ---------------------------------------------------------------- RoPE */
 
@@ -310,25 +317,25 @@ static void attend_ref(const float *q, long ldq, int nq, int heads, const float 
         }
 }
 
-void p5_slab_store(pi05_program *p, pi05_slab *s, int layer, const float *k, const float *v, int P)
+void p5_slab_store(pi05_program *p, pi05_slab *s, int layer, const float *k, const float *v, long ld, int P)
 {
     const pi05_dims *d = &p->m->d;
-    int hd = d->head_dim, kvd = d->kv_heads * hd;
+    int hd = d->head_dim;
     for (int h = 0; h < d->kv_heads; h++) {
         size_t slot = (size_t)layer * (size_t)d->kv_heads + (size_t)h;
         if (is_ref(p)) {
             for (int r = 0; r < P; r++) {
                 size_t o = (slot * (size_t)s->max_prefix + (size_t)r) * (size_t)hd;
-                memcpy(s->k32 + o, k + (long)r * kvd + (long)h * hd, (size_t)hd * sizeof(float));
-                memcpy(s->v32 + o, v + (long)r * kvd + (long)h * hd, (size_t)hd * sizeof(float));
+                memcpy(s->k32 + o, k + (long)r * ld + (long)h * hd, (size_t)hd * sizeof(float));
+                memcpy(s->v32 + o, v + (long)r * ld + (long)h * hd, (size_t)hd * sizeof(float));
             }
             continue;
         }
         tt_dtype dt = p5_att_dtype(p->m);
-        tt_mat_pack_into(&s->kmat[slot], (char *)s->kbuf + slot * s->kstride, dt, p->m->isa, k + h * hd, kvd,
-                         0, P, hd);
-        tt_mat_pack_into(&s->vmat[slot], (char *)s->vbuf + slot * s->vstride, dt, p->m->isa, v + h * hd, kvd,
-                         1, hd, P);
+        tt_mat_pack_into(&s->kmat[slot], (char *)s->kbuf + slot * s->kstride, dt, p->m->isa, k + h * hd, ld, 0,
+                         P, hd);
+        tt_mat_pack_into(&s->vmat[slot], (char *)s->vbuf + slot * s->vstride, dt, p->m->isa, v + h * hd, ld, 1,
+                         hd, P);
     }
 }
 
@@ -340,7 +347,7 @@ typedef struct {
     pi05_slab *const *slabs;
     int layer, nq, heads, group, hd, nsuf, qblocks;
     const float *q;
-    long ldq;
+    long ldq, ldo;
     float *out;
     const tt_mat *ksuf, *vsuf; /* [request][kv head] */
     float scale;
@@ -364,7 +371,7 @@ static void slab_att_task(void *arg, int task, int thread)
     float *sc = p->att_sc + (size_t)thread * P5_QB * (size_t)p->att_sc_ld;
     uint16_t *abf = p->att_abf + (size_t)thread * P5_QB * (size_t)p->att_abf_ld;
     const float *qp = j->q + ((long)r * j->nq + r0) * j->ldq + (long)h * j->hd;
-    float *op = j->out + ((long)r * j->nq + r0) * j->ldq + (long)h * j->hd;
+    float *op = j->out + ((long)r * j->nq + r0) * j->ldo + (long)h * j->hd;
     tt_isa isa = p->m->isa;
     const tt_mat *ks = j->ksuf ? &j->ksuf[r * d->kv_heads + g] : NULL;
     const tt_mat *vs = j->vsuf ? &j->vsuf[r * d->kv_heads + g] : NULL;
@@ -384,23 +391,23 @@ static void slab_att_task(void *arg, int task, int thread)
         tt_to_bf16_rows(isa, sc, lds, abf, kpad2(n1), rows, n1);
         a = abf, lda = kpad2(n1);
     }
-    tt_gemm_block(&s->vmat[slot], a, lda, op, j->ldq, 0, rows, 0, s->vmat[slot].npanels, 0);
+    tt_gemm_block(&s->vmat[slot], a, lda, op, j->ldo, 0, rows, 0, s->vmat[slot].npanels, 0);
     if (n2 > 0) {
         a = sc + n1, lda = lds;
         if (bf) {
             tt_to_bf16_rows(isa, sc + n1, lds, abf, kpad2(n2), rows, n2);
             a = abf, lda = kpad2(n2);
         }
-        tt_gemm_block(vs, a, lda, op, j->ldq, 0, rows, 0, vs->npanels, TT_GEMM_ACCUM);
+        tt_gemm_block(vs, a, lda, op, j->ldo, 0, rows, 0, vs->npanels, TT_GEMM_ACCUM);
     }
 }
 
-void p5_attend_slabs(pi05_program *p, pi05_slab *const *slabs, int nb, int layer, const float *q, int nq,
-                     int heads, const float *ksuf, const float *vsuf, int nsuf, float *out)
+void p5_attend_slabs(pi05_program *p, pi05_slab *const *slabs, int nb, int layer, const float *q, long ldq,
+                     int nq, int heads, const float *ksuf, const float *vsuf, long ldkv, int nsuf, float *out,
+                     long ldo)
 {
     const pi05_dims *d = &p->m->d;
     int hd = d->head_dim, kvd = d->kv_heads * hd;
-    long ldq = (long)heads * hd;
     if (is_ref(p)) {
         for (int r = 0; r < nb; r++) {
             const pi05_slab *s = slabs[r];
@@ -415,11 +422,11 @@ void p5_attend_slabs(pi05_program *p, pi05_slab *const *slabs, int nb, int layer
                 }
             }
             for (int i = 0; i < nsuf; i++) {
-                memcpy(p->e_k32 + (long)(P + i) * kvd, ksuf + ((long)r * nsuf + i) * kvd, (size_t)kvd * sizeof(float));
-                memcpy(p->e_v32 + (long)(P + i) * kvd, vsuf + ((long)r * nsuf + i) * kvd, (size_t)kvd * sizeof(float));
+                memcpy(p->e_k32 + (long)(P + i) * kvd, ksuf + ((long)r * nsuf + i) * ldkv, (size_t)kvd * sizeof(float));
+                memcpy(p->e_v32 + (long)(P + i) * kvd, vsuf + ((long)r * nsuf + i) * ldkv, (size_t)kvd * sizeof(float));
             }
             attend_ref(q + (long)r * nq * ldq, ldq, nq, heads, p->e_k32, p->e_v32, kvd, P + nsuf, d->kv_heads, hd,
-                       out + (long)r * nq * ldq, ldq, p->scores);
+                       out + (long)r * nq * ldo, ldo, p->scores);
         }
         return;
     }
@@ -432,27 +439,27 @@ void p5_attend_slabs(pi05_program *p, pi05_slab *const *slabs, int nb, int layer
             for (int g = 0; g < d->kv_heads; g++) {
                 int i = r * d->kv_heads + g;
                 char *base = (char *)p->att_ws + (size_t)i * 2 * p->att_ws_half;
-                const float *k = ksuf + (long)r * nsuf * kvd + g * hd, *v = vsuf + (long)r * nsuf * kvd + g * hd;
-                tt_mat_pack_into(&km[i], base, dt, p->m->isa, k, kvd, 0, nsuf, hd);
-                tt_mat_pack_into(&vm[i], base + p->att_ws_half, dt, p->m->isa, v, kvd, 1, hd, nsuf);
+                const float *k = ksuf + (long)r * nsuf * ldkv + g * hd, *v = vsuf + (long)r * nsuf * ldkv + g * hd;
+                tt_mat_pack_into(&km[i], base, dt, p->m->isa, k, ldkv, 0, nsuf, hd);
+                tt_mat_pack_into(&vm[i], base + p->att_ws_half, dt, p->m->isa, v, ldkv, 1, hd, nsuf);
             }
     }
     slab_att_job j = {p, slabs, layer, nq, heads, heads / d->kv_heads, hd, nsuf, (nq + P5_QB - 1) / P5_QB,
-                      q, ldq, out, km, vm, 1.0f / sqrtf((float)hd), dt};
+                      q, ldq, ldo, out, km, vm, 1.0f / sqrtf((float)hd), dt};
     tt_pool_run(p->pool, nb * heads * j.qblocks, slab_att_task, &j);
 }
 
-void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const float *v, float *out,
+void p5_attend_blocks(pi05_program *p, const float *q, const float *k, const float *v, long ld, float *out,
                       int nb, int T, int heads, int hd)
 {
-    long ld = (long)heads * hd;
+    long ldo = (long)heads * hd;
     if (is_ref(p)) {
         for (int b = 0; b < nb; b++) {
             long o = (long)b * T * ld;
-            attend_ref(q + o, ld, T, heads, k + o, v + o, ld, T, heads, hd, out + o, ld, p->scores);
+            attend_ref(q + o, ld, T, heads, k + o, v + o, ld, T, heads, hd, out + (long)b * T * ldo, ldo, p->scores);
         }
         return;
     }
     tt_attn_shape sh = {nb, T, heads, hd, p->nthreads, p5_att_dtype(p->m), p->m->isa};
-    tt_attention(p->pool, &sh, q, k, v, ld, out, ld, 1.0f / sqrtf((float)hd), p->vis_att_ws);
+    tt_attention(p->pool, &sh, q, k, v, ld, out, ldo, 1.0f / sqrtf((float)hd), p->vis_att_ws);
 }

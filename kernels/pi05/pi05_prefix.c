@@ -29,7 +29,7 @@ int p5_prefix_run(pi05_program *p, pi05_slab *s, const int32_t *tokens, const ui
 {
     const pi05_model *m = p->m;
     const pi05_dims *d = &m->d;
-    int lw = d->l_width, hd = d->head_dim, kvd = d->kv_heads * hd, lq = d->l_heads * hd;
+    int lw = d->l_width, lq = d->l_heads * d->head_dim;
     memcpy(p->l_x, s->img, (size_t)s->nimg * (size_t)lw * sizeof(float));
     int P = s->nimg;
     for (int i = 0; i < ntok; i++)
@@ -38,21 +38,26 @@ int p5_prefix_run(pi05_program *p, pi05_slab *s, const int32_t *tokens, const ui
 
     for (int l = 0; l < d->l_layers; l++) {
         const p5_lm_layer *L = &m->ll[l];
+        const p5_fused *qkv = &L->qkv, *gu = &L->gu;
+        float *q = p->l_qkv, *k = q + qkv->off[1], *v = q + qkv->off[2];
         p5_rmsnorm(p, p->l_x, p->l_h, P, lw, L->in_norm, d->l_eps);
-        p5_linear(p, &L->k, p->l_h, lw, p->l_k, kvd, P, 0);
-        p5_linear(p, &L->v, p->l_h, lw, p->l_v, kvd, P, 0);
-        p5_rope(p, p->l_k, kvd, P, d->kv_heads, 0);
-        p5_slab_store(p, s, l, p->l_k, p->l_v, P);
-        if (l == d->l_layers - 1) break; /* the last layer only contributes its K/V */
-        p5_linear(p, &L->q, p->l_h, lw, p->l_q, lq, P, 0);
-        p5_rope(p, p->l_q, lq, P, d->l_heads, 0);
-        p5_attend_slabs(p, &s, 1, l, p->l_q, P, d->l_heads, NULL, NULL, 0, p->l_a);
+        if (l == d->l_layers - 1) { /* the last layer only contributes its K/V */
+            p5_linear(p, &L->k, p->l_h, lw, k, qkv->ld, P, 0);
+            p5_linear(p, &L->v, p->l_h, lw, v, qkv->ld, P, 0);
+            p5_rope(p, k, qkv->ld, P, d->kv_heads, 0);
+            p5_slab_store(p, s, l, k, v, qkv->ld, P);
+            break;
+        }
+        p5_linear_fused(p, qkv, p->l_h, lw, p->l_qkv, P);
+        p5_rope(p, q, qkv->ld, P, d->l_heads, 0);
+        p5_rope(p, k, qkv->ld, P, d->kv_heads, 0);
+        p5_slab_store(p, s, l, k, v, qkv->ld, P);
+        p5_attend_slabs(p, &s, 1, l, q, qkv->ld, P, d->l_heads, NULL, NULL, 0, 0, p->l_a, lq);
         p5_linear(p, &L->o, p->l_a, lq, p->l_x, lw, P, 1);
         p5_rmsnorm(p, p->l_x, p->l_h, P, lw, L->post_norm, d->l_eps);
-        p5_linear(p, &L->gate, p->l_h, lw, p->l_g, d->l_mlp, P, 0);
-        p5_linear(p, &L->up, p->l_h, lw, p->l_u, d->l_mlp, P, 0);
-        p5_geglu(p, p->l_g, p->l_u, (long)P * d->l_mlp);
-        p5_linear(p, &L->down, p->l_g, d->l_mlp, p->l_x, lw, P, 1);
+        p5_linear_fused(p, gu, p->l_h, lw, p->l_gu, P);
+        p5_geglu(p, p->l_gu, gu->ld, P, d->l_mlp, gu->off[1]);
+        p5_linear(p, &L->down, p->l_gu, gu->ld, p->l_x, lw, P, 1);
     }
     return 0;
 }

@@ -51,14 +51,14 @@ int p5_vision_run(pi05_program *p, pi05_slab *s, const float *images, const uint
     for (int l = 0; l < d->v_layers; l++) {
         const p5_vis_layer *L = &m->vl[l];
         p5_layernorm(p, p->v_x, p->v_h, V, vw, L->ln1_w, L->ln1_b, d->v_eps);
-        p5_linear(p, &L->q, p->v_h, vw, p->v_q, vw, V, 0);
-        p5_linear(p, &L->k, p->v_h, vw, p->v_k, vw, V, 0);
-        p5_linear(p, &L->v, p->v_h, vw, p->v_v, vw, V, 0);
-        p5_attend_blocks(p, p->v_q, p->v_k, p->v_v, p->v_a, nc, T, d->v_heads, m->v_hd);
+        const p5_fused *f = &L->qkv;
+        p5_linear_fused(p, f, p->v_h, vw, p->v_qkv, V);
+        p5_attend_blocks(p, p->v_qkv, p->v_qkv + f->off[1], p->v_qkv + f->off[2], f->ld, p->v_a, nc, T,
+                         d->v_heads, m->v_hd);
         p5_linear(p, &L->o, p->v_a, vw, p->v_x, vw, V, 1);
         p5_layernorm(p, p->v_x, p->v_h, V, vw, L->ln2_w, L->ln2_b, d->v_eps);
         p5_linear(p, &L->fc1, p->v_h, vw, p->v_m, d->v_mlp, V, 0);
-        p5_gelu_tanh(p, p->v_m, (long)V * d->v_mlp);
+        p5_geglu(p, p->v_m, d->v_mlp, V, d->v_mlp, -1);
         p5_linear(p, &L->fc2, p->v_m, d->v_mlp, p->v_x, vw, V, 1);
     }
     p5_layernorm(p, p->v_x, p->v_h, V, vw, m->post_w, m->post_b, d->v_eps);
