@@ -60,39 +60,24 @@ func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, opts LoadOpti
 	if err != nil {
 		return nil, err
 	}
-	wpath := filepath.Join(dir, "model.safetensors")
-	f, err := safetensors.Open(wpath)
+	ck, err := OpenCheckpoint(dir, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	dims, err := InferDims(f, cfg, wpath)
-	if err != nil {
-		return nil, err
-	}
-	if tok.Size() > dims.Vocab {
-		return nil, fmt.Errorf("tokenizer %s has %d pieces, more than the checkpoint's vocabulary %d", tokPath, tok.Size(), dims.Vocab)
-	}
-	names, err := ResolveTensors(f, dims, wpath)
-	if err != nil {
-		return nil, err
+	defer ck.Close()
+	if tok.Size() > ck.Dims.Vocab {
+		return nil, fmt.Errorf("tokenizer %s has %d pieces, more than the checkpoint's vocabulary %d", tokPath, tok.Size(), ck.Dims.Vocab)
 	}
 	srv.TokenLen = srv.EffectiveTokenLen(cfg)
-	p := &Policy{Server: srv, Config: cfg, Dims: dims, WeightsDir: dir, Tokenizer: tok, Norm: norm}
-	p.model, err = native.NewPi05Model(dims.native(), opts.Precision, opts.ISA)
-	if err != nil {
+	p := &Policy{Server: srv, Config: cfg, Dims: ck.Dims, WeightsDir: dir, Tokenizer: tok, Norm: norm}
+	if p.model, err = ck.Load(ctx, opts, log); err != nil {
 		return nil, err
 	}
-	if err := p.setTensors(ctx, f, names, log); err != nil {
-		p.Close()
-		return nil, err
-	}
-	p.Preset = native.Pi05Preset{
-		Cams:       srv.NumImages,
-		TextBucket: PromptBuckets(srv.NumImages)[len(PromptBuckets(srv.NumImages))-1],
-		ActionRows: ActionRows(srv.ActionHorizon),
-		MaxBatch:   1,
-	}
+	// One program with the largest prompt bucket serves every bucket: the kernels leave text
+	// padding out of the compute, so a request's bucket does not change its cost or result.
+	buckets := PromptBuckets(srv.NumImages)
+	p.Preset = native.Pi05Preset{Cams: srv.NumImages, TextBucket: buckets[len(buckets)-1],
+		ActionRows: ActionRows(srv.ActionHorizon), MaxBatch: 1}
 	if p.prog, err = p.model.NewProgram(p.Preset, opts.Threads); err != nil {
 		p.Close()
 		return nil, err
@@ -107,7 +92,8 @@ func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, opts LoadOpti
 	return p, nil
 }
 
-func (d Dims) native() native.Pi05Dims {
+// Native converts the dims to the kernels' struct.
+func (d Dims) Native() native.Pi05Dims {
 	return native.Pi05Dims{
 		Image: d.Image, Patch: d.Patch,
 		VisionWidth: d.VWidth, VisionLayers: d.VLayers, VisionHeads: d.VHeads, VisionMLP: d.VMLP,
@@ -120,19 +106,49 @@ func (d Dims) native() native.Pi05Dims {
 	}
 }
 
-// setTensors hands every tensor to the kernels, largest first: the model packs each one (an F32
+// Checkpoint is an opened model.safetensors whose tensors have all been checked.
+type Checkpoint struct {
+	Path  string
+	Dims  Dims
+	file  *safetensors.File
+	names map[string]string // expected name -> the file's name for it
+}
+
+// OpenCheckpoint maps dir/model.safetensors, derives the dims (shapes + cfg) and checks every
+// tensor, reporting all missing and mis-shaped ones by name, before anything is loaded.
+func OpenCheckpoint(dir string, cfg PolicyConfig) (*Checkpoint, error) {
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	dims, err := InferDims(f, cfg, path)
+	if err == nil {
+		var names map[string]string
+		if names, err = ResolveTensors(f, dims, path); err == nil {
+			return &Checkpoint{Path: path, Dims: dims, file: f, names: names}, nil
+		}
+	}
+	f.Close()
+	return nil, err
+}
+
+// Close unmaps the file; a model loaded from it keeps its own packed copy.
+func (c *Checkpoint) Close() error { return c.file.Close() }
+
+// Load hands every tensor to a new native model, largest first: the model packs each one (an F32
 // checkpoint becomes bf16) and its pages of the mapping are dropped right after, so the resident
 // set is the packed weights plus one source tensor, and the big embedding table is in flight while
 // little else is packed.
-func (p *Policy) setTensors(ctx context.Context, f *safetensors.File, names map[string]string, log *slog.Logger) error {
+func (c *Checkpoint) Load(ctx context.Context, opts LoadOptions, log *slog.Logger) (*native.Pi05Model, error) {
 	type item struct {
 		name, file string
 		info       safetensors.TensorInfo
 	}
-	items := make([]item, 0, len(names))
+	items := make([]item, 0, len(c.names))
 	var total int64
-	for name, file := range names {
-		info, _ := f.Info(file)
+	for name, file := range c.names {
+		info, _ := c.file.Info(file)
 		items = append(items, item{name, file, info})
 		total += info.End - info.Begin
 	}
@@ -143,18 +159,24 @@ func (p *Policy) setTensors(ctx context.Context, f *safetensors.File, names map[
 		}
 		return items[i].name < items[j].name
 	})
+	m, err := native.NewPi05Model(c.Dims.Native(), opts.Precision, opts.ISA)
+	if err != nil {
+		return nil, err
+	}
 	var done int64
 	last := time.Now()
 	for i, it := range items {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("load %s: %w", f.Path(), err)
+		err := ctx.Err()
+		var raw []byte
+		if err == nil {
+			raw, err = c.file.Bytes(it.file)
 		}
-		raw, err := f.Bytes(it.file)
+		if err == nil {
+			_, err = m.SetTensor(it.name, string(it.info.DType), it.info.Shape, raw)
+		}
 		if err != nil {
-			return err
-		}
-		if _, err := p.model.SetTensor(it.name, string(it.info.DType), it.info.Shape, raw); err != nil {
-			return fmt.Errorf("load %s: %w", f.Path(), err)
+			m.Close()
+			return nil, fmt.Errorf("load %s: %w", c.Path, err)
 		}
 		dropPages(raw)
 		done += int64(len(raw))
@@ -164,7 +186,11 @@ func (p *Policy) setTensors(ctx context.Context, f *safetensors.File, names map[
 			last = time.Now()
 		}
 	}
-	return p.model.Ready()
+	if err := m.Ready(); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
 }
 
 // dropPages tells the kernel the mapped source bytes are no longer needed, so they leave the
