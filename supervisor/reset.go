@@ -37,7 +37,10 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 			return false, true
 		}
 		if err == nil {
-			err = s.host.check(ctx, s.chips, s.cfg.HeartbeatInterval, s.cfg.ChipCheckTimeout)
+			if stop, err = s.checkChips(ctx); stop {
+				info.Error = "stopped during the chip check"
+				return false, true
+			}
 		}
 		if err == nil {
 			if err := removeMarker(s.cfg.HangMarker); err != nil {
@@ -51,6 +54,27 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 		s.log.Warn("chip reset failed", "attempt", attempt, "of", s.cfg.ResetAttempts, "err", err)
 	}
 	return false, false
+}
+
+// checkChips runs the chip check while still answering stop signals.
+func (s *Supervisor) checkChips(ctx context.Context) (stopped bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.host.check(ctx, s.chips, s.cfg.HeartbeatInterval, s.cfg.ChipCheckTimeout) }()
+	for {
+		select {
+		case err := <-done:
+			return false, err
+		case sig := <-s.sigs:
+			if isStopSignal(sig) {
+				s.log.Warn("stop requested during the chip check: the hang marker stays")
+				cancel()
+				<-done
+				return true, nil
+			}
+		}
+	}
 }
 
 // resetArgv is the reset command split on blanks, {chips} replaced by the
