@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -434,8 +435,11 @@ func observationImages(p *pi05.Policy, raw json.RawMessage) ([]pi05.RGB, *apiErr
 	if len(raw) == 0 || isNull(raw) {
 		return nil, bad(": missing (an object camera -> HxWx3 uint8 array or base64 PNG/JPEG)")
 	}
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err == nil {
+	if raw = bytes.TrimSpace(raw); raw[0] == '[' {
+		var list []json.RawMessage
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, bad(": want a list of frames: %v", err)
+		}
 		var out []pi05.RGB
 		for i, v := range list {
 			img, err := imageValue(v)
