@@ -37,7 +37,7 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 			return false, true
 		}
 		if err == nil {
-			if stop, err = s.checkChips(ctx); stop {
+			if stop, err = s.checkChips(ctx, extend); stop {
 				info.Error = "stopped during the chip check"
 				return false, true
 			}
@@ -56,8 +56,9 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 	return false, false
 }
 
-// checkChips runs the chip check while still answering stop signals.
-func (s *Supervisor) checkChips(ctx context.Context) (stopped bool, err error) {
+// checkChips runs the chip check while still answering stop signals and
+// extending systemd's start timeout.
+func (s *Supervisor) checkChips(ctx context.Context, extend *time.Ticker) (stopped bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -66,6 +67,8 @@ func (s *Supervisor) checkChips(ctx context.Context) (stopped bool, err error) {
 		select {
 		case err := <-done:
 			return false, err
+		case <-extend.C:
+			s.notify.send(extendTimeout(2 * s.cfg.ExtendInterval))
 		case sig := <-s.sigs:
 			if isStopSignal(sig) {
 				s.log.Warn("stop requested during the chip check: the hang marker stays")
