@@ -358,3 +358,35 @@ func countPings(msgs []string) int {
 	}
 	return n
 }
+
+// While the first start runs, EXTEND_TIMEOUT_USEC is repeated every
+// extend interval (asking for twice that), and never after READY=1.
+func TestExtendTimeoutRepeatsUntilReady(t *testing.T) {
+	h := newHarness(t)
+	h.server("-ready-after", "400ms")
+	h.cfg.ExtendInterval = 50 * time.Millisecond
+	n := h.listenNotify(false)
+	s := h.start()
+	eventually(t, s, "ready", func() bool { return n.has("READY=1") })
+	s.signal(t, syscall.SIGTERM)
+	s.wait(t)
+	n.mu.Lock()
+	msgs := slices.Clone(n.msgs)
+	n.mu.Unlock()
+	ready := slices.IndexFunc(msgs, func(m string) bool { return strings.HasPrefix(m, "READY=1") })
+	extends := 0
+	for i, m := range msgs {
+		if strings.Contains(m, "EXTEND_TIMEOUT_USEC=") {
+			if i > ready {
+				t.Errorf("EXTEND_TIMEOUT_USEC after READY=1: %q", m)
+			}
+			if !strings.Contains(m, "EXTEND_TIMEOUT_USEC=100000") {
+				t.Errorf("datagram %q: want EXTEND_TIMEOUT_USEC=100000", m)
+			}
+			extends++
+		}
+	}
+	if extends < 2 {
+		t.Errorf("%d EXTEND_TIMEOUT_USEC datagrams before READY=1 in a 400ms start, want the first and repeats: %q", extends, msgs)
+	}
+}
