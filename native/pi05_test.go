@@ -483,3 +483,71 @@ func TestPi05Errors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Checkpoints may be BF16 (decoded by the kernels) and F32 tensors may sit at any byte offset of a
+// file: a BF16 checkpoint gives exactly what its values given as F32 give, and misaligned F32 data
+// loads like aligned data.
+func TestPi05CheckpointDTypes(t *testing.T) {
+	f, err := safetensors.Open(filepath.Join(pi05Testdata, "tiny", "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var g pi05Golden
+	for _, c := range pi05Goldens(t) {
+		if c.name == "c3_mid_masked_t100_h20_s10" {
+			g = c
+		}
+	}
+	load := func(prec Pi05Precision, set func(m *Pi05Model, name string, shape []int, vals []float32) error) []float32 {
+		m, err := NewPi05Model(tinyDims(t), prec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		for _, name := range f.Names() {
+			info, _ := f.Info(name)
+			vals, err := f.Float32(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := set(m, name, info.Shape, vals); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, act := runGolden(t, m, g)
+		return act
+	}
+	fromBF16 := load(Pi05Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+		raw := make([]byte, 2*len(vals))
+		for i, v := range vals {
+			binary.LittleEndian.PutUint16(raw[2*i:], safetensors.Float32ToBF16(v))
+		}
+		_, err := m.SetTensor(name, "BF16", shape, raw)
+		return err
+	})
+	fromRounded := load(Pi05Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+		r := make([]float32, len(vals))
+		for i, v := range vals {
+			r[i] = math.Float32frombits(uint32(safetensors.Float32ToBF16(v)) << 16)
+		}
+		_, err := m.SetF32(name, shape, r)
+		return err
+	})
+	for i := range fromBF16 {
+		if math.Float32bits(fromBF16[i]) != math.Float32bits(fromRounded[i]) {
+			t.Fatalf("BF16 checkpoint: action %d is %v, the same values as F32 give %v", i, fromBF16[i], fromRounded[i])
+		}
+	}
+	misaligned := load(Pi05F32, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+		buf := make([]byte, 4*len(vals)+1)
+		for i, v := range vals {
+			binary.LittleEndian.PutUint32(buf[1+4*i:], math.Float32bits(v))
+		}
+		_, err := m.SetTensor(name, "F32", shape, buf[1:])
+		return err
+	})
+	if d := maxAbsDiff(misaligned, g.actions); d > 1e-4 {
+		t.Errorf("misaligned F32 checkpoint (fast fp32 path, packed in place): max |diff| %.3g from the reference", d)
+	}
+}

@@ -369,7 +369,9 @@ int pi05_model_set(pi05_model *m, const char *name, int dtype, const int64_t *sh
             m->bytes += count * 4;
         } else {
             tt_dtype dt = (tt_dtype)fused_tt_dtype(m, l);
-            float *tmp = dtype == PI05_DT_F32 ? (float *)data : to_f32(dtype, data, count);
+            /* F32 sources are read in place unless misaligned (a file may put an F32 tensor at any byte) */
+            int direct = dtype == PI05_DT_F32 && ((uintptr_t)data & 3) == 0;
+            float *tmp = direct ? (float *)data : to_f32(dtype, data, count);
             if (tmp == NULL) goto oom;
             int rc = 0;
             if (l->fused) { /* into its columns of the group's panels */
