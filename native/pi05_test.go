@@ -551,3 +551,37 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 		t.Errorf("misaligned F32 checkpoint (fast fp32 path, packed in place): max |diff| %.3g from the reference", d)
 	}
 }
+
+// A program keeps the adaRMS modulations of the last step count: changing the count between calls
+// must give what a fresh program gives.
+func TestPi05StepCountChanges(t *testing.T) {
+	var g pi05Golden
+	for _, c := range pi05Goldens(t) {
+		if c.name == "c1_t20_h50_s10" {
+			g = c
+		}
+	}
+	m := loadTiny(t, Pi05BF16, "")
+	slab, ten := runGolden(t, m, g) // 10 steps on a fresh program
+	prog := slab.p
+	five, err := prog.Expert(slab, g.noise, g.horizon, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := prog.Expert(slab, g.noise, g.horizon, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxAbsDiff(again, ten) != 0 {
+		t.Errorf("10 steps after 5: max |diff| %.3g from the first 10-step call", maxAbsDiff(again, ten))
+	}
+	g5 := g
+	g5.steps = 5
+	_, fresh5 := runGolden(t, m, g5)
+	if maxAbsDiff(five, fresh5) != 0 {
+		t.Errorf("5 steps after 10: max |diff| %.3g from a fresh program", maxAbsDiff(five, fresh5))
+	}
+	if maxAbsDiff(five, ten) == 0 {
+		t.Error("5 and 10 steps gave the same actions")
+	}
+}

@@ -1,6 +1,7 @@
 /* EXPERT: the whole flow-matching loop for nb requests in one call.
  *
- * Before the loop (the timesteps t_s = 1 + s*dt are known up front):
+ * Before the loop (the timesteps t_s = 1 + s*dt are known up front; the result depends only on
+ * `steps`, so a program keeps it for the next call with the same number of steps):
  *   cond_s = silu(time_out(silu(time_in(sinusoid(t_s)))))                     [steps][ew], fp32
  *   every adaRMSNorm modulation [scale | shift | gate] = dense(cond_s)          one GEMM per norm
  * Each Euler step, for the H action rows of every request (rows stacked [nb*H]):
@@ -94,7 +95,10 @@ void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float
     const pi05_dims *d = &m->d;
     int ew = d->e_width, eq = d->e_heads * d->head_dim;
     int ad = d->action_dim, R = nb * H, L = d->l_layers;
-    conditioning(p, steps);
+    if (p->mods_steps != steps) { /* the modulations depend only on the step grid: reuse them */
+        conditioning(p, steps);
+        p->mods_steps = steps;
+    }
     memcpy(p->e_x, noise, (size_t)R * (size_t)ad * sizeof(float));
     float dt = (float)(-1.0 / steps);
     for (int s = 0; s < steps; s++) {

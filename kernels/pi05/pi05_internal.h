@@ -115,6 +115,7 @@ struct pi05_program {
     float *v_patch, *v_x, *v_h, *v_qkv, *v_a, *v_m; /* *_qkv, *_gu: fused outputs, ld = fused.ld */
     float *l_x, *l_h, *l_qkv, *l_a, *l_gu;
     float *e_x, *e_h, *e_y, *e_qkv, *e_a, *e_gu, *e_t, *e_vel, *e_cond, *e_mods;
+    int mods_steps; /* the step count e_mods holds the adaRMS modulations for (0: none) */
     float *scores;    /* PI05_REF: one row of attention probabilities */
     void *gemm_ws;    /* bf16 copy of a GEMM's A */
     /* fast attention: per-thread score blocks [P5_QB][att_sc_ld] and their bf16 copies, the packed
