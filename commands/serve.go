@@ -19,6 +19,7 @@ const exitRunning = 3
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
 	var hostMode, detach bool
+	var resetCmd string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve MANIFEST|DIR",
@@ -82,6 +83,9 @@ func newServeCmd() *cobra.Command {
 					pulled = true
 				}
 				spec.HF, spec.Weights = hf, snaps
+				if resetCmd != "" {
+					spec.SupervisorFlags = []string{"--reset-cmd", resetCmd}
+				}
 				return nil
 			}
 			spec, inst, err := runner.Serve(ctx, r, pkg, others, opts, prepare, stderr)
@@ -112,6 +116,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&opts.DeviceIDs, "device-id", "", "chips to use, e.g. 0,1 (default: the lowest chips no other tt-model server holds)")
 	f.BoolVar(&hostMode, "host", false, "run on the bare host under `tt-model supervise` instead of the Docker engine")
 	f.DurationVar(&timeout, "timeout", 7*time.Minute, "how long to wait for the server to be ready (it keeps starting after)")
+	f.StringVar(&resetCmd, "reset-cmd", "", "chip reset command for the supervisor, {chips} becomes the chip list (default: tt-smi -r {chips}; in a container it runs inside the image)")
 	f.BoolVar(&detach, "detach", false, "return once the server is started, without waiting for it to be ready")
 	return cmd
 }
