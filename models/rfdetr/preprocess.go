@@ -55,8 +55,9 @@ func Preprocess(img image.Image, dst []float32) error {
 			defer wg.Done()
 			rgb := make([]uint8, 3*w)
 			line := make([]float32, w)
+			readRow := rowReader(img)
 			for y := y0; y < y1; y++ {
-				rowRGB(img, b.Min.Y+y, rgb)
+				readRow(b.Min.Y+y, rgb)
 				for c := 0; c < 3; c++ {
 					for x := 0; x < w; x++ {
 						line[x] = lut[c][rgb[3*x+c]]
@@ -90,20 +91,23 @@ func Preprocess(img image.Image, dst []float32) error {
 	return nil
 }
 
+// rowReader returns a function writing row y of img as interleaved 8-bit
+// RGB; each worker gets its own (it may hold scratch rows).
+func rowReader(img image.Image) func(y int, dst []uint8) {
+	if m, ok := img.(*image.YCbCr); ok {
+		if r := newYCbCrRows(m); r != nil {
+			return r.row
+		}
+	}
+	return func(y int, dst []uint8) { rowRGB(img, y, dst) }
+}
+
 // rowRGB writes row y of img as interleaved 8-bit RGB, the way PIL's
 // convert("RGB") sees it: alpha is dropped (not composited), 16-bit samples
 // keep their high byte, palette entries are looked up, gray is replicated.
 func rowRGB(img image.Image, y int, dst []uint8) {
 	b := img.Bounds()
 	switch m := img.(type) {
-	case *image.YCbCr:
-		yRow := m.Y[m.YOffset(b.Min.X, y):]
-		for x := b.Min.X; x < b.Max.X; x++ {
-			ci := m.COffset(x, y)
-			r, g, bl := color.YCbCrToRGB(yRow[x-b.Min.X], m.Cb[ci], m.Cr[ci])
-			i := 3 * (x - b.Min.X)
-			dst[i], dst[i+1], dst[i+2] = r, g, bl
-		}
 	case *image.Gray:
 		row := m.Pix[m.PixOffset(b.Min.X, y):]
 		for x := 0; x < b.Dx(); x++ {
