@@ -74,6 +74,15 @@ func TestHostFindStopLogs(t *testing.T) {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	// Until it has printed, a SIGTERM could reach the shell before its echo.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(h.logPath(name)); strings.Contains(string(b), "started") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process never printed")
+		}
+	}
 	recordProcess(t, h, name, cmd, startTick(cmd.Process.Pid))
 
 	inst, err := h.Find(ctx, name)
