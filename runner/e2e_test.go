@@ -64,6 +64,12 @@ func TestRFDETREndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A name of its own, so the test never touches a real rf-detr server.
+	name := fmt.Sprintf("rf-detr-e2e-%d", os.Getpid())
+	if !bytes.Contains(yaml, []byte("\nname: rf-detr\n")) {
+		t.Fatal("models/rf-detr/tt-model.yaml no longer says `name: rf-detr`; update this test")
+	}
+	yaml = bytes.Replace(yaml, []byte("\nname: rf-detr\n"), []byte("\nname: "+name+"\n"), 1)
 	work := t.TempDir()
 	manifestPath := filepath.Join(work, "tt-model.yaml")
 	if err := os.WriteFile(manifestPath, append(yaml, hangProfile...), 0o644); err != nil {
@@ -75,13 +81,13 @@ func TestRFDETREndToEnd(t *testing.T) {
 	if out, err := pkgCmd.CombinedOutput(); err != nil {
 		t.Fatalf("tt-model package: %v\n%s", err, out)
 	}
-	pkg, err := LoadPackage(filepath.Join(work, "build", "rf-detr"))
+	pkg, err := LoadPackage(filepath.Join(work, "build", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		for _, p := range []string{"default", "hang"} {
-			d.c.ContainerRemove(ctx, InstanceName("rf-detr", p), client.ContainerRemoveOptions{Force: true})
+			d.c.ContainerRemove(ctx, InstanceName(name, p), client.ContainerRemoveOptions{Force: true})
 		}
 		d.c.ImageRemove(ctx, pkg.Wire.Container.Image.Tag, client.ImageRemoveOptions{Force: true})
 	})
