@@ -76,6 +76,26 @@ func PeakGFLOPS(precision string, iters int) (float64, error) {
 	return 0, fmt.Errorf("peak: precision %q: want fp32 or bf16", precision)
 }
 
+// PeakGFLOPSThreads runs the PeakGFLOPS loop on `threads` threads at once
+// and returns their summed GFLOP/s: the peak those threads reach together
+// now (on a shared machine, less than threads x the 1-thread peak).
+func PeakGFLOPSThreads(precision string, threads, iters int) (float64, error) {
+	dt := C.tt_dtype(C.TT_F32)
+	switch precision {
+	case "fp32":
+	case "bf16":
+		dt = C.TT_BF16
+	default:
+		return 0, fmt.Errorf("peak: precision %q: want fp32 or bf16", precision)
+	}
+	pool := C.tt_pool_create(C.int(threads))
+	if pool == nil {
+		return 0, fmt.Errorf("peak: cannot start %d threads", threads)
+	}
+	defer C.tt_pool_destroy(pool)
+	return float64(C.tt_peak_gflops_pool(pool, dt, C.long(iters))), nil
+}
+
 // KernelSelfTests names the C self-tests of kernels/common: every fast
 // kernel against its scalar reference on every ISA the CPU supports.
 func KernelSelfTests() []string {

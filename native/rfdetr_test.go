@@ -60,128 +60,148 @@ func boxDist(a, b [4]float32) float64 {
 	return m
 }
 
+// The best kernels on three seeds, and the AVX2 fallback and the scalar
+// reference path (every kernel in plain C) of the whole forward on one.
+var rfParityCases = []struct {
+	isa   string
+	seeds []int
+}{{"", []int{1, 2, 3}}, {"avx2", []int{1}}, {"scalar", []int{1}}}
+
 func TestRFDETRParityFP32(t *testing.T) {
-	for _, seed := range []int{1, 2, 3} {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			g, err := readRFDETRGolden(seed)
-			if err != nil {
-				t.Fatal(err)
+	for _, c := range rfParityCases {
+		for _, seed := range c.seeds {
+			name := c.isa
+			if name == "" {
+				name = "best"
 			}
-			m, pix := loadRandomRFDETR(t, uint64(seed), RFDETROptions{Precision: FP32})
-			out, err := m.Forward(pix)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Backbone taps and memory: fp32 vs fp32, only summation order differs.
-			for name, st := range map[string]RFDETRStage{"tap0": StageTap0, "tap1": StageTap1, "tap2": StageTap2,
-				"tap3": StageTap3, "memory": StageMemory} {
-				got, err := m.Stage(st)
-				if err != nil {
-					t.Fatal(err)
+			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
+				if c.isa == "avx2" && !DetectCPU().AVX2 {
+					t.Skip("this CPU has no AVX2")
 				}
-				gs := g.Stages[name]
-				sub := rfSubsample(got, gs.Stride)
-				if len(sub) != len(gs.Values) {
-					t.Fatalf("%s: %d subsampled values, golden has %d", name, len(sub), len(gs.Values))
-				}
-				if e := rfRelL2(sub, gs.Values); e > 1e-4 {
-					t.Errorf("%s: relative L2 error %.3g > 1e-4", name, e)
-				}
-			}
-			// Two-stage selection: the same 300 tokens in the same order, except
-			// where two encoder scores are so close that fp32 summation order
-			// alone swaps them. Then the decoder is compared on the reference's
-			// selection (forced), since a swap changes which learned reference
-			// point each query gets.
-			tk, err := m.Stage(StageTopK)
-			if err != nil {
-				t.Fatal(err)
-			}
-			score, err := m.Stage(StageScore)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantTK := g.Stages["topk"].Values
-			forced := make([]int, RFDETRQueries)
-			swaps := 0
-			for q := range tk {
-				forced[q] = int(wantTK[q])
-				if tk[q] == wantTK[q] {
-					continue
-				}
-				swaps++
-				a, b := score[int(tk[q])], score[int(wantTK[q])]
-				if math.Abs(float64(a-b)) > 5e-4 {
-					t.Errorf("selection slot %d: token %v (score %g), reference token %v (score %g): not a near tie", q, tk[q], a, wantTK[q], b)
-				}
-			}
-			if swaps > 0 {
-				t.Logf("%d selection slots differ by near-tied scores; comparing the decoder on the reference's selection", swaps)
-				if err := m.ForceSelection(forced); err != nil {
-					t.Fatal(err)
-				}
-				if out, err = m.Forward(pix); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// Queries matched by box: every reference query must have a C query
-			// with the same box (2e-3) and logits (0.05).
-			gl, gb := g.Stages["logits"].Values, g.Stages["boxes"].Values
-			wantLogits := make([][RFDETRClasses]float32, RFDETRQueries)
-			wantBoxes := make([][4]float32, RFDETRQueries)
-			for q := 0; q < RFDETRQueries; q++ {
-				copy(wantLogits[q][:], gl[q*RFDETRClasses:])
-				copy(wantBoxes[q][:], gb[q*4:])
-			}
-			worstBox, worstLogit := 0.0, 0.0
-			for q := 0; q < RFDETRQueries; q++ {
-				best, bestD := -1, math.Inf(1)
-				for j := 0; j < RFDETRQueries; j++ {
-					if d := boxDist(out.Boxes[j], wantBoxes[q]); d < bestD {
-						best, bestD = j, d
-					}
-				}
-				worstBox = math.Max(worstBox, bestD)
-				if bestD > 2e-3 {
-					t.Errorf("reference query %d (box %v): nearest C box %v differs by %.3g > 2e-3", q, wantBoxes[q], out.Boxes[best], bestD)
-					continue
-				}
-				for c := 0; c < RFDETRClasses; c++ {
-					d := math.Abs(float64(out.Logits[best][c] - wantLogits[q][c]))
-					worstLogit = math.Max(worstLogit, d)
-					if d > 0.05 {
-						t.Errorf("query %d class %d: logit %g, reference %g", q, c, out.Logits[best][c], wantLogits[q][c])
-					}
-				}
-			}
-			// Same detections above 0.5.
-			want := rfDetections(wantLogits, wantBoxes, 0.5)
-			got := rfDetections(out.Logits[:], out.Boxes[:], 0.5)
-			if len(got) != len(want) {
-				t.Errorf("%d detections above 0.5, reference has %d", len(got), len(want))
-			}
-			var missing []string
-			for _, w := range want {
-				found := false
-				for _, d := range got {
-					if d.label == w.label && boxDist(d.box, w.box) <= 2e-3 {
-						found = true
-						break
-					}
-				}
-				if !found {
-					missing = append(missing, fmt.Sprintf("label %d score %.3f box %v", w.label, w.score, w.box))
-				}
-			}
-			if len(missing) > 0 {
-				t.Errorf("reference detections not found: %s", strings.Join(missing, "; "))
-			}
-			if len(want) == 0 {
-				t.Errorf("the reference has no detection above 0.5: the golden cannot check detections")
-			}
-			t.Logf("%d detections; worst matched box diff %.3g, logit diff %.3g", len(want), worstBox, worstLogit)
-		})
+				rfParity(t, c.isa, seed)
+			})
+		}
 	}
+}
+
+func rfParity(t *testing.T, isa string, seed int) {
+	g, err := readRFDETRGolden(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, pix := loadRandomRFDETR(t, uint64(seed), RFDETROptions{Precision: FP32, ISA: isa})
+	out, err := m.Forward(pix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Backbone taps and memory: fp32 vs fp32, only summation order differs.
+	for name, st := range map[string]RFDETRStage{"tap0": StageTap0, "tap1": StageTap1, "tap2": StageTap2,
+		"tap3": StageTap3, "memory": StageMemory} {
+		got, err := m.Stage(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs := g.Stages[name]
+		sub := rfSubsample(got, gs.Stride)
+		if len(sub) != len(gs.Values) {
+			t.Fatalf("%s: %d subsampled values, golden has %d", name, len(sub), len(gs.Values))
+		}
+		if e := rfRelL2(sub, gs.Values); e > 1e-4 {
+			t.Errorf("%s: relative L2 error %.3g > 1e-4", name, e)
+		}
+	}
+	// Two-stage selection: the same 300 tokens in the same order, except
+	// where two encoder scores are so close that fp32 summation order
+	// alone swaps them. Then the decoder is compared on the reference's
+	// selection (forced), since a swap changes which learned reference
+	// point each query gets.
+	tk, err := m.Stage(StageTopK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	score, err := m.Stage(StageScore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTK := g.Stages["topk"].Values
+	forced := make([]int, RFDETRQueries)
+	swaps := 0
+	for q := range tk {
+		forced[q] = int(wantTK[q])
+		if tk[q] == wantTK[q] {
+			continue
+		}
+		swaps++
+		a, b := score[int(tk[q])], score[int(wantTK[q])]
+		if math.Abs(float64(a-b)) > 5e-4 {
+			t.Errorf("selection slot %d: token %v (score %g), reference token %v (score %g): not a near tie", q, tk[q], a, wantTK[q], b)
+		}
+	}
+	if swaps > 0 {
+		t.Logf("%d selection slots differ by near-tied scores; comparing the decoder on the reference's selection", swaps)
+		if err := m.ForceSelection(forced); err != nil {
+			t.Fatal(err)
+		}
+		if out, err = m.Forward(pix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Queries matched by box: every reference query must have a C query
+	// with the same box (2e-3) and logits (0.05).
+	gl, gb := g.Stages["logits"].Values, g.Stages["boxes"].Values
+	wantLogits := make([][RFDETRClasses]float32, RFDETRQueries)
+	wantBoxes := make([][4]float32, RFDETRQueries)
+	for q := 0; q < RFDETRQueries; q++ {
+		copy(wantLogits[q][:], gl[q*RFDETRClasses:])
+		copy(wantBoxes[q][:], gb[q*4:])
+	}
+	worstBox, worstLogit := 0.0, 0.0
+	for q := 0; q < RFDETRQueries; q++ {
+		best, bestD := -1, math.Inf(1)
+		for j := 0; j < RFDETRQueries; j++ {
+			if d := boxDist(out.Boxes[j], wantBoxes[q]); d < bestD {
+				best, bestD = j, d
+			}
+		}
+		worstBox = math.Max(worstBox, bestD)
+		if bestD > 2e-3 {
+			t.Errorf("reference query %d (box %v): nearest C box %v differs by %.3g > 2e-3", q, wantBoxes[q], out.Boxes[best], bestD)
+			continue
+		}
+		for c := 0; c < RFDETRClasses; c++ {
+			d := math.Abs(float64(out.Logits[best][c] - wantLogits[q][c]))
+			worstLogit = math.Max(worstLogit, d)
+			if d > 0.05 {
+				t.Errorf("query %d class %d: logit %g, reference %g", q, c, out.Logits[best][c], wantLogits[q][c])
+			}
+		}
+	}
+	// Same detections above 0.5.
+	want := rfDetections(wantLogits, wantBoxes, 0.5)
+	got := rfDetections(out.Logits[:], out.Boxes[:], 0.5)
+	if len(got) != len(want) {
+		t.Errorf("%d detections above 0.5, reference has %d", len(got), len(want))
+	}
+	var missing []string
+	for _, w := range want {
+		found := false
+		for _, d := range got {
+			if d.label == w.label && boxDist(d.box, w.box) <= 2e-3 {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, fmt.Sprintf("label %d score %.3f box %v", w.label, w.score, w.box))
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("reference detections not found: %s", strings.Join(missing, "; "))
+	}
+	if len(want) == 0 {
+		t.Errorf("the reference has no detection above 0.5: the golden cannot check detections")
+	}
+	t.Logf("%d detections; worst matched box diff %.3g, logit diff %.3g", len(want), worstBox, worstLogit)
 }
 
 // The bf16 program against the fp32 one, stage by stage: on a random network

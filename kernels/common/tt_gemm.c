@@ -498,3 +498,37 @@ double tt_peak_gflops(tt_dtype dtype, long iters)
     (void)sink;
     return flops / (t1 - t0) * 1e-9;
 }
+
+typedef struct {
+    tt_dtype dtype;
+    long iters;
+    int n;
+    int started; /* atomic: tasks that reached the start line */
+    double gflops[256];
+} peak_job;
+
+static void peak_task(void *arg, int task, int thread)
+{
+    (void)thread;
+    peak_job *j = arg;
+    /* Start together: a thread holds at most one task while it waits here, so
+     * the other tasks are necessarily running on other threads. */
+    __atomic_add_fetch(&j->started, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(&j->started, __ATOMIC_ACQUIRE) < j->n) __builtin_ia32_pause();
+    j->gflops[task] = tt_peak_gflops(j->dtype, j->iters);
+}
+
+double tt_peak_gflops_pool(tt_pool *pool, tt_dtype dtype, long iters)
+{
+    peak_job j;
+    memset(&j, 0, sizeof j);
+    j.dtype = dtype;
+    j.iters = iters;
+    int n = tt_pool_threads(pool);
+    if (n > 256) n = 256;
+    j.n = n;
+    tt_pool_run(pool, n, peak_task, &j);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += j.gflops[i];
+    return sum;
+}

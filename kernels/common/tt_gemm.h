@@ -90,4 +90,8 @@ void tt_to_bf16_rows(tt_isa isa, const float *src, long lds, uint16_t *dst, long
  * returns GFLOP/s (a multiply-add counts 2). 0 when the CPU lacks the ISA. */
 double tt_peak_gflops(tt_dtype dtype, long iters);
 
+/* The same loop on every thread of pool at once; returns the summed GFLOP/s
+ * (what those threads can do together right now, e.g. on a shared machine). */
+double tt_peak_gflops_pool(tt_pool *pool, tt_dtype dtype, long iters);
+
 #endif

@@ -25,7 +25,7 @@ type result struct {
 	median         time.Duration
 	gflops         float64 // all GEMM + attention FLOPs / median
 	bbGEMM         float64 // backbone GEMM GFLOP/s (median forward)
-	peak           float64 // threads x single-thread peak of the precision
+	peak           float64 // FMA / vdpbf16ps peak of `threads` threads, measured right after
 	backbone, proj float64
 	decoder        float64
 }
@@ -61,15 +61,6 @@ func run(threadsFlag string, repeat int, specPath, python string, torchThreads i
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Printf("load average at start: %s", b)
 	}
-	peak := map[native.Precision]float64{}
-	for _, p := range []native.Precision{native.FP32, native.BF16} {
-		g, err := native.PeakGFLOPS(string(p), 50_000_000)
-		if err != nil {
-			return err
-		}
-		peak[p] = g
-		fmt.Printf("measured 1-thread peak %s: %.1f GFLOP/s\n", p, g)
-	}
 	pixels := native.RandomTensor(spec.Pixels, 1).Data
 	var results []result
 	for _, p := range []native.Precision{native.FP32, native.BF16} {
@@ -84,12 +75,16 @@ func run(threadsFlag string, repeat int, specPath, python string, torchThreads i
 			if err != nil {
 				return err
 			}
-			r.peak = peak[p] * float64(n)
+			// The peak of these threads now, measured beside the forward so
+			// both see the same machine load.
+			if r.peak, err = native.PeakGFLOPSThreads(string(p), n, 50_000_000); err != nil {
+				return err
+			}
 			results = append(results, r)
 		}
 	}
 	fmt.Println()
-	fmt.Println("| precision | threads | median forward | GFLOP/s (all) | backbone GEMM GFLOP/s | % of peak | backbone / projector / decoder ms |")
+	fmt.Println("| precision | threads | median forward | GFLOP/s (all) | backbone GEMM GFLOP/s | % of measured peak | backbone / projector / decoder ms |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		pct := 0.0
