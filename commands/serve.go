@@ -49,7 +49,7 @@ func newServeCmd() *cobra.Command {
 				r = set.docker
 			}
 			if r.Kind() == "docker" && pkg.Dir == "" {
-				return exitf(exitInvalid, "%s is an authored manifest: serve needs the built package (run `tt-model package %s`, then serve build/%s), or use --host", args[0], args[0], pkg.Wire.Name)
+				return exitf(exitInvalid, "%s is an authored manifest: serve needs the built package (run `tt-model package --container %s`, then serve build/%s), or use --host", args[0], args[0], pkg.Wire.Name)
 			}
 			others, err := set.list(cmd)
 			if err != nil {

@@ -55,7 +55,8 @@ func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch,
 			if ctx.Err() == context.DeadlineExceeded {
 				return &NotReadyError{Instance: inst, Timeout: timeout}
 			}
-			return ctx.Err()
+			return fmt.Errorf("interrupted while waiting; %s keeps starting: `tt-model logs %s -f`, `tt-model stop %s --profile %s`",
+				inst.Name, inst.Package, inst.Package, inst.Profile)
 		case <-tick.C:
 		}
 		if l.ReadyLine == "" && l.ReadyPath != "" && healthOK(ctx, client, url) {
