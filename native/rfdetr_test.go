@@ -233,6 +233,28 @@ func TestRFDETRBF16Stages(t *testing.T) {
 			t.Errorf("stage %d: bf16 equals fp32 exactly: the bf16 path did not run", st)
 		}
 	}
+	// The decoder on the same queries: both programs decode fp32's selection.
+	tk, err := ref.Stage(StageTopK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := make([]int, len(tk))
+	for i, v := range tk {
+		sel[i] = int(v)
+	}
+	if err := bf.ForceSelection(sel); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bf.Forward(pix); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := ref.Stage(StageHS)
+	got, _ := bf.Stage(StageHS)
+	e := rfRelL2(got, want)
+	t.Logf("decoder output on the same selection: bf16 relative L2 error %.3g", e)
+	if e > 5e-2 {
+		t.Errorf("decoder output on the same selection: bf16 relative L2 error %.3g > 5e-2", e)
+	}
 }
 
 func TestLoadRFDETRReportsBadTensors(t *testing.T) {

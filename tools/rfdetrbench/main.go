@@ -22,12 +22,13 @@ import (
 type result struct {
 	precision      native.Precision
 	threads        int
-	median         time.Duration
+	median, best   time.Duration
 	gflops         float64 // all GEMM + attention FLOPs / median
 	bbGEMM         float64 // backbone GEMM GFLOP/s (median forward)
 	peak           float64 // FMA / vdpbf16ps peak of `threads` threads, measured right after
 	backbone, proj float64
 	decoder        float64
+	flops          float64 // per forward
 }
 
 func main() {
@@ -83,16 +84,16 @@ func run(threadsFlag string, repeat int, specPath, python string, torchThreads i
 			results = append(results, r)
 		}
 	}
-	fmt.Println()
-	fmt.Println("| precision | threads | median forward | GFLOP/s (all) | backbone GEMM GFLOP/s | % of measured peak | backbone / projector / decoder ms |")
+	fmt.Printf("\nwork per forward: %.1f GFLOP (GEMMs and attention matmuls done; layer 11 and the unused groups are skipped)\n", results[0].flops*1e-9)
+	fmt.Println("| precision | threads | forward median (best) | GFLOP/s (all, median) | backbone GEMM GFLOP/s | % of measured peak | backbone / projector / decoder ms |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		pct := 0.0
 		if r.peak > 0 {
 			pct = 100 * r.bbGEMM / r.peak
 		}
-		fmt.Printf("| %s | %d | %.1f ms | %.0f | %.0f | %.0f%% of %.0f | %.1f / %.1f / %.1f |\n", r.precision, r.threads,
-			ms(r.median), r.gflops, r.bbGEMM, pct, r.peak, r.backbone*1e3, r.proj*1e3, r.decoder*1e3)
+		fmt.Printf("| %s | %d | %.1f ms (%.1f) | %.0f | %.0f | %.0f%% of %.0f | %.1f / %.1f / %.1f |\n", r.precision, r.threads,
+			ms(r.median), ms(r.best), r.gflops, r.bbGEMM, pct, r.peak, r.backbone*1e3, r.proj*1e3, r.decoder*1e3)
 	}
 	if python == "" {
 		return nil
@@ -122,7 +123,7 @@ func run(threadsFlag string, repeat int, specPath, python string, torchThreads i
 		if r.precision == native.BF16 {
 			ref = peer.BF16
 		}
-		fmt.Printf("C %s / PyTorch %s at %d threads: %.3fx\n", r.precision, r.precision, r.threads, ms(r.median)/ref)
+		fmt.Printf("C %s / PyTorch %s at %d threads: %.3fx (medians)\n", r.precision, r.precision, r.threads, ms(r.median)/ref)
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Printf("load average at end: %s", b)
@@ -149,8 +150,9 @@ func measure(m *native.RFDETR, pixels []float32, repeat int) (result, error) {
 	sort.Slice(s, func(i, j int) bool { return s[i].d < s[j].d })
 	med := s[len(s)/2]
 	return result{
-		precision: m.Precision(), threads: m.Threads(), median: med.d,
+		precision: m.Precision(), threads: m.Threads(), median: med.d, best: s[0].d,
 		gflops:   med.t.Flops / med.d.Seconds() * 1e-9,
+		flops:    med.t.Flops,
 		bbGEMM:   med.t.BackboneGEMMFlops / med.t.BackboneGEMM * 1e-9,
 		backbone: med.t.Backbone, proj: med.t.Projector, decoder: med.t.Decoder,
 	}, nil
