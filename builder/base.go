@@ -32,11 +32,10 @@ type baseImage struct {
 	Ref    string   // as written in runtime.base ("scratch" when none)
 	Image  v1.Image // OCI-typed; its config carries the base's env, user, ...
 	Digest string   // manifest digest of the base as found; "" for scratch
-	// Paths maps every path of the base's flattened file system ("/etc") to
-	// its tar type, so our layers add a parent directory only when the base
-	// lacks it and never turn a base symlink (/lib64 -> usr/lib64) into a
-	// directory.
-	Paths  map[string]byte
+	// Tree is the base's flattened file system, so our layers add a parent
+	// directory only when the base lacks it and never turn a base symlink
+	// (/lib64 -> usr/lib64) into a directory.
+	Tree   *fsTree
 	Passwd []byte // /etc/passwd of the base, nil when it has none
 	Group  []byte // /etc/group of the base, nil when it has none
 }
@@ -50,7 +49,7 @@ func (b *baseImage) Scratch() bool { return b.Digest == "" }
 func loadBase(ctx context.Context, ref, cacheDir string) (*baseImage, error) {
 	if ref == "" || ref == "scratch" {
 		img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-		return &baseImage{Ref: "scratch", Image: img, Paths: map[string]byte{}}, nil
+		return &baseImage{Ref: "scratch", Image: img, Tree: newFSTree()}, nil
 	}
 	img, err := openBase(ctx, ref, cacheDir)
 	if err != nil {
@@ -72,7 +71,7 @@ func loadBase(ctx context.Context, ref, cacheDir string) (*baseImage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime.base %q: %w", ref, err)
 	}
-	b := &baseImage{Ref: ref, Image: oci, Digest: digest.String(), Paths: map[string]byte{}}
+	b := &baseImage{Ref: ref, Image: oci, Digest: digest.String(), Tree: newFSTree()}
 	if err := b.scan(); err != nil {
 		return nil, fmt.Errorf("runtime.base %q: read file system: %w", ref, err)
 	}
@@ -223,7 +222,15 @@ func (b *baseImage) scan() error {
 			return err
 		}
 		p := path.Clean("/" + hdr.Name)
-		b.Paths[p] = hdr.Typeflag
+		if p == "/" {
+			continue
+		}
+		// The flattened stream names every path by its real location, so
+		// no parent needs resolving.
+		b.Tree.types[p] = hdr.Typeflag
+		if hdr.Typeflag == tar.TypeSymlink {
+			b.Tree.links[p] = hdr.Linkname
+		}
 		switch p {
 		case "/etc/passwd", "/etc/group":
 			if hdr.Typeflag != tar.TypeReg {

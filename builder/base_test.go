@@ -18,7 +18,7 @@ import (
 )
 
 // testBaseImage is a small Docker-typed (not OCI) distro-like base: its own
-// accounts, /usr/lib64 with /lib64 a relative symlink to it, a label and an
+// accounts, usrmerge links (/lib -> usr/lib, /lib64 -> usr/lib64), a label and an
 // empty-layer history step.
 func testBaseImage(t *testing.T) v1.Image {
 	t.Helper()
@@ -32,9 +32,12 @@ func testBaseImage(t *testing.T) v1.Image {
 		{tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755}, ""},
 		{tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644}, "root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"},
 		{tar.Header{Name: "etc/group", Typeflag: tar.TypeReg, Mode: 0o644}, "root:x:0:\ndaemon:x:1:\n"},
+		{tar.Header{Name: "lib", Typeflag: tar.TypeSymlink, Linkname: "usr/lib", Mode: 0o777}, ""},
 		{tar.Header{Name: "lib64", Typeflag: tar.TypeSymlink, Linkname: "usr/lib64", Mode: 0o777}, ""},
 		{tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, ""},
 		{tar.Header{Name: "usr/", Typeflag: tar.TypeDir, Mode: 0o755}, ""},
+		{tar.Header{Name: "usr/lib/", Typeflag: tar.TypeDir, Mode: 0o755}, ""},
+		{tar.Header{Name: "usr/lib/x86_64-linux-gnu/", Typeflag: tar.TypeDir, Mode: 0o755}, ""},
 		{tar.Header{Name: "usr/lib64/", Typeflag: tar.TypeDir, Mode: 0o755}, ""},
 	} {
 		hdr := h.hdr

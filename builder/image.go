@@ -41,7 +41,7 @@ type imageSpec struct {
 type builtImage struct {
 	Image  v1.Image
 	Layers []layerBlob
-	Known  map[string]byte // every path of the image's file system, by tar type
+	Tree   *fsTree // the image's file system
 }
 
 // assembleImage stacks our layers on the base: accounts and writable
@@ -63,7 +63,7 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	accounts.add(dirEntry(homeDir, 0o755, ttUID, ttGID))
 	accounts.add(dirEntry(cacheDir, 0o775, ttUID, ttGID))
 	accounts.add(dirEntry(hfDir, 0o775, ttUID, ttGID))
-	if _, ok := fs.known["/tmp"]; !ok {
+	if !fs.tree.isDir("/tmp") {
 		accounts.add(dirEntry("/tmp", 0o1777, 0, 0))
 	}
 	lb, err := accounts.build(spec.Epoch, "the tt user (uid 1000) and its writable /home/tt, /cache, /hf")
@@ -149,7 +149,7 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 		}
 		img = annotated
 	}
-	return builtImage{Image: img, Layers: layers, Known: fs.known}, nil
+	return builtImage{Image: img, Layers: layers, Tree: fs.tree}, nil
 }
 
 // addHostFile copies a host file into the layer with its mode normalised.

@@ -459,7 +459,7 @@ func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, st
 			pathEnv = v
 		}
 	}
-	steps, err := verifySteps(statements, bi.Known, pathEnv)
+	steps, err := verifySteps(statements, bi.Tree, pathEnv)
 	if err != nil {
 		return "", err
 	}

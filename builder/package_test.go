@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"os"
@@ -165,8 +166,31 @@ func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
 				t.Errorf("base label %q, %d history entries (want the base's 2 + 4)", cf.Config.Labels["com.example.base"], len(cf.History))
 			}
 			files := imageFiles(t, img)
-			if files["/lib64"] != "symlink" {
-				t.Errorf("/lib64 is %q in the image, want the base's symlink", files["/lib64"])
+			for _, link := range []string{"/lib", "/lib64"} {
+				if files[link] != "symlink" {
+					t.Errorf("%s is %q in the image, want the base's symlink", link, files[link])
+				}
+			}
+			// Our libraries land through the links; no layer of ours names
+			// a directory the base reaches through them.
+			ours, _ := img.Layers()
+			for _, l := range ours[1:] {
+				rc, _ := l.Uncompressed()
+				tr := tar.NewReader(rc)
+				for {
+					hdr, err := tr.Next()
+					if err != nil {
+						break
+					}
+					if hdr.Typeflag == tar.TypeDir && (strings.HasPrefix(hdr.Name, "lib/") || strings.HasPrefix(hdr.Name, "lib64/")) {
+						t.Errorf("a layer of ours has the directory %s under a base symlink", hdr.Name)
+					}
+				}
+				rc.Close()
+			}
+			// (The verify run above found them through the links.)
+			if files["/lib/x86_64-linux-gnu/libc.so.6"] == "" || files["/lib64/ld-linux-x86-64.so.2"] == "" {
+				t.Error("the image lacks libc or the loader")
 			}
 			if !strings.Contains(files["/etc/passwd"], "daemon:x:1:1:") || !strings.Contains(files["/etc/passwd"], "tt:x:1000:1000:") {
 				t.Errorf("/etc/passwd:\n%s", files["/etc/passwd"])

@@ -1,7 +1,6 @@
 package builder
 
 import (
-	"archive/tar"
 	"bytes"
 	"fmt"
 	"path"
@@ -21,15 +20,18 @@ const (
 // each of our layers), so a layer adds a parent directory only when nothing
 // below provides it.
 type rootfs struct {
-	known map[string]byte // path -> tar type
+	tree *fsTree
 }
 
 func newRootfs(base *baseImage) *rootfs {
-	known := map[string]byte{"/": tar.TypeDir}
-	for p, t := range base.Paths {
-		known[p] = t
+	tree := newFSTree()
+	for p, t := range base.Tree.types {
+		tree.types[p] = t
 	}
-	return &rootfs{known: known}
+	for p, l := range base.Tree.links {
+		tree.links[p] = l
+	}
+	return &rootfs{tree: tree}
 }
 
 // layerPlan is the entries of one layer under construction.
@@ -42,14 +44,15 @@ type layerPlan struct {
 func (r *rootfs) plan() *layerPlan { return &layerPlan{fs: r, added: map[string]bool{}} }
 
 // mkdirAll adds root-owned 0755 directories for every missing ancestor of p
-// (and p itself).
+// (and p itself). A directory the image already reaches, possibly through a
+// symlink (/lib -> usr/lib), is left alone.
 func (l *layerPlan) mkdirAll(p string) {
 	p = path.Clean(p)
 	if p == "/" {
 		return
 	}
 	l.mkdirAll(path.Dir(p))
-	if _, ok := l.fs.known[p]; ok || l.added[p] {
+	if l.fs.tree.isDir(p) || l.added[p] {
 		return
 	}
 	l.entries = append(l.entries, dirEntry(p, 0o755, 0, 0))
@@ -70,8 +73,8 @@ func (l *layerPlan) build(epoch time.Time, description string) (layerBlob, error
 	if err != nil {
 		return layerBlob{}, err
 	}
-	for _, e := range l.entries {
-		l.fs.known[e.Path] = e.Type
+	for _, e := range sortedEntries(l.entries) {
+		l.fs.tree.record(e.Path, e.Type, e.Linkname)
 	}
 	return blob, nil
 }

@@ -63,8 +63,7 @@ type layerBlob struct {
 // inputs give byte-equal blobs, which is what makes the image digest a
 // function of its content alone.
 func buildLayer(entries []entry, epoch time.Time, description string) (layerBlob, error) {
-	sorted := append([]entry(nil), entries...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	sorted := sortedEntries(entries)
 	for i := 1; i < len(sorted); i++ {
 		if sorted[i].Path == sorted[i-1].Path {
 			return layerBlob{}, fmt.Errorf("layer %q: %s is listed twice", description, sorted[i].Path)
@@ -103,6 +102,13 @@ func buildLayer(entries []entry, epoch time.Time, description string) (layerBlob
 		Description:  description,
 		Files:        len(sorted),
 	}, nil
+}
+
+// sortedEntries orders entries by path, parents before children.
+func sortedEntries(entries []entry) []entry {
+	sorted := append([]entry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	return sorted
 }
 
 func writeEntry(tw *tar.Writer, e entry, epoch time.Time) error {

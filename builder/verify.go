@@ -1,7 +1,6 @@
 package builder
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -118,9 +117,9 @@ type verifyStep struct {
 // A statement runs under /bin/sh when the image has one; in a shell-less
 // image (scratch) it is split into words, and shell syntax is refused with
 // the reason rather than run wrongly.
-func verifySteps(statements []string, known map[string]byte, pathEnv string) ([]verifyStep, error) {
+func verifySteps(statements []string, tree *fsTree, pathEnv string) ([]verifyStep, error) {
 	steps := []verifyStep{{What: "tt-model-server --verify", Argv: []string{serverImagePath, "--verify"}}}
-	_, hasShell := known["/bin/sh"]
+	hasShell := tree.isFile("/bin/sh")
 	for i, st := range statements {
 		what := fmt.Sprintf("verify[%d] %q", i, st)
 		if hasShell {
@@ -137,7 +136,7 @@ func verifySteps(statements []string, known map[string]byte, pathEnv string) ([]
 		if !strings.Contains(words[0], "/") {
 			found := ""
 			for _, dir := range strings.Split(pathEnv, ":") {
-				if t, ok := known[path.Join(dir, words[0])]; ok && t != tar.TypeDir {
+				if tree.isFile(path.Join(dir, words[0])) {
 					found = path.Join(dir, words[0])
 					break
 				}

@@ -41,7 +41,11 @@ func TestSplitWords(t *testing.T) {
 }
 
 func TestVerifySteps(t *testing.T) {
-	scratch := map[string]byte{"/usr/local/bin/tt-model": tar.TypeReg, "/usr/local/bin": tar.TypeDir}
+	scratch := newFSTree()
+	for _, d := range []string{"/usr", "/usr/local", "/usr/local/bin"} {
+		scratch.record(d, tar.TypeDir, "")
+	}
+	scratch.record("/usr/local/bin/tt-model", tar.TypeReg, "")
 	steps, err := verifySteps([]string{"tt-model --version"}, scratch, defaultPATH)
 	if err != nil {
 		t.Fatal(err)
@@ -53,9 +57,44 @@ func TestVerifySteps(t *testing.T) {
 	if _, err := verifySteps([]string{"python3 -c 1"}, scratch, defaultPATH); err == nil || !strings.Contains(err.Error(), "python3 is not on the image's PATH") {
 		t.Errorf("missing command: %v", err)
 	}
-	withShell := map[string]byte{"/bin/sh": tar.TypeReg}
+	// A usrmerge base: /bin is a symlink to usr/bin, which holds sh.
+	withShell := newFSTree()
+	withShell.record("/usr", tar.TypeDir, "")
+	withShell.record("/usr/bin", tar.TypeDir, "")
+	withShell.record("/usr/bin/sh", tar.TypeReg, "")
+	withShell.record("/bin", tar.TypeSymlink, "usr/bin")
 	steps, err = verifySteps([]string{"tt-model --version | grep 1"}, withShell, defaultPATH)
 	if err != nil || !reflect.DeepEqual(steps[1].Argv, []string{"/bin/sh", "-ceu", "tt-model --version | grep 1"}) {
 		t.Errorf("with a shell: %+v, %v", steps, err)
+	}
+}
+
+func TestFSTreeResolve(t *testing.T) {
+	tree := newFSTree()
+	tree.record("/usr", tar.TypeDir, "")
+	tree.record("/usr/lib", tar.TypeDir, "")
+	tree.record("/usr/lib/x86_64-linux-gnu", tar.TypeDir, "")
+	tree.record("/lib", tar.TypeSymlink, "usr/lib")
+	tree.record("/lib64", tar.TypeSymlink, "/usr/lib/x86_64-linux-gnu")
+	tree.record("/loop", tar.TypeSymlink, "loop")
+	// Written through the symlink, recorded where it lands.
+	tree.record("/lib/x86_64-linux-gnu/libc.so.6", tar.TypeReg, "")
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", true},
+		{"/lib64/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", true},
+		{"/lib/../lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", true},
+		{"/lib/nope", "", false},
+		{"/loop/x", "", false},
+	} {
+		got, _, ok := tree.resolve(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("resolve(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+	if !tree.isDir("/lib") || !tree.isFile("/usr/lib/x86_64-linux-gnu/libc.so.6") || tree.isFile("/lib") {
+		t.Error("isDir/isFile do not follow the links")
 	}
 }
