@@ -100,6 +100,7 @@ struct rfdetr {
     float *topk;     /* [300] */
     float *ref;      /* [300][4] */
     float *sine;     /* [300][512] */
+    float dim_t[RFDETR_HIDDEN / 2]; /* sine embedding temperatures */
     float *qpos, *tgt, *tq, *sa, *ca, *hs, *t300; /* [300][256] */
     float *dqkv;     /* [300][768] */
     float *val;      /* [1600][256] */
@@ -198,6 +199,8 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
         return NULL;
     }
     p->nthreads = tt_pool_threads(p->pool);
+    for (int k = 0; k < RFDETR_HIDDEN / 2; k++)
+        p->dim_t[k] = powf(10000.0f, (float)(2 * (k / 2)) / (RFDETR_HIDDEN / 2));
     int ok = 1;
     tt_dtype dt = p->dtype;
 #define MAT(m, n, k, bias) ok &= tt_mat_alloc(&(m), dt, isa, (n), (k), (bias)) == 0
@@ -840,18 +843,20 @@ static void select_queries(rfdetr *p)
 }
 
 /* Sine embedding of the reference boxes, coordinates in the order (y, x, w, h),
- * 128 values each: [sin(e0), cos(e1), sin(e2), ...], e_k = c*2pi / 10000^(2*(k/2)/128). */
-static void sine_embed(rfdetr *p)
+ * 128 values each: [sin(e0), cos(e1), sin(e2), ...], e_k = c*2pi / dim_t[k],
+ * dim_t[k] = 10000^(2*(k/2)/128) (a table made at load). */
+static void sine_rows(rfdetr *p, int r0, int r1, const void *ctx)
 {
+    (void)ctx;
     static const int coord[4] = {1, 0, 2, 3};
     const int NF = RFDETR_HIDDEN / 2;
-    for (int q = 0; q < RFDETR_QUERIES; q++)
+    for (int q = r0; q < r1; q++)
         for (int c = 0; c < 4; c++) {
             float v = p->ref[q * 4 + coord[c]] * 6.283185307179586f;
+            float *dst = p->sine + (long)q * 2 * RFDETR_HIDDEN + c * NF;
             for (int k = 0; k < NF; k++) {
-                float dim_t = powf(10000.0f, (float)(2 * (k / 2)) / NF);
-                float e = v / dim_t;
-                p->sine[(long)q * 2 * RFDETR_HIDDEN + c * NF + k] = k % 2 == 0 ? sinf(e) : cosf(e);
+                float e = v / p->dim_t[k];
+                dst[k] = k % 2 == 0 ? sinf(e) : cosf(e);
             }
         }
 }
@@ -903,7 +908,7 @@ static void add_rows(float *dst, const float *a, const float *b, long n)
 static void decoder(rfdetr *p)
 {
     const int Q = RFDETR_QUERIES, H = RFDETR_HIDDEN, T = RFDETR_TOKENS;
-    sine_embed(p);
+    parallel_rows(p, Q, 32, sine_rows, NULL);
     gemm(p, &p->rph[0], p->sine, 2 * H, p->t300, H, Q, TT_ACT_RELU);
     gemm(p, &p->rph[1], p->t300, H, p->qpos, H, Q, 0);
     for (int l = 0; l < NDL; l++) {
