@@ -6,15 +6,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
-// commitRe matches a full git commit id, the only revision that can never move.
-var commitRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
-
 // IsCommit reports whether rev is a full commit sha (a pin that cannot move).
-func IsCommit(rev string) bool { return commitRe.MatchString(rev) }
+func IsCommit(rev string) bool {
+	if len(rev) != 40 {
+		return false
+	}
+	for _, c := range rev {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Cache is one huggingface_hub cache directory (HF_HUB_CACHE).
 type Cache struct{ Dir string }

@@ -9,16 +9,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
-// lfsMinSize and lfsExts decide which imported files are stored as LFS
+// lfsMinSize and isLFSFormat decide which imported files are stored as LFS
 // files (sha256 etag), following the Hub's default .gitattributes: weight
 // formats, and anything over 10 MiB.
 const lfsMinSize = 10 << 20
 
-var lfsExts = []string{".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".onnx", ".gguf", ".h5", ".msgpack", ".npz", ".npy"}
+func isLFSFormat(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".onnx", ".gguf", ".h5", ".msgpack", ".npz", ".npy":
+		return true
+	}
+	return false
+}
 
 // Import stores every regular file under dir in the cache as commit of
 // repo, exactly as a download would have: blobs named by the etag the Hub
@@ -95,7 +100,7 @@ func (c Cache) importFile(repo, commit, rel, src string) (RepoFile, error) {
 		return RepoFile{}, err
 	}
 	f := RepoFile{Path: rel, Size: fi.Size(), BlobID: hex.EncodeToString(s1.Sum(nil))}
-	if fi.Size() >= lfsMinSize || slices.Contains(lfsExts, strings.ToLower(filepath.Ext(rel))) {
+	if fi.Size() >= lfsMinSize || isLFSFormat(rel) {
 		sum := hex.EncodeToString(s256.Sum(nil))
 		// The git blob of an LFS file is its pointer, as on the Hub.
 		pointer := fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", sum, fi.Size())
