@@ -46,12 +46,15 @@ func (b *baseImage) Scratch() bool { return b.Digest == "" }
 // loadBase resolves runtime.base: "scratch" (or empty), an OCI layout
 // directory, a docker-archive tarball (docker save), or a registry reference
 // pulled with the default keychain.
-func loadBase(ctx context.Context, ref, cacheDir string) (*baseImage, error) {
+// ref is runtime.base as written (it goes into labels and annotations, so
+// it must not depend on the working directory); at is where to open it (a
+// relative path made absolute).
+func loadBase(ctx context.Context, ref, at, cacheDir string) (*baseImage, error) {
 	if ref == "" || ref == "scratch" {
 		img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 		return &baseImage{Ref: "scratch", Image: img, Tree: newFSTree()}, nil
 	}
-	img, err := openBase(ctx, ref, cacheDir)
+	img, err := openBase(ctx, at, cacheDir)
 	if err != nil {
 		return nil, fmt.Errorf("runtime.base %q: %w", ref, err)
 	}

@@ -24,8 +24,14 @@ const (
 // binary is one executable that goes into the image.
 type binary struct {
 	HostPath string
-	From     string // how it was chosen, for the summary and the card
+	// From says how it was chosen, in words that name no host path: it is
+	// written into the image's history and labels, which must not change
+	// with where the checkout lives.
+	From string
 }
+
+// fromSource is the From of a binary built from this module.
+const fromSource = "built from source"
 
 // binaryPlan says where the builder may find or make the two binaries.
 type binaryPlan struct {
@@ -75,14 +81,14 @@ func locateBinaries(ctx context.Context, plan binaryPlan) (server, tool binary, 
 			if err != nil {
 				return binary{}, binary{}, err
 			}
-			server = binary{HostPath: p, From: "built from " + root}
+			server = binary{HostPath: p, From: fromSource}
 		}
 		if tool.HostPath == "" {
 			p, err := goBuild(ctx, root, "./cmd/tt-model", false, "", plan.BuildDir, plan.Log)
 			if err != nil {
 				return binary{}, binary{}, err
 			}
-			tool = binary{HostPath: p, From: "built from " + root}
+			tool = binary{HostPath: p, From: fromSource}
 		}
 	}
 	for _, b := range []struct {
@@ -178,7 +184,7 @@ func goBuild(ctx context.Context, root, pkg string, cgo bool, ldflags, outDir st
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=amd64", cgoFlag)
 	cmd.Stdout = log
 	cmd.Stderr = log
-	fmt.Fprintf(log, "building %s (go build -trimpath, linux/amd64, %s)\n", pkg, cgoFlag)
+	fmt.Fprintf(log, "building %s of %s (go build -trimpath, linux/amd64, %s)\n", pkg, root, cgoFlag)
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("go build %s in %s: %w", pkg, root, err)
 	}

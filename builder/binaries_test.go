@@ -30,7 +30,7 @@ func TestLocateBinaries(t *testing.T) {
 		if err != nil {
 			t.Fatalf("build tt-model from the module: %v", err)
 		}
-		if s.From != "runtime.server" || !strings.HasPrefix(tool.From, "built from ") {
+		if s.From != "runtime.server" || tool.From != fromSource {
 			t.Errorf("from: server %q tool %q", s.From, tool.From)
 		}
 		sum, _, err := fileSHA256(tool.HostPath)

@@ -193,11 +193,12 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 
 	// image
 	baseRef := stringOf(m.Runtime["base"])
+	baseAt := baseRef
 	if baseRef != "" && baseRef != "scratch" && isLocalPathRef(workDir, baseRef) && !filepath.IsAbs(baseRef) {
-		baseRef = filepath.Join(workDir, baseRef)
+		baseAt = filepath.Join(workDir, baseRef)
 	}
 	p.stage("base image: %s", orScratch(baseRef))
-	base, err := loadBase(ctx, baseRef, filepath.Join(scratch, "base-layers"))
+	base, err := loadBase(ctx, baseRef, baseAt, filepath.Join(scratch, "base-layers"))
 	if err != nil {
 		return nil, err
 	}

@@ -9,21 +9,29 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/ttmodel/tt-model/manifest"
 )
 
 // TestPackageReproducible: the same inputs and SOURCE_DATE_EPOCH give the
-// same digest in another output directory; another epoch gives another.
+// same digest from another copy of the package into another output
+// directory (no host path reaches the image); another epoch gives another.
 func TestPackageReproducible(t *testing.T) {
 	bin := fixtureBin(t)
 	m, work := testPackage(t, nil)
 	a := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "a"), VerifyRootfs))
-	b := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "b"), VerifyRootfs))
+	m2, work2 := testPackage(t, nil)
+	b := mustPackage(t, packageOpts(m2, work2, bin, filepath.Join(work2, "b"), VerifyRootfs))
 	if a.Digest != b.Digest {
 		t.Errorf("two packages of the same inputs: %s and %s", a.Digest, b.Digest)
 	}
+	img, err := readLayoutImage(filepath.Join(a.Dir, "image"), a.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noHostPaths(t, img, work, bin)
 	opts := packageOpts(m, work, bin, filepath.Join(work, "c"), VerifyRootfs)
 	opts.SourceDateEpoch = "1700000001"
 	c := mustPackage(t, opts)
@@ -133,9 +141,14 @@ func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
 
 	for _, ref := range []string{layoutDir, archive} {
 		t.Run(filepath.Base(ref), func(t *testing.T) {
+			// Named relative to the working directory, as a package would.
+			rel := "./" + filepath.Base(ref)
 			m, work := testPackage(t, func(y string) string {
-				return strings.Replace(y, "  model: rf-detr\n", "  model: rf-detr\n  base: "+ref+"\n", 1)
+				return strings.Replace(y, "  model: rf-detr\n", "  model: rf-detr\n  base: "+rel+"\n", 1)
 			})
+			if err := os.Rename(ref, filepath.Join(work, filepath.Base(ref))); err != nil {
+				t.Fatal(err)
+			}
 			res := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "out"), VerifyRootfs))
 			img, err := readLayoutImage(filepath.Join(res.Dir, "image"), res.Image)
 			if err != nil {
@@ -158,8 +171,10 @@ func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
 			if len(mf.Layers) != 5 || mf.Layers[0].Digest != d0 {
 				t.Errorf("layers %v, want the base layer %s then 4 of ours", mf.Layers, d0)
 			}
-			if mf.Annotations["org.opencontainers.image.base.digest"] != baseDigest.String() {
-				t.Errorf("base digest annotation %q, want %s", mf.Annotations["org.opencontainers.image.base.digest"], baseDigest)
+			noHostPaths(t, img, work, bin)
+			if mf.Annotations["org.opencontainers.image.base.digest"] != baseDigest.String() ||
+				mf.Annotations["org.opencontainers.image.base.name"] != rel {
+				t.Errorf("base annotations %v, want %s named %s", mf.Annotations, baseDigest, rel)
 			}
 			cf, _ := img.ConfigFile()
 			if cf.Config.Labels["com.example.base"] != "yes" || len(cf.History) != 6 {
@@ -196,5 +211,24 @@ func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
 				t.Errorf("/etc/passwd:\n%s", files["/etc/passwd"])
 			}
 		})
+	}
+}
+
+// noHostPaths fails when the image's manifest or config names a directory
+// of this machine: the digest must not depend on where the inputs live.
+func noHostPaths(t *testing.T, img v1.Image, dirs ...string) {
+	t.Helper()
+	mf, err := img.RawManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.RawConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if strings.Contains(string(mf), d) || strings.Contains(string(cf), d) {
+			t.Errorf("the image's manifest or config names the host directory %s", d)
+		}
 	}
 }
