@@ -186,10 +186,7 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 		PortBindings:  network.PortMap{port: {{HostPort: strconv.Itoa(spec.Port)}}},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyOnFailure},
 	}
-	for _, c := range spec.Chips {
-		dev := "/dev/tenstorrent/" + strconv.Itoa(c)
-		host.Devices = append(host.Devices, container.DeviceMapping{PathOnHost: dev, PathInContainer: dev, CgroupPermissions: "rwm"})
-	}
+	host.Devices = chipDevices(spec.Chips)
 	if len(spec.Chips) > 0 {
 		// Shared memory with the host makes umd's chip lock visible across containers.
 		host.IpcMode = container.IPCModeHost
@@ -220,6 +217,18 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 		},
 	}
 	return cfg, host, nil
+}
+
+// chipDevices passes exactly these chips, not the whole /dev/tenstorrent:
+// umd locks every chip it can see, so a container seeing all of them would
+// block every other server on the host.
+func chipDevices(chips []int) []container.DeviceMapping {
+	var out []container.DeviceMapping
+	for _, c := range chips {
+		dev := "/dev/tenstorrent/" + strconv.Itoa(c)
+		out = append(out, container.DeviceMapping{PathOnHost: dev, PathInContainer: dev, CgroupPermissions: "rwm"})
+	}
+	return out
 }
 
 // supervisedEntrypoint tells an image whose entrypoint is our supervisor
@@ -297,11 +306,7 @@ func (d *Docker) resetChips(ctx context.Context, image string, chips []int, prog
 		return "no chips to reset (the container had no /dev/tenstorrent devices)"
 	}
 	fmt.Fprintf(progress, "the server was killed after the grace period: resetting chips %s\n", FormatChips(chips))
-	host := &container.HostConfig{IpcMode: container.IPCModeHost}
-	for _, c := range chips {
-		dev := "/dev/tenstorrent/" + strconv.Itoa(c)
-		host.Devices = append(host.Devices, container.DeviceMapping{PathOnHost: dev, PathInContainer: dev, CgroupPermissions: "rwm"})
-	}
+	host := &container.HostConfig{IpcMode: container.IPCModeHost, Resources: container.Resources{Devices: chipDevices(chips)}}
 	cfg := &container.Config{Image: image, Entrypoint: []string{"tt-smi", "-r", FormatChips(chips)}, Cmd: []string{}}
 	rctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
