@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
@@ -100,5 +101,55 @@ func TestDockerServeStop(t *testing.T) {
 	res, err = d.Stop(ctx, inst, time.Second, io.Discard)
 	if err != nil || !res.Killed || res.ExitCode != 137 || !strings.Contains(res.Reset, "no chips") {
 		t.Errorf("stop stubborn = %+v, %v; want killed (137) with no chips to reset", res, err)
+	}
+}
+
+// TestContainerConfig checks the container upstream's serve composes, for a
+// two-chip profile on a host with hugepages and a separate HF_HUB_CACHE.
+func TestContainerConfig(t *testing.T) {
+	ctx := context.Background()
+	d, err := ConnectDocker(ctx)
+	if err != nil {
+		t.Skipf("needs a Docker engine (for the rootless check): %v", err)
+	}
+	defer d.Close()
+	rev := "0123456789012345678901234567890123456789"
+	pkg := &Package{Wire: &manifest.Wire{Name: "m", Weights: &manifest.WireWeights{Repo: "org/w", Revision: &rev}}}
+	state := t.TempDir()
+	spec := &Spec{
+		Package: pkg, Profile: manifest.Profile{Name: "p300"}, Name: "tt-model-m-p300", Port: 20005, Chips: []int{2, 3},
+		Launch:   manifest.Launch{Argv: []string{"tt-model-server", "--port", "20005"}, Env: map[string]string{"HF_MODEL": "org/w", "MESH_DEVICE": "P300"}, Port: 20005, ReadyPath: "/health"},
+		Weights:  []*hub.Snapshot{{Commit: rev}},
+		HF:       hub.Config{HFHome: filepath.Join(state, "hf"), CacheDir: filepath.Join(state, "hubcache"), Token: "secret"},
+		StateDir: filepath.Join(state, "m"), Hugepages: true,
+	}
+	cfg, host, err := d.containerConfig(ctx, spec, "tt-model/m:1", []string{"/usr/local/bin/tt-model", "supervise", "--"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEnv := []string{
+		"HF_HOME=/hf", "HF_MODEL=/hf/hub/models--org--w/snapshots/" + rev, "HF_TOKEN=secret", "MESH_DEVICE=P300", "TT_METAL_CACHE=/cache",
+	}
+	if strings.Join(cfg.Env, " ") != strings.Join(wantEnv, " ") {
+		t.Errorf("env = %q\nwant %q", cfg.Env, wantEnv)
+	}
+	wantBinds := []string{
+		spec.HF.HFHome + ":/hf", spec.HF.CacheDir + ":/hf/hub", filepath.Join(state, "m", "cache") + ":/cache",
+		filepath.Join(state, "m", "weights") + ":/weight-cache", "/dev/hugepages-1G:/dev/hugepages-1G",
+	}
+	if strings.Join(host.Binds, " ") != strings.Join(wantBinds, " ") {
+		t.Errorf("binds = %q\nwant %q", host.Binds, wantBinds)
+	}
+	if len(host.Devices) != 2 || host.Devices[1].PathOnHost != "/dev/tenstorrent/3" || host.IpcMode != "host" {
+		t.Errorf("devices %+v, ipc %q; want chips 2 and 3 and --ipc host", host.Devices, host.IpcMode)
+	}
+	if host.RestartPolicy.Name != "on-failure" || len(host.PortBindings) != 1 {
+		t.Errorf("restart %+v, ports %+v", host.RestartPolicy, host.PortBindings)
+	}
+	if cfg.Labels[LabelName] != "m" || cfg.Labels[LabelProfile] != "p300" || cfg.Labels[LabelDevices] != "2,3" || cfg.Labels[LabelPort] != "20005" {
+		t.Errorf("labels = %v", cfg.Labels)
+	}
+	if strings.Join(cfg.Entrypoint, " ") != "/usr/local/bin/tt-model supervise --ready-url http://127.0.0.1:20005/health --" {
+		t.Errorf("entrypoint = %q", cfg.Entrypoint)
 	}
 }
