@@ -3,10 +3,14 @@ package commands
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ttmodel/tt-model/hub/hubtest"
 	"github.com/ttmodel/tt-model/manifest"
@@ -141,5 +145,70 @@ func TestWeightsImportThenPullOffline(t *testing.T) {
 	}
 	if code, _, errOut = runCLI("weights", "import", src, "org/detector-weights"); code != 2 || !strings.Contains(errOut, "ORG/NAME@COMMIT") {
 		t.Errorf("import without a commit: exit %d, %q", code, errOut)
+	}
+}
+
+// TestWeightsPullChild is the `tt-model weights pull` that
+// TestWeightsPullKilledResumes runs as a separate process and kills.
+func TestWeightsPullChild(t *testing.T) {
+	manifestPath := os.Getenv("TT_WEIGHTS_TEST_CHILD")
+	if manifestPath == "" {
+		t.Skip("runs only as the child of TestWeightsPullKilledResumes")
+	}
+	code, _, errOut := runCLI("weights", "pull", manifestPath)
+	t.Fatalf("the pull was meant to be killed; it exited %d: %s", code, errOut)
+}
+
+func TestWeightsPullKilledResumes(t *testing.T) {
+	srv, yamlPath, commit := weightsFixture(t)
+	big := srv.AddCommit("org/detector-weights", "big", []hubtest.File{
+		{Path: "config.json", Data: []byte(`{}`)},
+		{Path: "model.safetensors", Data: bytes.Repeat([]byte("0123456789abcdef"), 256<<10), LFS: true}, // 4 MiB
+	})
+	text, err := os.ReadFile(yamlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(yamlPath, bytes.Replace(text, []byte(commit), []byte(big), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const stall = 1 << 20
+	srv.StallAfter(stall)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 256<<10)
+	blob := filepath.Join(os.Getenv("HF_HOME"), "hub", "models--org--detector-weights", "blobs", hubtest.SHA256(data))
+
+	child := exec.Command(os.Args[0], "-test.run=^TestWeightsPullChild$")
+	child.Env = append(os.Environ(), "TT_WEIGHTS_TEST_CHILD="+yamlPath)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline only keeps a broken child from hanging the suite.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(blob + ".incomplete"); err == nil && fi.Size() == stall {
+			break
+		}
+		if time.Now().After(deadline) {
+			child.Process.Kill()
+			child.Wait()
+			t.Fatal("the child never wrote the first MiB")
+		}
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+
+	srv.StallAfter(0)
+	code, out, errOut := runCLI("weights", "pull", yamlPath)
+	if code != 0 || !strings.Contains(out, "org/detector-weights@"+big) {
+		t.Fatalf("re-run: exit %d\n%s%s", code, out, errOut)
+	}
+	var resumed bool
+	for _, r := range srv.Requests() {
+		resumed = resumed || (r.Path == "/cdn/"+hubtest.SHA256(data) && r.Range == fmt.Sprintf("bytes=%d-", stall))
+	}
+	if !resumed {
+		t.Errorf("the re-run did not resume with Range: bytes=%d-: %+v", stall, srv.Requests())
+	}
+	if got, err := os.ReadFile(blob); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("blob after resume: %d bytes, %v", len(got), err)
 	}
 }
