@@ -49,10 +49,22 @@ type treePin struct {
 	Pushed     *bool   `json:"pushed"`
 }
 
+// asMap is the pin as the wire manifest's built.tt_metal: plain values, with
+// nil (JSON null) for what git could not answer.
 func (p treePin) asMap() map[string]any {
+	orNil := func(s *string) any {
+		if s == nil {
+			return nil
+		}
+		return *s
+	}
+	var pushed any
+	if p.Pushed != nil {
+		pushed = *p.Pushed
+	}
 	return map[string]any{
-		"sha": p.SHA, "describe": p.Describe, "dirty": p.Dirty, "scm_version": p.SCMVersion,
-		"mode": p.Mode, "remote": p.Remote, "branch": p.Branch, "pushed": p.Pushed,
+		"sha": orNil(p.SHA), "describe": orNil(p.Describe), "dirty": p.Dirty, "scm_version": p.SCMVersion,
+		"mode": p.Mode, "remote": orNil(p.Remote), "branch": orNil(p.Branch), "pushed": pushed,
 	}
 }
 

@@ -276,7 +276,13 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err := wire.WriteFile(filepath.Join(stagingDir, manifest.WireFile)); err != nil {
 		return nil, err
 	}
-	readme, warnings, err := RenderCard(wire)
+	// The card is rendered from the file just written, so `tt-model card`
+	// on the staged package gives the same README.
+	written, err := manifest.ReadWire(stagingDir)
+	if err != nil {
+		return nil, err
+	}
+	readme, warnings, err := RenderCard(written)
 	if err != nil {
 		return nil, err
 	}

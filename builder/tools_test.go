@@ -254,6 +254,10 @@ func TestPackageImageOnRealTools(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		again, _, err := RenderCard(w)
+		if err != nil || again != string(readme) {
+			t.Errorf("README.md differs from the card of the staged manifest (%v)", err)
+		}
 		checkOrder(t, string(readme), "---\nlicense: apache-2.0\npipeline_tag: object-detection\nbase_model:", "# demo",
 			"## Quickstart", "## Serve profiles", "## Using it", "## Expected performance", "## Limitations", "## Provenance", res.Digest)
 		if _, err := os.Stat(filepath.Join(dir, "code", "models", "demo", "demo.py")); err != nil {
