@@ -68,7 +68,7 @@ func TestELFClosureSearchOrder(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(exe), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", exe, `-ldflags=-extldflags "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../lib"`, "./testdata/miniserver")
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", exe, `-ldflags=-extldflags "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../lib"`, "./testdata/miniserver")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the RUNPATH fixture: %v\n%s", err, out)
@@ -134,7 +134,7 @@ func TestELFClosureSearchOrder(t *testing.T) {
 func TestELFClosureOfStaticBinary(t *testing.T) {
 	// A pure-Go program is static with CGO_ENABLED=0.
 	pure := filepath.Join(t.TempDir(), "pure")
-	cmd := exec.Command("go", "build", "-o", pure, "./testdata/purego")
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", pure, "./testdata/purego")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build purego: %v\n%s", err, b)

@@ -17,7 +17,7 @@ func fixtureBin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	server := filepath.Join(dir, "tt-model-server")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-buildid=", "-o", server, "./testdata/miniserver")
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-ldflags=-buildid=", "-o", server, "./testdata/miniserver")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build miniserver: %v\n%s", err, out)
