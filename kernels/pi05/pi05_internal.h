@@ -155,7 +155,9 @@ void p5_layernorm(pi05_program *p, const float *x, float *y, int rows, int n, co
                   const float *b, float eps);
 /* Rotate-half RoPE on heads [rows][heads*hd] (row stride ld) at positions pos0 + row. */
 void p5_rope(pi05_program *p, float *x, long ld, int rows, int heads, int pos0);
-enum { P5_QB = 48 }; /* query rows per attention task: a score block stays in L2 */
+/* At most this many query rows per attention task (a score block stays in L2); the rows are split
+ * into equal blocks, so a 50-row suffix is one block and reads its keys once. */
+enum { P5_QB = 64 };
 
 /* Attention for nb requests: request r's nq query rows q[r*nq ..] ([heads*hd] each) over its slab's
  * prefix K/V of `layer` plus its own nsuf suffix rows ksuf/vsuf[r*nsuf ..] ([kv*hd] each; nsuf may

@@ -361,9 +361,10 @@ static void slab_att_task(void *arg, int task, int thread)
     slab_att_job *j = arg;
     pi05_program *p = j->p;
     const pi05_dims *d = &p->m->d;
-    int per = j->heads * j->qblocks;
+    int per = j->heads * j->qblocks, qrows = (j->nq + j->qblocks - 1) / j->qblocks;
     int r = task / per, h = (task % per) / j->qblocks, qb = task % j->qblocks;
-    int r0 = qb * P5_QB, rows = j->nq - r0 < P5_QB ? j->nq - r0 : P5_QB;
+    int r0 = qb * qrows, rows = j->nq - r0 < qrows ? j->nq - r0 : qrows;
+    if (rows <= 0) return;
     const pi05_slab *s = j->slabs[r];
     int g = h / j->group, n1 = s->prefix_len, n2 = j->nsuf;
     size_t slot = (size_t)j->layer * (size_t)d->kv_heads + (size_t)g;

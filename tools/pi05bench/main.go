@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -76,6 +77,7 @@ type report struct {
 	PrefixLen       int                `json:"prefix_len"`
 	LoadAvg         string             `json:"loadavg_at_start"`
 	PeakBF16GFLOPS  float64            `json:"peak_bf16_gflops"`
+	PeakPerCPU      float64            `json:"peak_bf16_gflops_per_cpu_s"`
 	LoadS           float64            `json:"load_s"`
 	PackedBytes     int64              `json:"packed_bytes"`
 	PeakRSSBytes    int64              `json:"peak_rss_bytes"`
@@ -85,6 +87,8 @@ type report struct {
 	PrefixGFLOPS    float64            `json:"prefix_gflops"`
 	PrefixVisGFLOPS float64            `json:"prefix_with_vision_gflops"`
 	PrefixVisOfPeak float64            `json:"prefix_with_vision_of_peak"`
+	PrefixVisPerCPU float64            `json:"prefix_with_vision_gflops_per_cpu_s"`
+	PrefixVisOfCPU  float64            `json:"prefix_with_vision_per_cpu_of_peak_per_cpu"`
 	Step            timing             `json:"expert_step"`
 	StepGFLOPS      float64            `json:"expert_step_gflops"`
 	Expert          timing             `json:"expert_all_steps"`
@@ -111,8 +115,9 @@ func run(ctx context.Context, o options) error {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		rep.LoadAvg = strings.TrimSpace(string(b))
 	}
-	rep.PeakBF16GFLOPS = peakBF16(o.threads)
-	progress("measured bf16 peak %.0f GFLOP/s on %d threads (load average %s)", rep.PeakBF16GFLOPS, o.threads, rep.LoadAvg)
+	rep.PeakBF16GFLOPS, rep.PeakPerCPU = peakBF16(o.threads)
+	progress("measured bf16 peak %.0f GFLOP/s on %d threads, %.0f GFLOP per CPU-second (load average %s)",
+		rep.PeakBF16GFLOPS, o.threads, rep.PeakPerCPU, rep.LoadAvg)
 
 	t0 := time.Now()
 	m, err := load(ctx, o.weights)
@@ -176,6 +181,9 @@ func run(ctx context.Context, o options) error {
 	rep.PrefixGFLOPS = fp / rep.Prefix.Best / 1e6
 	rep.PrefixVisGFLOPS = (fv + fp) / (rep.Vision.Best + rep.Prefix.Best) / 1e6
 	rep.PrefixVisOfPeak = rep.PrefixVisGFLOPS / rep.PeakBF16GFLOPS
+	rep.PrefixVisPerCPU = (fv + fp) / (rep.Vision.CPU + rep.Prefix.CPU) / 1e6
+	rep.PrefixVisOfCPU = rep.PrefixVisPerCPU / rep.PeakPerCPU
+	progress("vision + prefix: %.0f GFLOP per CPU-second = %.0f%% of the per-CPU-second peak", rep.PrefixVisPerCPU, 100*rep.PrefixVisOfCPU)
 	progress("vision %.0f ms (median %.0f), prefix %.0f ms (median %.0f): %.0f GFLOP/s; with vision %.0f GFLOP/s = %.0f%% of peak",
 		rep.Vision.Best, rep.Vision.Median, rep.Prefix.Best, rep.Prefix.Median, rep.PrefixGFLOPS, rep.PrefixVisGFLOPS, 100*rep.PrefixVisOfPeak)
 	rep.Step = timeIt(o.reps, func() error { _, err := prog.Expert(s, noise[:per], o.horizon, 1); return err })
@@ -240,10 +248,20 @@ func parseInts(s string) ([]int, error) {
 }
 
 // timing is the wall time of reps runs in ms: the median and the best (on a shared machine the best
-// is the closest to the uncontended speed).
+// is the closest to the uncontended speed), and the least process CPU time of a run (user + system,
+// all threads: with one thread it is the work itself, whatever else the machine runs).
 type timing struct {
 	Median float64 `json:"median_ms"`
 	Best   float64 `json:"best_ms"`
+	CPU    float64 `json:"cpu_ms"`
+}
+
+func cpuMS() float64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
 }
 
 // timeIt runs fn reps times after one warm-up.
@@ -254,23 +272,25 @@ func timeIt(reps int, fn func() error) timing {
 	}
 	reps = max(reps, 1)
 	ts := make([]float64, 0, reps)
+	cpu := math.Inf(1)
 	for i := 0; i < reps; i++ {
-		t := time.Now()
+		t, c := time.Now(), cpuMS()
 		if err := fn(); err != nil {
 			fmt.Fprintln(os.Stderr, "pi05bench:", err)
 			os.Exit(1)
 		}
 		ts = append(ts, float64(time.Since(t).Microseconds())/1000)
+		cpu = math.Min(cpu, cpuMS()-c)
 	}
 	sort.Float64s(ts)
-	return timing{Median: ts[len(ts)/2], Best: ts[0]}
+	return timing{Median: ts[len(ts)/2], Best: ts[0], CPU: cpu}
 }
 
-// peakBF16 runs the vdpbf16ps microbenchmark on every thread at once and sums.
-func peakBF16(threads int) float64 {
+// peakBF16 runs the vdpbf16ps microbenchmark on every thread at once and sums; perCPU is the same
+// work per second of CPU time of one thread (the single-thread peak, whatever the machine's load).
+func peakBF16(threads int) (total, perCPU float64) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	total := 0.0
 	for i := 0; i < threads; i++ {
 		wg.Add(1)
 		go func() {
@@ -283,7 +303,12 @@ func peakBF16(threads int) float64 {
 		}()
 	}
 	wg.Wait()
-	return total
+	t, c := time.Now(), cpuMS()
+	g, _ := native.PeakGFLOPS("bf16", 200_000_000)
+	if cpu := cpuMS() - c; cpu > 0 {
+		perCPU = g * float64(time.Since(t).Milliseconds()) / cpu
+	}
+	return total, perCPU
 }
 
 func peakRSS() int64 {
