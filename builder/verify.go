@@ -231,3 +231,54 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// verifyImage runs the verify steps where the mode says.
+func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, statements []string, scratch string, p *progress) (string, error) {
+	img := bi.Image
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return "", err
+	}
+	pathEnv := defaultPATH
+	for _, kv := range cf.Config.Env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	steps, err := verifySteps(statements, bi.Tree, pathEnv)
+	if err != nil {
+		return "", err
+	}
+	var r runner
+	if mode == VerifyAuto || mode == VerifyDocker {
+		engine, err := connectDocker(ctx)
+		switch {
+		case err == nil:
+			p.stage("loading %s into the Docker engine", tag)
+			if err := engine.load(ctx, tag, img); err != nil {
+				engine.Close()
+				return "", err
+			}
+			r = dockerRunner{engine: engine, tag: tag}
+		case mode == VerifyDocker:
+			return "", fmt.Errorf("verify: %w", err)
+		default:
+			p.stage("no Docker engine (%v): verifying in the unpacked image", err)
+		}
+	}
+	if r == nil {
+		if mode != VerifyAuto && mode != VerifyRootfs {
+			return "", fmt.Errorf("verify mode %q: want %q, %q or empty", mode, VerifyDocker, VerifyRootfs)
+		}
+		cr, err := newChrootRunner(img, scratch)
+		if err != nil {
+			return "", err
+		}
+		r = cr
+	}
+	defer r.Close()
+	if err := runVerify(ctx, r, steps, p); err != nil {
+		return "", err
+	}
+	return r.Where(), nil
+}
