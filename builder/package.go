@@ -273,12 +273,39 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	hostname, _ := os.Hostname()
 	wire := m.ToWire(manifest.WireInfo{ImageTag: tag, Digest: digest.String(), TTMetalVersion: code.TTMetal.SCMVersion,
 		ToolVersion: opts.ToolVersion, CreatedAt: builtAt, Hostname: hostname, Built: built})
-	if err := wire.WriteFile(filepath.Join(stagingDir, manifest.WireFile)); err != nil {
+	warnings, err := writeWireAndCard(stagingDir, wire)
+	if err != nil {
 		return nil, err
 	}
-	// The card is rendered from the file just written, so `tt-model card`
-	// on the staged package gives the same README.
-	written, err := manifest.ReadWire(stagingDir)
+	for _, w := range warnings {
+		p.stage("warning: %s", w)
+	}
+
+	final := filepath.Join(outDir, m.Name)
+	res, err := newResult(final, tag, digest, configDigest, profile.Name, base.Ref, epoch, binInfo, code, where, warnings, bi, closure)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(stagingDir, 0o755); err != nil { // MkdirTemp made it 0700
+		return nil, err
+	}
+	if err := replaceDir(stagingDir, final); err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	res.ElapsedSeconds = res.Elapsed.Seconds()
+	p.stage("wrote %s (image %s, %s compressed, %s uncompressed)", final, tag, humanBytes(res.Compressed), humanBytes(res.Uncompressed))
+	return res, nil
+}
+
+// writeWireAndCard writes tt_kernel_manifest.json, then README.md rendered
+// from the file just written, so `tt-model card` on the staged package gives
+// the same README. It returns the card's warnings.
+func writeWireAndCard(dir string, wire *manifest.Wire) ([]string, error) {
+	if err := wire.WriteFile(filepath.Join(dir, manifest.WireFile)); err != nil {
+		return nil, err
+	}
+	written, err := manifest.ReadWire(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -286,31 +313,29 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(stagingDir, "README.md"), []byte(readme), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte(readme), 0o644); err != nil {
 		return nil, fmt.Errorf("write README.md: %w", err)
 	}
-	for _, w := range warnings {
-		p.stage("warning: %s", w)
-	}
+	return warnings, nil
+}
 
-	final := filepath.Join(outDir, m.Name)
-	if err := os.Chmod(stagingDir, 0o755); err != nil { // MkdirTemp made it 0700
-		return nil, err
-	}
-	if err := replaceDir(stagingDir, final); err != nil {
-		return nil, err
-	}
+// newResult summarises a finished package.
+func newResult(dir, tag string, digest, configDigest v1.Hash, profile, base string, epoch time.Time, bins []BinaryInfo,
+	code stagedCode, verifiedIn string, warnings []string, bi builtImage, closure elfClosure) (*Result, error) {
 	res := &Result{
-		Name: m.Name, Dir: final, Image: tag, Digest: digest.String(), ConfigDigest: configDigest.String(),
-		Profile: profile.Name, Base: base.Ref, SourceDateEpoch: epoch.Unix(), Binaries: binInfo,
-		CodeSHA256: code.SHA256, CodeSkipped: nonNilStrings(code.Skipped), VerifiedIn: where, Warnings: nonNilStrings(warnings),
+		Name: filepath.Base(dir), Dir: dir, Image: tag, Digest: digest.String(), ConfigDigest: configDigest.String(),
+		Profile: profile, Base: base, SourceDateEpoch: epoch.Unix(), Binaries: bins,
+		CodeSHA256: code.SHA256, CodeSkipped: nonNilStrings(code.Skipped), VerifiedIn: verifiedIn, Warnings: nonNilStrings(warnings),
 	}
 	for _, l := range bi.Layers {
-		d, _ := l.Layer.Digest()
+		d, err := l.Layer.Digest()
+		if err != nil {
+			return nil, err
+		}
 		res.Layers = append(res.Layers, LayerInfo{Digest: d.String(), Description: l.Description, Compressed: l.Compressed, Uncompressed: l.Uncompressed})
 	}
-	res.Compressed, res.Uncompressed, err = imageSizes(bi.Image)
-	if err != nil {
+	var err error
+	if res.Compressed, res.Uncompressed, err = imageSizes(bi.Image); err != nil {
 		return nil, err
 	}
 	if in := closure.Interpreter; in != nil {
@@ -320,9 +345,6 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		res.Libraries = append(res.Libraries, l.ImagePath)
 	}
 	res.Libraries = nonNilStrings(res.Libraries)
-	res.Elapsed = time.Since(start)
-	res.ElapsedSeconds = res.Elapsed.Seconds()
-	p.stage("wrote %s (image %s, %s compressed, %s uncompressed)", final, tag, humanBytes(res.Compressed), humanBytes(res.Uncompressed))
 	return res, nil
 }
 
