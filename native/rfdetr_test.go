@@ -308,3 +308,33 @@ func TestPrecisionFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRFDETRForward times one forward per precision with the default
+// thread count (make bench-rfdetr gives the full table against the peaks
+// and PyTorch).
+func BenchmarkRFDETRForward(b *testing.B) {
+	spec, err := ReadRandomCheckpointSpec(rfCheckpointSpec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pix := RandomTensor(spec.Pixels, 1).Data
+	for _, p := range []Precision{FP32, BF16} {
+		b.Run(string(p), func(b *testing.B) {
+			m, err := LoadRFDETRFunc(spec.Lookup(1), RFDETROptions{Precision: p})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			if _, err := m.Forward(pix); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := m.Forward(pix); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(m.LastTiming().Flops*1e-9*float64(b.N)/b.Elapsed().Seconds(), "GFLOP/s")
+		})
+	}
+}
