@@ -1,6 +1,9 @@
 /* RF-DETR-base forward. Activations are token-major fp32 ([tokens][channels],
  * i.e. NHWC for feature maps); every linear / convolution is a tt_gemm on
  * weights packed at load; all scratch is allocated in rfdetr_new. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
 #include "rfdetr.h"
 
 #include <math.h>
