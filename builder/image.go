@@ -51,9 +51,9 @@ type builtImage struct {
 // port and labels; every time stamp is the epoch.
 func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	fs := newRootfs(spec.Base)
-	var layers []layerBlob
+	var plans []*layerPlan
 
-	accounts := fs.plan()
+	accounts := fs.plan("the tt user (uid 1000) and its writable /home/tt, /cache, /hf")
 	passwd, group, err := accountFiles(spec.Base)
 	if err != nil {
 		return builtImage{}, err
@@ -66,15 +66,10 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	if !fs.tree.isDir("/tmp") {
 		accounts.add(dirEntry("/tmp", 0o1777, 0, 0))
 	}
-	lb, err := accounts.build(spec.Epoch, "the tt user (uid 1000) and its writable /home/tt, /cache, /hf")
-	if err != nil {
-		return builtImage{}, err
-	}
-	layers = append(layers, lb)
-	progress.layer(lb)
+	plans = append(plans, accounts.done())
 
 	if !spec.Closure.Static() {
-		libs := fs.plan()
+		libs := fs.plan(fmt.Sprintf("the shared libraries of the binaries (%d) and the loader", len(spec.Closure.Libraries)))
 		if in := spec.Closure.Interpreter; in != nil {
 			if err := addHostFile(libs, in.ImagePath, in.HostPath); err != nil {
 				return builtImage{}, err
@@ -85,26 +80,24 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 				return builtImage{}, err
 			}
 		}
-		lb, err := libs.build(spec.Epoch, fmt.Sprintf("the shared libraries of the binaries (%d) and the loader", len(spec.Closure.Libraries)))
-		if err != nil {
-			return builtImage{}, err
-		}
-		layers = append(layers, lb)
-		progress.layer(lb)
+		plans = append(plans, libs.done())
 	}
 
 	for _, b := range []struct {
 		bin       binary
 		imagePath string
 	}{{spec.Tool, toolImagePath}, {spec.Server, serverImagePath}} {
-		p := fs.plan()
+		p := fs.plan(fmt.Sprintf("%s (%s)", b.imagePath, b.bin.From))
 		p.add(hostFileEntry(b.imagePath, 0o755, b.bin.HostPath))
-		lb, err := p.build(spec.Epoch, fmt.Sprintf("%s (%s)", b.imagePath, b.bin.From))
-		if err != nil {
-			return builtImage{}, err
-		}
-		layers = append(layers, lb)
-		progress.layer(lb)
+		plans = append(plans, p.done())
+	}
+
+	layers, err := buildLayers(plans, spec.Epoch)
+	if err != nil {
+		return builtImage{}, err
+	}
+	for _, l := range layers {
+		progress.layer(l)
 	}
 
 	adds := make([]mutate.Addendum, 0, len(layers))

@@ -2,10 +2,12 @@ package builder
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -36,12 +38,15 @@ func newRootfs(base *baseImage) *rootfs {
 
 // layerPlan is the entries of one layer under construction.
 type layerPlan struct {
-	fs      *rootfs
-	entries []entry
-	added   map[string]bool
+	fs          *rootfs
+	description string
+	entries     []entry
+	added       map[string]bool
 }
 
-func (r *rootfs) plan() *layerPlan { return &layerPlan{fs: r, added: map[string]bool{}} }
+func (r *rootfs) plan(description string) *layerPlan {
+	return &layerPlan{fs: r, description: description, added: map[string]bool{}}
+}
 
 // mkdirAll adds root-owned 0755 directories for every missing ancestor of p
 // (and p itself). A directory the image already reaches, possibly through a
@@ -67,16 +72,34 @@ func (l *layerPlan) add(e entry) {
 	l.added[e.Path] = true
 }
 
-// build writes the layer and records its paths as present.
-func (l *layerPlan) build(epoch time.Time, description string) (layerBlob, error) {
-	blob, err := buildLayer(l.entries, epoch, description)
-	if err != nil {
-		return layerBlob{}, err
-	}
+// done records the layer's paths as present, so the next layer's parents
+// are judged against it, and returns the plan for buildLayers.
+func (l *layerPlan) done() *layerPlan {
 	for _, e := range sortedEntries(l.entries) {
 		l.fs.tree.record(e.Path, e.Type, e.Linkname)
 	}
-	return blob, nil
+	return l
+}
+
+// buildLayers writes the planned layers, compressing them concurrently:
+// gzip of the binaries is most of an image's assembly time, and each layer's
+// bytes depend on its own entries only.
+func buildLayers(plans []*layerPlan, epoch time.Time) ([]layerBlob, error) {
+	blobs := make([]layerBlob, len(plans))
+	errs := make([]error, len(plans))
+	var wg sync.WaitGroup
+	for i, p := range plans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			blobs[i], errs[i] = buildLayer(p.entries, epoch, p.description)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return blobs, nil
 }
 
 // accountFiles returns /etc/passwd and /etc/group with the tt user and group
