@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type detection struct {
+	Label   string    `json:"label"`
+	LabelID int       `json:"label_id"`
+	Score   float64   `json:"score"`
+	Box     []float64 `json:"box"`
+}
+
+type prediction struct {
+	Detections    []detection        `json:"detections"`
+	NumDetections int                `json:"num_detections"`
+	ImageSize     map[string]int     `json:"image_size"`
+	TimingMS      map[string]float64 `json:"timing_ms"`
+}
+
+// postPicture sends the picture to url/predict as the seed's JSON contract
+// says and prints the detections as a table.
+func postPicture(w io.Writer, url, picture string, threshold float64) error {
+	data, err := os.ReadFile(picture)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{"image": base64.StdEncoding.EncodeToString(data), "threshold": threshold, "max_detections": 10})
+	if err != nil {
+		return err
+	}
+	endpoint := strings.TrimRight(url, "/") + "/predict"
+	client := &http.Client{Timeout: 2 * time.Minute}
+	resp, err := client.Post(endpoint, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", endpoint, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s: %s", endpoint, resp.Status, raw)
+	}
+	var p prediction
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("decode the answer of %s: %w", endpoint, err)
+	}
+	fmt.Fprintf(w, "%d detection(s) above %.2f on a %dx%d picture; timing (ms): decode %.1f, preprocess %.1f, inference %.1f, postprocess %.1f, total %.1f\n",
+		p.NumDetections, threshold, p.ImageSize["width"], p.ImageSize["height"],
+		p.TimingMS["decode"], p.TimingMS["preprocess"], p.TimingMS["inference"], p.TimingMS["postprocess"], p.TimingMS["total"])
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "  LABEL\tID\tSCORE\tBOX (x1, y1, x2, y2)")
+	for _, d := range p.Detections {
+		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%.1f\n", d.Label, d.LabelID, d.Score, d.Box)
+	}
+	return tw.Flush()
+}
