@@ -885,6 +885,10 @@ static void deform_rows(rfdetr *p, int r0, int r1, const void *ctx)
                 float lx = ref[0] + ox / CA_POINTS * ref[2] * 0.5f;
                 float ly = ref[1] + oy / CA_POINTS * ref[3] * 0.5f;
                 float px = lx * GRID - 0.5f, py = ly * GRID - 0.5f;
+                /* Far outside the map every corner reads zero padding; clamping
+                 * keeps the float -> int conversion defined (NaN included). */
+                px = fminf(fmaxf(px, -2.0f), GRID + 1.0f);
+                py = fminf(fmaxf(py, -2.0f), GRID + 1.0f);
                 float fx = floorf(px), fy = floorf(py);
                 int x0 = (int)fx, y0 = (int)fy;
                 float wx1 = px - fx, wy1 = py - fy, wx0 = 1.0f - wx1, wy0 = 1.0f - wy1;
