@@ -335,7 +335,7 @@ func newResult(dir, tag string, digest, configDigest v1.Hash, profile, base stri
 		res.Layers = append(res.Layers, LayerInfo{Digest: d.String(), Description: l.Description, Compressed: l.Compressed, Uncompressed: l.Uncompressed})
 	}
 	var err error
-	if res.Compressed, res.Uncompressed, err = imageSizes(bi.Image); err != nil {
+	if res.Compressed, res.Uncompressed, err = imageSizes(bi); err != nil {
 		return nil, err
 	}
 	if in := closure.Interpreter; in != nil {
@@ -446,12 +446,15 @@ func replaceDir(staged, final string) error {
 	return nil
 }
 
-func imageSizes(img v1.Image) (compressed, uncompressed int64, err error) {
-	layers, err := img.Layers()
+// imageSizes adds up the image's layers: ours from what building them
+// counted, the base's by reading them.
+func imageSizes(bi builtImage) (compressed, uncompressed int64, err error) {
+	layers, err := bi.Image.Layers()
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, l := range layers {
+	baseLayers := len(layers) - len(bi.Layers)
+	for _, l := range layers[:baseLayers] {
 		n, err := l.Size()
 		if err != nil {
 			return 0, 0, err
@@ -467,6 +470,10 @@ func imageSizes(img v1.Image) (compressed, uncompressed int64, err error) {
 			return 0, 0, err
 		}
 		uncompressed += u
+	}
+	for _, l := range bi.Layers {
+		compressed += l.Compressed
+		uncompressed += l.Uncompressed
 	}
 	return compressed, uncompressed, nil
 }

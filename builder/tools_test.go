@@ -227,6 +227,17 @@ func TestPackageImageOnRealTools(t *testing.T) {
 		if err := validate.Image(img); err != nil {
 			t.Errorf("validate.Image: %v", err)
 		}
+		mf, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		for _, l := range mf.Layers {
+			sum += l.Size
+		}
+		if sum != res.Compressed || res.Uncompressed <= sum {
+			t.Errorf("summary sizes %d compressed / %d uncompressed; the layers add up to %d compressed", res.Compressed, res.Uncompressed, sum)
+		}
 	})
 
 	t.Run("docker run --version", func(t *testing.T) {
