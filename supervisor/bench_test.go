@@ -10,8 +10,8 @@ import (
 
 // BenchmarkHangRestart measures the time from a server's exit 75 to the
 // next server's start, over 20 restarts per iteration, without the reset
-// itself (no chips: the reset and the chip check are skipped, the hang
-// marker is still written and removed). Each server stamps its exit just
+// itself (no chips and the default reset command: the reset and the chip
+// check are skipped, the hang marker is still written and removed). Each server stamps its exit just
 // before exit(2) and its start first thing in main, so the figure includes
 // the reap, the restart decision, fork+exec and the Go runtime start of the
 // test server.
@@ -24,6 +24,7 @@ func BenchmarkHangRestart(b *testing.B) {
 		h := newHarness(b)
 		h.cfg.Chips = nil
 		h.cfg.DevDir = h.dir + "/no-chips"
+		h.cfg.ResetCmd = DefaultResetCmd
 		h.cfg.MaxRestarts = restarts
 		h.cfg.Argv = []string{testServerBin, "-record", h.record, "-plan", "early:75"}
 		s := h.start()

@@ -16,6 +16,10 @@ import (
 // exits with it when the chips cannot be recovered.
 const HangExitCode = 75
 
+// DefaultResetCmd resets the chips with Tenstorrent's tool; {chips} becomes
+// the chip list.
+const DefaultResetCmd = "tt-smi -r {chips}"
+
 // ResetOnStart says when the chips are reset before a start.
 type ResetOnStart string
 
@@ -90,7 +94,7 @@ func Defaults(port int) Config {
 		StartTimeout:      7 * time.Minute,
 		StopGrace:         120 * time.Second,
 		HangMarker:        DefaultHangMarker(),
-		ResetCmd:          "tt-smi -r {chips}",
+		ResetCmd:          DefaultResetCmd,
 		ResetTimeout:      180 * time.Second,
 		ResetOnStart:      ResetAuto,
 		ResetAttempts:     3,
@@ -133,6 +137,15 @@ func DefaultLockDir() string {
 		return d
 	}
 	return os.TempDir()
+}
+
+// resetsWithoutChips says whether a host without chips still runs the reset
+// command after a hang. A site's own --reset-cmd does (it may not need device
+// nodes: a BMC power cycle, a test's recorder), with {chips} empty; the
+// default tt-smi -r has nothing to reset there, so CPU-only hosts skip it.
+// The chip check is skipped either way: there are no chips to look at.
+func (c *Config) resetsWithoutChips() bool {
+	return strings.Join(strings.Fields(c.ResetCmd), " ") != DefaultResetCmd
 }
 
 // Validate checks the settings and says which one is wrong.

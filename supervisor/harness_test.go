@@ -240,8 +240,8 @@ func (h *harness) kinds() []string {
 		switch f[0] {
 		case "health":
 			continue
-		case "exit", "signal", "reset":
-			out = append(out, f[0]+" "+f[1])
+		case "exit", "signal", "reset": // "reset" alone: no chips
+			out = append(out, strings.Join(f[:min(2, len(f))], " "))
 		default:
 			out = append(out, f[0])
 		}

@@ -277,24 +277,61 @@ func TestResetTimeoutKillsGroupAndRetries(t *testing.T) {
 	}
 }
 
-// Without chips the reset and the check are skipped with a log line.
-func TestNoChipsSkipsReset(t *testing.T) {
-	h := newHarness(t)
-	h.server("-plan", "exit:75,exit:0", "-exit-after", "200ms")
-	h.cfg.Chips = nil
-	h.cfg.DevDir = filepath.Join(h.dir, "no-such-dev")
-	s := h.start()
-	if code := s.wait(t); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	if want, got := []string{"start", "ready", "exit 75", "start", "ready", "exit 0"}, h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
-	if !strings.Contains(s.stderr.String(), "no Tenstorrent chips on this host") {
-		t.Error("no log line about the missing chips")
-	}
-	if fileExists(h.cfg.HangMarker) {
-		t.Error("hang marker left behind on a host without chips")
+// Without chips the chip check is always skipped with a log line; the
+// default reset command (tt-smi) is skipped too, a site's own runs with an
+// empty {chips}, and the marker goes only after a reset that succeeded.
+func TestNoChipsReset(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		resetCmd   func(h *harness) string
+		wantCode   int
+		wantEvents []string
+		wantLog    string
+		wantMarker bool
+	}{
+		{
+			name:       "default tt-smi is skipped",
+			resetCmd:   func(*harness) string { return DefaultResetCmd },
+			wantEvents: []string{"start", "ready", "exit 75", "start", "ready", "exit 0"},
+			wantLog:    "no chips and the default reset command: skipping the reset and the chip check",
+		},
+		{
+			name:       "a site's command runs, the check is skipped",
+			resetCmd:   func(h *harness) string { return fakeReset(h.t) + " " + h.record + " ok {chips}" },
+			wantEvents: []string{"start", "ready", "exit 75", "reset", "start", "ready", "exit 0"},
+			wantLog:    "no chips on this host, so the chip check is skipped",
+		},
+		{
+			name:       "a site's command that fails keeps the marker",
+			resetCmd:   func(h *harness) string { return fakeReset(h.t) + " " + h.record + " fail {chips}" },
+			wantCode:   HangExitCode,
+			wantEvents: []string{"start", "ready", "exit 75", "reset", "reset", "reset"},
+			wantLog:    `msg="chip reset failed" attempt=3 of=3`,
+			wantMarker: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.server("-plan", "exit:75,exit:0", "-exit-after", "200ms")
+			h.cfg.Chips = nil
+			h.cfg.DevDir = filepath.Join(h.dir, "no-such-dev")
+			h.cfg.ResetCmd = tc.resetCmd(h)
+			s := h.start()
+			if code := s.wait(t); code != tc.wantCode {
+				t.Errorf("exit code %d, want %d", code, tc.wantCode)
+			}
+			if got := h.kinds(); !slices.Equal(got, tc.wantEvents) {
+				t.Errorf("events %q, want %q", got, tc.wantEvents)
+			}
+			for _, want := range []string{"no Tenstorrent chips on this host", tc.wantLog} {
+				if !strings.Contains(s.stderr.String(), want) {
+					t.Errorf("the log lacks %q", want)
+				}
+			}
+			if fileExists(h.cfg.HangMarker) != tc.wantMarker {
+				t.Errorf("hang marker exists: %v, want %v", fileExists(h.cfg.HangMarker), tc.wantMarker)
+			}
+		})
 	}
 }
 

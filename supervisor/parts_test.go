@@ -40,9 +40,33 @@ func TestParseChips(t *testing.T) {
 }
 
 func TestResetArgv(t *testing.T) {
-	got := resetArgv("tt-smi  -r {chips}", []int{2, 3})
-	if want := []string{"tt-smi", "-r", "2,3"}; !slices.Equal(got, want) {
-		t.Errorf("resetArgv = %q, want %q", got, want)
+	for _, tc := range []struct {
+		cmd   string
+		chips []int
+		want  []string
+	}{
+		{"tt-smi  -r {chips}", []int{2, 3}, []string{"tt-smi", "-r", "2,3"}},
+		{"/usr/local/bin/site-reset --chips={chips} {chips}", nil, []string{"/usr/local/bin/site-reset", "--chips=", ""}},
+	} {
+		if got := resetArgv(tc.cmd, tc.chips); !slices.Equal(got, tc.want) {
+			t.Errorf("resetArgv(%q, %v) = %q, want %q", tc.cmd, tc.chips, got, tc.want)
+		}
+	}
+}
+
+// Only the default reset command is skipped on a host without chips,
+// however it is spaced.
+func TestResetsWithoutChips(t *testing.T) {
+	for cmd, want := range map[string]bool{
+		DefaultResetCmd:                     false,
+		"  tt-smi   -r {chips} ":            false,
+		"tt-smi -r 0":                       true,
+		"/usr/local/bin/test-reset {chips}": true,
+	} {
+		c := Config{ResetCmd: cmd}
+		if got := c.resetsWithoutChips(); got != want {
+			t.Errorf("resetsWithoutChips(%q) = %v, want %v", cmd, got, want)
+		}
 	}
 }
 

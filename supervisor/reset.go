@@ -13,19 +13,26 @@ import (
 // reset brings the chips back after a hang: the reset command, then the
 // chip check, up to ResetAttempts times; the hang marker is removed only
 // after a check passed. stopped is true when a stop signal arrived, which
-// ends the supervisor with the marker left in place.
+// ends the supervisor with the marker left in place. Without chips there is
+// nothing to check, and the reset command runs only when it is a site's own
+// (see Config.resetsWithoutChips).
 func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 	info := &ResetInfo{At: time.Now(), Reason: why}
 	defer func() { s.board.update(func(st *Status) { st.LastReset = info }) }()
-	if len(s.chips) == 0 {
-		s.log.Info("no chips to reset: skipping the reset and the chip check", "reason", why)
+	noChips := len(s.chips) == 0
+	if noChips && !s.cfg.resetsWithoutChips() {
+		s.log.Info("no chips and the default reset command: skipping the reset and the chip check", "reason", why, "reset_cmd", s.cfg.ResetCmd)
 		if err := removeMarker(s.cfg.HangMarker); err != nil {
 			s.log.Error("cannot remove the hang marker", "err", err)
 		}
 		info.OK = true
 		return true, false
 	}
-	s.enter(StateResetting, "resetting chips %s: %s", chipList(s.chips), why)
+	if noChips {
+		s.enter(StateResetting, "running the reset command (no chips on this host): %s", why)
+	} else {
+		s.enter(StateResetting, "resetting chips %s: %s", chipList(s.chips), why)
+	}
 	extend := s.extendTicker()
 	defer extend.Stop()
 
@@ -36,7 +43,7 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 			info.Error = "stopped during the reset"
 			return false, true
 		}
-		if err == nil {
+		if err == nil && !noChips {
 			if stop, err = s.checkChips(ctx, extend); stop {
 				info.Error = "stopped during the chip check"
 				return false, true
@@ -46,7 +53,11 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 			if err := removeMarker(s.cfg.HangMarker); err != nil {
 				s.log.Error("chips are back but the hang marker stays", "err", err)
 			}
-			s.log.Info("chips reset and checked", "chips", chipList(s.chips), "attempt", attempt)
+			if noChips {
+				s.log.Info("reset command done; no chips on this host, so the chip check is skipped", "attempt", attempt)
+			} else {
+				s.log.Info("chips reset and checked", "chips", chipList(s.chips), "attempt", attempt)
+			}
 			info.OK, info.Error = true, ""
 			return true, false
 		}
@@ -81,7 +92,7 @@ func (s *Supervisor) checkChips(ctx context.Context, extend *time.Ticker) (stopp
 }
 
 // resetArgv is the reset command split on blanks, {chips} replaced by the
-// chip list (no shell: a scratch image has none).
+// chip list, empty when there are none (no shell: a scratch image has none).
 func resetArgv(cmd string, chips []int) []string {
 	argv := strings.Fields(cmd)
 	for i, a := range argv {

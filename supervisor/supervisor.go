@@ -88,7 +88,7 @@ func (s *Supervisor) Run(ctx context.Context) (int, error) {
 		}
 		defer locks.release()
 	} else {
-		s.log.Info("no Tenstorrent chips on this host: chip locks, resets and checks are skipped", "dev", s.cfg.DevDir)
+		s.log.Info("no Tenstorrent chips on this host: chip locks and checks are skipped, and the reset too unless --reset-cmd is a site's own", "dev", s.cfg.DevDir)
 	}
 
 	s.pid1 = os.Getpid() == 1
