@@ -200,58 +200,57 @@ func copyAllowed(root, rel, dest, field string, out *stagedCode) error {
 		return copyFile(src, target, info.Mode())
 	}
 	out.Tree = append(out.Tree, clean+"/")
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("%s: walk %s: %w", field, p, err)
-		}
-		relp, _ := filepath.Rel(src, p)
-		if p != src && ignoredName(d.Name()) {
-			r, _ := filepath.Rel(root, p)
-			out.Skipped = append(out.Skipped, filepath.ToSlash(r))
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		t := filepath.Join(target, relp)
-		// Links are followed, as upstream's copytree(symlinks=False): the
-		// staged tree must not point outside itself.
-		info, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("%s: %s: %w", field, p, err)
-		}
-		if info.IsDir() {
-			if d.Type()&fs.ModeSymlink != 0 {
-				return copyTree(p, t)
-			}
-			return os.MkdirAll(t, 0o755)
-		}
-		return copyFile(p, t, info.Mode())
-	})
+	if err := copyTree(root, src, target, &out.Skipped, map[string]bool{}); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
 }
 
-// copyTree copies a directory reached through a symlink, with the same
-// exclusions.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+// copyTree copies the directory src to dst without codeIgnore's names
+// (reported in skipped, relative to root). Links are followed, as upstream's
+// copytree(symlinks=False): the staged tree must not point outside itself.
+// A link back to a directory being copied is refused instead of looping.
+func copyTree(root, src, dst string, skipped *[]string, active map[string]bool) error {
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return err
+	}
+	if active[real] {
+		return fmt.Errorf("%s links back to a directory being copied", src)
+	}
+	active[real] = true
+	defer delete(active, real)
+	// Walk the resolved directory (WalkDir does not descend into a link) and
+	// name everything by its path through src.
+	return filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			return fmt.Errorf("walk %s: %w", p, err)
 		}
-		if p != src && ignoredName(d.Name()) {
+		rel, _ := filepath.Rel(real, p)
+		named := filepath.Join(src, rel)
+		target := filepath.Join(dst, rel)
+		if p == real {
+			return os.MkdirAll(dst, 0o755)
+		}
+		if ignoredName(d.Name()) {
+			r, _ := filepath.Rel(root, named)
+			*skipped = append(*skipped, filepath.ToSlash(r))
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		rel, _ := filepath.Rel(src, p)
 		info, err := os.Stat(p)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", named, err)
 		}
-		if info.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		switch {
+		case info.IsDir() && d.Type()&fs.ModeSymlink != 0:
+			return copyTree(root, named, target, skipped, active)
+		case info.IsDir():
+			return os.MkdirAll(target, 0o755)
 		}
-		return copyFile(p, filepath.Join(dst, rel), info.Mode())
+		return copyFile(p, target, info.Mode())
 	})
 }
 

@@ -123,3 +123,42 @@ func TestStageCodeRefusesEscapes(t *testing.T) {
 		t.Errorf("../etc: %v", err)
 	}
 }
+
+// TestStageCodeFollowsLinks: a symlinked directory inside an allowlisted
+// path is copied as a directory (with the exclusions), and a link back to
+// an ancestor is refused rather than copied forever.
+func TestStageCodeFollowsLinks(t *testing.T) {
+	root := t.TempDir()
+	shared := t.TempDir() // outside the root: the staged tree must not point there
+	writeFiles(t, shared, map[string]string{"util.py": "u\n", "__pycache__/util.pyc": "c"})
+	writeFiles(t, root, map[string]string{"pkg/mod.py": "m\n"})
+	if err := os.Symlink(shared, filepath.Join(root, "pkg", "shared")); err != nil {
+		t.Fatal(err)
+	}
+	m := &manifest.Manifest{Kind: manifest.KindGoServer, Source: manifest.Source{
+		ExtraCode: []manifest.ExtraCode{{Root: manifest.GitOrPath{Path: root}, Paths: []string{"pkg"}}},
+	}}
+	dest := filepath.Join(t.TempDir(), "code")
+	staged, err := stageCode(context.Background(), m, sourceRoots{workDir: root, scratch: t.TempDir()}, dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Lstat(filepath.Join(dest, "pkg", "shared"))
+	if err != nil || !info.IsDir() {
+		t.Fatalf("pkg/shared staged as %v (%v), want a real directory", info, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, "pkg", "shared", "util.py")); err != nil || string(b) != "u\n" {
+		t.Errorf("pkg/shared/util.py = %q, %v", b, err)
+	}
+	if len(staged.Skipped) != 1 || staged.Skipped[0] != "pkg/shared/__pycache__" {
+		t.Errorf("skipped %v, want [pkg/shared/__pycache__]", staged.Skipped)
+	}
+
+	if err := os.Symlink("..", filepath.Join(root, "pkg", "loop")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = stageCode(context.Background(), m, sourceRoots{workDir: root, scratch: t.TempDir()}, filepath.Join(t.TempDir(), "code"))
+	if err == nil || !strings.Contains(err.Error(), "links back to a directory being copied") {
+		t.Errorf("a link to an ancestor: %v", err)
+	}
+}
