@@ -165,12 +165,14 @@ func openELF(hostPath, imagePath string) (*elfObject, error) {
 // the image ($ORIGIN makes them differ).
 type searchDir struct{ host, image string }
 
-// expandOrigin turns an RPATH/RUNPATH entry of o into a search directory.
-// $LIB and $PLATFORM are refused rather than guessed.
-func (s *libSearch) expandOrigin(o *elfObject, dir string) (searchDir, error) {
+// expandOrigin turns an RPATH/RUNPATH entry of o into a search directory;
+// ok is false for an entry relative to the working directory (empty or not
+// absolute), which the image cannot reproduce. $LIB and $PLATFORM are
+// refused rather than guessed.
+func (s *libSearch) expandOrigin(o *elfObject, dir string) (sd searchDir, ok bool, err error) {
 	if strings.Contains(dir, "$LIB") || strings.Contains(dir, "${LIB}") ||
 		strings.Contains(dir, "$PLATFORM") || strings.Contains(dir, "${PLATFORM}") {
-		return searchDir{}, fmt.Errorf("%s: search path %q uses $LIB/$PLATFORM, which the builder does not expand", o.hostPath, dir)
+		return searchDir{}, false, fmt.Errorf("%s: search path %q uses $LIB/$PLATFORM, which the builder does not expand", o.hostPath, dir)
 	}
 	for _, tok := range []string{"${ORIGIN}", "$ORIGIN"} {
 		if strings.Contains(dir, tok) {
@@ -178,13 +180,13 @@ func (s *libSearch) expandOrigin(o *elfObject, dir string) (searchDir, error) {
 			return searchDir{
 				host:  path.Clean(strings.ReplaceAll(dir, tok, hostDir)),
 				image: path.Clean(strings.ReplaceAll(dir, tok, path.Dir(o.imagePath))),
-			}, nil
+			}, true, nil
 		}
 	}
-	if dir == "" {
-		dir = "." // an empty entry means the current directory to the loader
+	if !path.IsAbs(dir) {
+		return searchDir{}, false, nil
 	}
-	return searchDir{host: s.host(dir), image: path.Clean(dir)}, nil
+	return searchDir{host: s.host(dir), image: path.Clean(dir)}, true, nil
 }
 
 // resolveELFClosure walks DT_NEEDED from the executable at hostPath (placed
@@ -276,20 +278,24 @@ func (s *libSearch) locate(name string, chain []*elfObject, exe *elfObject) (*el
 	if len(requester.runpath) == 0 {
 		for i := len(chain) - 1; i >= 0; i-- {
 			for _, d := range chain[i].rpath {
-				sd, err := s.expandOrigin(chain[i], d)
+				sd, ok, err := s.expandOrigin(chain[i], d)
 				if err != nil {
 					return nil, false, err
 				}
-				dirs = append(dirs, sd)
+				if ok {
+					dirs = append(dirs, sd)
+				}
 			}
 		}
 	}
 	for _, d := range requester.runpath {
-		sd, err := s.expandOrigin(requester, d)
+		sd, ok, err := s.expandOrigin(requester, d)
 		if err != nil {
 			return nil, false, err
 		}
-		dirs = append(dirs, sd)
+		if ok {
+			dirs = append(dirs, sd)
+		}
 	}
 	for _, d := range dirs {
 		if o, err := s.candidate(d, name, exe); err != nil {
