@@ -108,7 +108,7 @@ struct pi05_program {
     pi05_preset preset;
     tt_pool *pool;
     int nthreads;
-    int max_prefix, max_rows; /* max_rows = action_rows * max_batch */
+    int max_prefix;
     int max_pos;
     float *rope_cos, *rope_sin; /* [max_pos][head_dim/2] */
     /* scratch (allocated once) */

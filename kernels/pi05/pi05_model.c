@@ -481,7 +481,6 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
     size_t hd = (size_t)d->head_dim, kvd = (size_t)d->kv_heads * hd, nsteps = PI05_MAX_STEPS;
     size_t lq = (size_t)d->l_heads * hd, eq = (size_t)d->e_heads * hd, ew = (size_t)d->e_width;
     p->max_prefix = (int)P;
-    p->max_rows = (int)R;
     p->max_pos = (int)(P + (size_t)pr->action_rows);
     size_t *t = &p->bytes;
     const size_t F = sizeof(float);
