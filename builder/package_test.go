@@ -27,6 +27,14 @@ func TestPackageReproducible(t *testing.T) {
 	if a.Digest != b.Digest {
 		t.Errorf("two packages of the same inputs: %s and %s", a.Digest, b.Digest)
 	}
+	if got := strings.Join(a.CodeSkipped, " "); got != "models/demo/__pycache__ models/demo/logs models/demo/train.log models/demo/w.safetensors" {
+		t.Errorf("code/ skipped %q", got)
+	}
+	for _, p := range []string{"models/demo/demo.py", "README.md", "app/main.go.txt"} {
+		if _, err := os.Stat(filepath.Join(a.Dir, "code", p)); err != nil {
+			t.Errorf("code/%s not staged: %v", p, err)
+		}
+	}
 	img, err := readLayoutImage(filepath.Join(a.Dir, "image"), a.Image)
 	if err != nil {
 		t.Fatal(err)
