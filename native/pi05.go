@@ -367,8 +367,13 @@ func (s *Pi05Slab) CopyFrom(src *Pi05Slab) error {
 	if src == nil || src.c == nil || s.c == nil {
 		return fmt.Errorf("pi05 slab copy: closed slab")
 	}
+	if src.p != s.p {
+		return fmt.Errorf("pi05 slab copy: the slabs belong to different programs")
+	}
 	e := newCerr()
 	defer e.free()
+	s.p.mu.Lock() // not while a run of the program uses either slab
+	defer s.p.mu.Unlock()
 	if C.pi05_slab_copy(s.c, src.c, e.p, errLen) != 0 {
 		return fmt.Errorf("pi05: %s", e)
 	}
