@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "07d71e577c41965a47d765cf815ac4e83d96931fc18138e4c7a0d5203de02492"
+const kernelSourcesSHA256 = "1de1fa1cc5d4f68f2943e9cadb696c157db486c52a3b50bfe0d27ce7c88c6c8d"

@@ -85,12 +85,20 @@ static void compute_task(void *arg, int task, int thread)
         tt_to_bf16_rows(s->isa, qp, j->ld, abf, km->kp, rows, s->hd);
         tt_gemm_block(km, abf, km->kp, sc, j->l.seqp, 0, rows, 0, km->npanels, 0);
     }
-    tt_softmax_rows(s->isa, sc, j->l.seqp, rows, s->seq, j->scale);
+    /* Unnormalised probabilities (bf16 mode: straight into the bf16 operand);
+     * the 1/sum is applied to the P.V rows, seq/hd times fewer values. */
+    float sums[QB];
     if (s->dtype == TT_F32) {
+        tt_softmax_unnorm_rows(s->isa, sc, j->l.seqp, NULL, 0, rows, s->seq, j->scale, sums);
         tt_gemm_block(vm, sc, j->l.seqp, op, j->ldo, 0, rows, 0, vm->npanels, 0);
     } else {
-        tt_to_bf16_rows(s->isa, sc, j->l.seqp, abf, vm->kp, rows, s->seq);
+        tt_softmax_unnorm_rows(s->isa, sc, j->l.seqp, abf, vm->kp, rows, s->seq, j->scale, sums);
         tt_gemm_block(vm, abf, vm->kp, op, j->ldo, 0, rows, 0, vm->npanels, 0);
+    }
+    for (int r = 0; r < rows; r++) {
+        float inv = 1.0f / sums[r];
+        float *o = op + (long)r * j->ldo;
+        for (int d = 0; d < s->hd; d++) o[d] *= inv;
     }
 }
 

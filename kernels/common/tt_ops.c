@@ -41,6 +41,21 @@ static void softmax_row_scalar(float *x, int n, float scale)
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
+static float softmax_unnorm_row_scalar(float *x, uint16_t *bf, int n, float scale)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, x[i] * scale);
+    double s = 0.0;
+    for (int i = 0; i < n; i++) {
+        float e = expf(x[i] * scale - mx);
+        s += e;
+        if (bf) bf[i] = tt_f32_to_bf16(e);
+        else x[i] = e;
+    }
+    if (bf && (n & 1)) bf[n] = 0;
+    return (float)s;
+}
+
 /* ---------- AVX-512 ---------- */
 
 /* exp(x): x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 Taylor polynomial
@@ -168,6 +183,46 @@ TT_TARGET_AVX512 static void softmax_row_avx512(float *x, int n, float scale)
     if (i < n) _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
 }
 
+/* Round 16 fp32 to bf16 (nearest even), as tt_f32_to_bf16 for non-NaN. */
+TT_TARGET_AVX512 static inline __m256i bf16x16(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    return _mm512_cvtepi32_epi16(u);
+}
+
+TT_TARGET_AVX512 static float softmax_unnorm_row_avx512(float *x, uint16_t *bf, int n, float scale)
+{
+    __m512 vs = _mm512_set1_ps(scale);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) mx = _mm512_max_ps(mx, _mm512_mul_ps(_mm512_loadu_ps(x + i), vs));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    if (i < n)
+        mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), vs));
+    __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 e = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vmx));
+        sum = _mm512_add_ps(sum, e);
+        if (bf) _mm256_storeu_si256((__m256i *)(bf + i), bf16x16(e));
+        else _mm512_storeu_ps(x + i, e);
+    }
+    if (i < n) {
+        __m512 e = _mm512_maskz_mov_ps(tail, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, x + i), vs, vmx)));
+        sum = _mm512_add_ps(sum, e);
+        if (bf) {
+            /* the zero pad of an odd n comes with the masked-off lanes */
+            __mmask16 st = (__mmask16)((1u << (n - i + (n & 1))) - 1);
+            _mm256_mask_storeu_epi16(bf + i, st, bf16x16(e));
+        } else {
+            _mm512_mask_storeu_ps(x + i, tail, e);
+        }
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
 /* ---------- dispatch ---------- */
 
 static int use512(tt_isa isa) { return isa >= TT_ISA_AVX512; }
@@ -223,5 +278,15 @@ void tt_softmax_rows(tt_isa isa, float *x, long ldx, int rows, int n, float scal
     for (int r = 0; r < rows; r++) {
         if (use512(isa)) softmax_row_avx512(x + r * ldx, n, scale);
         else softmax_row_scalar(x + r * ldx, n, scale);
+    }
+}
+
+void tt_softmax_unnorm_rows(tt_isa isa, float *x, long ldx, uint16_t *bf, long ldb, int rows, int n,
+                            float scale, float *sums)
+{
+    for (int r = 0; r < rows; r++) {
+        uint16_t *b = bf ? bf + r * ldb : NULL;
+        sums[r] = use512(isa) ? softmax_unnorm_row_avx512(x + r * ldx, b, n, scale)
+                              : softmax_unnorm_row_scalar(x + r * ldx, b, n, scale);
     }
 }

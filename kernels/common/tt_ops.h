@@ -7,6 +7,8 @@
 #ifndef TT_OPS_H
 #define TT_OPS_H
 
+#include <stdint.h>
+
 #include "tt_cpu.h"
 #include "tt_gemm.h"
 #include "tt_pool.h"
@@ -24,5 +26,13 @@ void tt_layernorm(tt_pool *pool, tt_isa isa, const float *x, long ldx, float *y,
 
 /* x[r][0:n] = softmax(scale * x[r][0:n]) for rows [0, rows). */
 void tt_softmax_rows(tt_isa isa, float *x, long ldx, int rows, int n, float scale);
+
+/* The unnormalised softmax of attention: e = exp(scale * x - rowmax) for
+ * rows [0, rows) over n columns, and sums[r] = sum of the row's e (computed
+ * in fp32 from the fp32 values). e goes back into x, or, when bf != NULL,
+ * into bf (rounded to bf16, row stride ldb, a zero at column n when n is odd)
+ * and x is only read. The caller divides its P.V rows by sums. */
+void tt_softmax_unnorm_rows(tt_isa isa, float *x, long ldx, uint16_t *bf, long ldb, int rows, int n,
+                            float scale, float *sums);
 
 #endif

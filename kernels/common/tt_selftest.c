@@ -219,6 +219,44 @@ static int test_softmax(char *msg, size_t len)
             }
         }
     }
+    /* the unnormalised variant: e / sum is the softmax; its bf16 output is the
+     * rounding of its fp32 output, with the zero pad of an odd width */
+    uint16_t *bf = malloc(sizeof(uint16_t) * R * LD);
+    float sums[R];
+    for (size_t wi = 0; wi < 6 && rc == 0; wi++) {
+        int n = widths[wi];
+        for (size_t ii = 0; ii < 4 && rc == 0; ii++) {
+            if (!tt_cpu_supports(all_isas[ii])) continue;
+            memcpy(y, x, sizeof(float) * R * LD);
+            tt_softmax_unnorm_rows(all_isas[ii], y, LD, NULL, 0, R, n, 0.125f, sums);
+            memset(bf, 0xff, sizeof(uint16_t) * R * LD);
+            float sums2[R];
+            tt_softmax_unnorm_rows(all_isas[ii], x, LD, bf, LD, R, n, 0.125f, sums2);
+            for (int r = 0; r < R && rc == 0; r++) {
+                double mx = -1e30, s = 0;
+                for (int i = 0; i < n; i++) mx = fmax(mx, x[r * LD + i] * 0.125);
+                for (int i = 0; i < n; i++) s += exp(x[r * LD + i] * 0.125 - mx);
+                if (sums2[r] != sums[r]) {
+                    snprintf(msg, len, "softmax_unnorm %s n=%d row %d: sums differ with bf16 output", tt_isa_name(all_isas[ii]), n, r);
+                    rc = -1;
+                }
+                for (int i = 0; i < n && rc == 0; i++) {
+                    double want = exp(x[r * LD + i] * 0.125 - mx) / s;
+                    if (!(fabs(y[r * LD + i] / sums[r] - want) <= 1e-6 * want + 1e-9) ||
+                        bf[r * LD + i] != tt_f32_to_bf16(y[r * LD + i])) {
+                        snprintf(msg, len, "softmax_unnorm %s n=%d [%d][%d] %g (bf16 %#x) want %g", tt_isa_name(all_isas[ii]),
+                                 n, r, i, y[r * LD + i] / sums[r], bf[r * LD + i], want);
+                        rc = -1;
+                    }
+                }
+                if (rc == 0 && (n & 1) && bf[r * LD + n] != 0) {
+                    snprintf(msg, len, "softmax_unnorm %s n=%d: no zero pad after an odd row", tt_isa_name(all_isas[ii]), n);
+                    rc = -1;
+                }
+            }
+        }
+    }
+    free(bf);
     free(x), free(y);
     return rc;
 }
