@@ -1,21 +1,18 @@
 package builder
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/ttmodel/tt-model/internal/engine"
 )
 
 // dockerEngine is a reachable Docker engine.
@@ -26,54 +23,18 @@ type dockerEngine struct {
 // connectDocker returns the engine named by DOCKER_HOST (or the default
 // socket), or an error when none answers within a few seconds.
 func connectDocker(ctx context.Context) (*dockerEngine, error) {
-	c, err := client.New(client.FromEnv)
+	c, err := engine.Connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := c.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("docker engine not reachable: %w", err)
+		return nil, err
 	}
 	return &dockerEngine{c: c}, nil
 }
 
 func (d *dockerEngine) Close() error { return d.c.Close() }
 
-// load streams img to the engine in docker-save form (the only form every
-// engine version loads) under tag, and fails on an error the engine reports
-// inside its 200 response.
+// load streams img to the engine under tag.
 func (d *dockerEngine) load(ctx context.Context, tag string, img v1.Image) error {
-	t, err := name.NewTag(tag)
-	if err != nil {
-		return fmt.Errorf("tag %s: %w", tag, err)
-	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarball.Write(t, img, pw)) }()
-	resp, err := d.c.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
-	if err != nil {
-		pr.CloseWithError(err)
-		return fmt.Errorf("docker load %s: %w", tag, err)
-	}
-	defer resp.Close()
-	dec := json.NewDecoder(bufio.NewReader(resp))
-	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("docker load %s: read response: %w", tag, err)
-		}
-		if msg.Error != "" {
-			return fmt.Errorf("docker load %s: %s", tag, msg.Error)
-		}
-	}
+	return engine.Load(ctx, d.c, tag, img)
 }
 
 // run starts argv in a fresh container of image (no network, the image's

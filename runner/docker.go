@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/internal/engine"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -39,15 +40,9 @@ type Docker struct {
 // ConnectDocker returns the engine DOCKER_HOST names (or the default
 // socket), or an error when none answers within a few seconds.
 func ConnectDocker(ctx context.Context) (*Docker, error) {
-	c, err := client.New(client.FromEnv)
+	c, err := engine.Connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := c.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("docker engine not reachable: %w", err)
+		return nil, err
 	}
 	return &Docker{c: c}, nil
 }

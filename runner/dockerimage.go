@@ -1,19 +1,15 @@
 package runner
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/moby/moby/client"
+
+	"github.com/ttmodel/tt-model/internal/engine"
 )
 
 // refNameAnnotation names an image inside an OCI layout's index.json.
@@ -63,45 +59,10 @@ func (d *Docker) ensureImage(ctx context.Context, pkg *Package, progress io.Writ
 	default:
 		return "", fmt.Errorf("inspect image %s: %w", tag, err)
 	}
-	if err := d.load(ctx, tag, img); err != nil {
+	if err := engine.Load(ctx, d.c, tag, img); err != nil {
 		return "", err
 	}
 	return tag, nil
-}
-
-// load streams img to the engine as a docker-save archive, the form every
-// engine version loads (OCI archives need Docker 25+).
-func (d *Docker) load(ctx context.Context, tag string, img v1.Image) error {
-	t, err := name.NewTag(tag)
-	if err != nil {
-		return fmt.Errorf("image tag %q: %w", tag, err)
-	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarball.Write(t, img, pw)) }()
-	resp, err := d.c.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
-	if err != nil {
-		pr.CloseWithError(err)
-		return fmt.Errorf("docker load %s: %w", tag, err)
-	}
-	defer resp.Close()
-	// The engine answers 200 and reports failures inside the JSON stream.
-	dec := json.NewDecoder(bufio.NewReader(resp))
-	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("docker load %s: read the engine's answer: %w", tag, err)
-		}
-		if msg.Error != "" || msg.ErrorDetail.Message != "" {
-			return fmt.Errorf("docker load %s: %s", tag, firstNonEmpty(msg.ErrorDetail.Message, msg.Error))
-		}
-	}
 }
 
 // layoutImage opens the image named tag in an OCI layout, or its only image.
@@ -136,13 +97,4 @@ func layoutImage(dir, tag string) (v1.Image, error) {
 		return nil, fmt.Errorf("open image %s in %s: %w", pick[0].Digest, dir, err)
 	}
 	return img, nil
-}
-
-func firstNonEmpty(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
