@@ -24,8 +24,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# Each target 60 s: the manifest decoder, the /predict request body and image paths.
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecode -fuzztime 60s
+	$(GO) test ./server -run '^$$' -fuzz FuzzPredictBody -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server -run '^$$' -fuzz FuzzPredictImage -fuzztime 60s -fuzzminimizetime 2s
 
 clean:
 	rm -rf $(BIN) build
