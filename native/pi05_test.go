@@ -95,10 +95,16 @@ func pi05Goldens(t *testing.T) []pi05Golden {
 }
 
 // tinyDims reads the tiny checkpoint's config.json (HF key names) over the defaults, as models/pi05
-// does for a real one.
+// does for a real one. (Depths come from config.json here; a loader takes them from the tensors.)
 func tinyDims(t *testing.T) Pi05Dims {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(pi05Testdata, "tiny", "config.json"))
+	return configDims(t, filepath.Join(pi05Testdata, "tiny", "config.json"))
+}
+
+// configDims reads the sub-configs of a config.json written by tools/reference/pi05.py.
+func configDims(t *testing.T, path string) Pi05Dims {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,4 +640,62 @@ func TestPi05SourcesHash(t *testing.T) {
 	}
 	t.Fatalf("kernels/pi05 changed but native/pi05_srchash.go still has the old hash, so cgo may have reused "+
 		"a stale build: set pi05SourcesSHA256 = %q (PI05_UPDATE_SRCHASH=1 go test ./native -run TestPi05SourcesHash)", got)
+}
+
+// TestPi05ExternalGolden checks the fp32 fast path stage by stage (1e-3) and the bf16 path (2e-2)
+// on a golden made by `pi05.py golden` for another checkpoint, e.g. a full-width one too large to
+// commit: PI05_GOLDEN=case.safetensors PI05_GOLDEN_WEIGHTS=dir (with config.json) go test ./native
+// -run TestPi05ExternalGolden. Skipped when PI05_GOLDEN is unset.
+func TestPi05ExternalGolden(t *testing.T) {
+	path, dir := os.Getenv("PI05_GOLDEN"), os.Getenv("PI05_GOLDEN_WEIGHTS")
+	if path == "" || dir == "" {
+		t.Skip("PI05_GOLDEN and PI05_GOLDEN_WEIGHTS not set")
+	}
+	g := readGolden(t, path)
+	f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := configDims(t, filepath.Join(dir, "config.json"))
+	d.VisionLayers, d.Layers = countLayers(f.Names(), "vision_model.encoder.layers."), countLayers(f.Names(), "language_model.layers.")
+	for _, prec := range []Pi05Precision{Pi05F32, Pi05BF16} {
+		m, err := NewPi05Model(d, prec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range f.Names() {
+			info, _ := f.Info(name)
+			raw, err := f.Bytes(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.SetTensor(name, string(info.DType), info.Shape, raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+		slab, act := runGolden(t, m, g)
+		if prec == Pi05F32 {
+			checkStages(t, m, g, slab, act, 1e-3)
+		} else if dd := maxAbsDiff(act, g.actionsBF16); dd > 2e-2 {
+			t.Errorf("bf16 actions: max |diff| %.3g > 2e-2", dd)
+		} else {
+			t.Logf("bf16 actions: max |diff| %.3g vs the bf16 reference", dd)
+		}
+		m.Close()
+	}
+}
+
+// countLayers counts the distinct layer indices after prefix in tensor names.
+func countLayers(names []string, prefix string) int {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if i := strings.Index(n, prefix); i >= 0 {
+			rest := n[i+len(prefix):]
+			if j := strings.IndexByte(rest, '.'); j > 0 {
+				seen[rest[:j]] = true
+			}
+		}
+	}
+	return len(seen)
 }

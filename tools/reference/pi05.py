@@ -16,6 +16,7 @@ Commands (Debian's /usr/bin/python3 with python3-torch; no other module):
   pi05.py checkpoint --out DIR [--full] [--dtype f32|bf16] [--seed N] [--vision-layers N --layers N]
                                                                        random checkpoint, real tensor names
   pi05.py goldens --out DIR                                            tiny checkpoint + parity goldens
+  pi05.py golden --weights DIR --out FILE [--camera-mask 0,1 ...]      one golden case on any checkpoint
   pi05.py bench --weights DIR [--threads 2] [--cams 2] [--tokens 128] [--horizon 50] [--steps 10]
 """
 import argparse
@@ -471,6 +472,20 @@ def goldens(out_dir, seed):
               file=sys.stderr)
 
 
+def golden_for(args):
+    """One golden case on any checkpoint (e.g. a full-width one), for TestPi05ExternalGolden."""
+    torch.set_num_threads(args.threads)
+    tensors = load_safetensors(os.path.join(args.weights, "model.safetensors"))
+    with open(os.path.join(args.weights, "config.json")) as f:
+        d = dims_from(tensors, json.load(f))
+    mask = [int(x) for x in args.camera_mask.split(",")]
+    case = ("external", len(mask), mask, args.tokens, args.buffer, args.horizon, args.steps)
+    _, out = golden_case(Pi05(tensors, d, False), Pi05(tensors, d, True), d, case,
+                         torch.Generator().manual_seed(args.seed))
+    save_safetensors(args.out, out)
+    print(f"golden {args.out}: prefix {out['prefix_k'].shape[2]} valid rows", file=sys.stderr)
+
+
 # ---------------------------------------------------------------- benchmark
 
 def bench(args):
@@ -526,6 +541,16 @@ def main():
     g = sub.add_parser("goldens")
     g.add_argument("--out", required=True)
     g.add_argument("--seed", type=int, default=1234)
+    e = sub.add_parser("golden")
+    e.add_argument("--weights", required=True)
+    e.add_argument("--out", required=True)
+    e.add_argument("--camera-mask", default="0,1", help="one 0/1 per camera")
+    e.add_argument("--tokens", type=int, default=20, help="real prompt tokens")
+    e.add_argument("--buffer", type=int, default=32, help="token buffer (the prompt bucket)")
+    e.add_argument("--horizon", type=int, default=20)
+    e.add_argument("--steps", type=int, default=3)
+    e.add_argument("--seed", type=int, default=7)
+    e.add_argument("--threads", type=int, default=2)
     b = sub.add_parser("bench")
     b.add_argument("--weights", required=True)
     b.add_argument("--threads", type=int, default=2)
@@ -544,6 +569,8 @@ def main():
         make_checkpoint(args.out, d, args.seed, args.dtype)
     elif args.cmd == "goldens":
         goldens(args.out, args.seed)
+    elif args.cmd == "golden":
+        golden_for(args)
     else:
         bench(args)
 
