@@ -5,4 +5,4 @@ package native
 // to kernels/pi05 alone would silently reuse the old object file; keeping the hash here makes every
 // kernel edit an edit of this package. TestPi05SourcesHash checks it and names the new value;
 // `PI05_UPDATE_SRCHASH=1 go test ./native -run TestPi05SourcesHash` rewrites this file.
-const pi05SourcesSHA256 = "2367da4bf4f94ef52ef53d8d4a33b897a9e422f5a2d08a3918ae76dddcf58c7a"
+const pi05SourcesSHA256 = "0d17ccfb5f4aa037110f6378b4e686b9fdb75df4fc58145c02c64da9cb4f9186"

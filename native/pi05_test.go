@@ -266,11 +266,14 @@ func TestPi05ParityFP32(t *testing.T) {
 		prec Pi05Precision
 		isa  string
 	}{{Pi05Ref, ""}, {Pi05F32, ""}}
-	if DetectCPU().BestISA != "scalar" {
-		paths = append(paths, struct {
-			prec Pi05Precision
-			isa  string
-		}{Pi05F32, "scalar"})
+	cpu := DetectCPU()
+	for _, isa := range []string{"avx2", "scalar"} { // the other kernel families of the fast path
+		if isa != cpu.BestISA && (isa == "scalar" || (cpu.AVX2 && cpu.FMA)) {
+			paths = append(paths, struct {
+				prec Pi05Precision
+				isa  string
+			}{Pi05F32, isa})
+		}
 	}
 	for _, pth := range paths {
 		m := loadTiny(t, pth.prec, pth.isa)

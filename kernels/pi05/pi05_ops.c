@@ -21,6 +21,7 @@ void p5_err(char *err, size_t n, const char *fmt, ...)
 
 static int is_ref(const pi05_program *p) { return p->m->prec == PI05_REF; }
 static int use512(const pi05_program *p) { return !is_ref(p) && p->m->isa >= TT_ISA_AVX512; }
+static int use256(const pi05_program *p) { return !is_ref(p) && p->m->isa >= TT_ISA_AVX2; }
 
 /* ---------------------------------------------------------------- rows in parallel */
 
@@ -104,6 +105,22 @@ TT_TARGET_AVX512 static float rms_inv_512(const float *x, int n, float eps)
     return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
+TT_TARGET_AVX2 static float rms_inv_256(const float *x, int n, float eps)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float ss = _mm_cvtss_f32(h);
+    for (; i < n; i++) ss += x[i] * x[i];
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
 typedef struct {
     pi05_program *p;
     const float *x, *w, *mod, *g, *b, *t;
@@ -121,7 +138,7 @@ static void rms_rows(void *a, int r0, int r1)
     for (int r = r0; r < r1; r++) {
         const float *x = j->x + (long)r * n;
         float *y = j->y + (long)r * n;
-        float inv = v ? rms_inv_512(x, n, j->eps) : rms_inv_scalar(x, n, j->eps);
+        float inv = v ? rms_inv_512(x, n, j->eps) : use256(j->p) ? rms_inv_256(x, n, j->eps) : rms_inv_scalar(x, n, j->eps);
         if (j->mod) {
             const float *scale = j->mod + (long)(r / j->mod_rows) * 3 * n, *shift = scale + n;
             for (int i = 0; i < n; i++) y[i] = x[i] * inv * (1.0f + scale[i]) + shift[i];
@@ -221,6 +238,41 @@ TT_TARGET_AVX512 static void geglu_512(float *g, const float *u, long n)
     for (; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
 }
 
+/* The AVX2 twins of exp_512 / gelu_tanh_512 (2^n built in the exponent bits). */
+TT_TARGET_AVX2 static inline __m256 exp_256(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 q = _mm256_set1_ps(1.0f / 720.0f);
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 120.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 24.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 6.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0.5f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(q, _mm256_castsi256_ps(e));
+}
+
+TT_TARGET_AVX2 static void geglu_256(float *g, const float *u, long n)
+{
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        __m256 t = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                 _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+        __m256 e = exp_256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), t));
+        __m256 v = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+        if (u) v = _mm256_mul_ps(v, _mm256_loadu_ps(u + i));
+        _mm256_storeu_ps(g + i, v);
+    }
+    for (; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
+}
+
 typedef struct {
     pi05_program *p;
     float *gu;
@@ -236,6 +288,10 @@ static void geglu_rows(void *a, int r0, int r1)
         const float *u = j->up >= 0 ? g + j->up : NULL;
         if (use512(j->p)) {
             geglu_512(g, u, j->n);
+            continue;
+        }
+        if (use256(j->p)) {
+            geglu_256(g, u, j->n);
             continue;
         }
         for (int i = 0; i < j->n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
