@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "1de1fa1cc5d4f68f2943e9cadb696c157db486c52a3b50bfe0d27ce7c88c6c8d"
+const kernelSourcesSHA256 = "2d8b07475a04c460fb9694ab2b3268ce4e6db03a697b296299b667e903cab76c"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tt_bf16_avx512.h"
 #include "tt_ops.h"
 
 /* K is processed in blocks so one panel slice (KC x TT_NR) stays in L1 while
@@ -78,12 +79,63 @@ void tt_mat_set_rows(tt_mat *m, int row0, int nrows, const float *src, long ld, 
     }
 }
 
+/* AVX-512 packers for the hot path (attention packs K and V per head),
+ * bit-identical to tt_mat_set_rows (the selftest compares them). */
+
+/* W[i][kk] = src[kk*ld + i]: a panel row is a contiguous piece of a source row. */
+TT_TARGET_AVX512 static void pack_trans_avx512(tt_mat *m, const float *src, long ld)
+{
+    for (int p = 0; p < m->npanels; p++) {
+        int c0 = p * TT_NR, nc = m->n - c0 < TT_NR ? m->n - c0 : TT_NR;
+        __mmask16 mk[2] = {nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1),
+                           nc >= 32 ? 0xffff : nc > 16 ? (__mmask16)((1u << (nc - 16)) - 1) : 0};
+        if (m->dtype == TT_F32) {
+            float *dst = (float *)m->panels + (long)p * m->kp * TT_NR;
+            for (int kk = 0; kk < m->k; kk++)
+                for (int h = 0; h < 2; h++)
+                    _mm512_storeu_ps(dst + kk * TT_NR + 16 * h,
+                                     _mm512_maskz_loadu_ps(mk[h], src + (long)kk * ld + c0 + 16 * h));
+        } else {
+            uint32_t *dst = (uint32_t *)m->panels + (long)p * (m->kp / 2) * TT_NR;
+            for (int k2 = 0; k2 < m->kp / 2; k2++) {
+                const float *a = src + (long)(2 * k2) * ld + c0;
+                int has_b = 2 * k2 + 1 < m->k; /* else the zero pad of an odd k */
+                for (int h = 0; h < 2; h++) {
+                    __m512 lo = _mm512_maskz_loadu_ps(mk[h], a + 16 * h);
+                    __m512 hi = has_b ? _mm512_maskz_loadu_ps(mk[h], a + ld + 16 * h) : _mm512_setzero_ps();
+                    _mm512_storeu_si512(dst + k2 * TT_NR + 16 * h, tt_bf16_pairs(lo, hi));
+                }
+            }
+        }
+    }
+}
+
+/* bf16, W[i][kk] = src[i*ld + kk]: a source row converts to consecutive
+ * pairs, which go to lane i of successive pair rows. */
+TT_TARGET_AVX512 static void pack_rows_bf16_avx512(tt_mat *m, const float *src, long ld)
+{
+    for (int i = 0; i < m->n; i++) {
+        uint32_t *dst = (uint32_t *)m->panels + (long)(i / TT_NR) * (m->kp / 2) * TT_NR + i % TT_NR;
+        const float *row = src + (long)i * ld;
+        for (int k0 = 0; k0 < m->k; k0 += 16) {
+            int left = m->k - k0;
+            __mmask16 mk = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+            uint32_t pairs[8];
+            _mm256_storeu_si256((__m256i *)pairs, tt_bf16x16(_mm512_maskz_loadu_ps(mk, row + k0)));
+            int np = (left + 1) / 2 < 8 ? (left + 1) / 2 : 8;
+            for (int q = 0; q < np; q++) dst[(long)(k0 / 2 + q) * TT_NR] = pairs[q];
+        }
+    }
+}
+
 void tt_mat_pack_into(tt_mat *m, void *buf, tt_dtype dtype, tt_isa isa, const float *src, long ld,
                       int trans, int n, int k)
 {
     mat_init(m, buf, dtype, isa, n, k);
     memset(buf, 0, tt_mat_bytes(dtype, n, k));
-    tt_mat_set_rows(m, 0, n, src, ld, trans, NULL);
+    if (isa >= TT_ISA_AVX512 && trans) pack_trans_avx512(m, src, ld);
+    else if (isa >= TT_ISA_AVX512 && dtype == TT_BF16) pack_rows_bf16_avx512(m, src, ld);
+    else tt_mat_set_rows(m, 0, n, src, ld, trans, NULL);
 }
 
 int tt_mat_alloc(tt_mat *m, tt_dtype dtype, tt_isa isa, int n, int k, int with_bias)
@@ -128,13 +180,7 @@ void tt_mat_free(tt_mat *m)
 TT_TARGET_AVX512 static void to_bf16_row_avx512(const float *src, uint16_t *dst, int k)
 {
     int i = 0;
-    const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-    for (; i + 16 <= k; i += 16) {
-        __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-        u = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, round), lsb), 16);
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(u));
-    }
+    for (; i + 16 <= k; i += 16) _mm256_storeu_si256((__m256i *)(dst + i), tt_bf16x16(_mm512_loadu_ps(src + i)));
     for (; i < k; i++) dst[i] = tt_f32_to_bf16(src[i]);
 }
 

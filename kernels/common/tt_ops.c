@@ -3,6 +3,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "tt_bf16_avx512.h"
+
 /* ---------- scalar references ---------- */
 
 static float act_scalar(tt_act act, float v)
@@ -183,15 +185,6 @@ TT_TARGET_AVX512 static void softmax_row_avx512(float *x, int n, float scale)
     if (i < n) _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
 }
 
-/* Round 16 fp32 to bf16 (nearest even), as tt_f32_to_bf16 for non-NaN. */
-TT_TARGET_AVX512 static inline __m256i bf16x16(__m512 v)
-{
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-    return _mm512_cvtepi32_epi16(u);
-}
-
 TT_TARGET_AVX512 static float softmax_unnorm_row_avx512(float *x, uint16_t *bf, int n, float scale)
 {
     __m512 vs = _mm512_set1_ps(scale);
@@ -206,7 +199,7 @@ TT_TARGET_AVX512 static float softmax_unnorm_row_avx512(float *x, uint16_t *bf, 
     for (i = 0; i + 16 <= n; i += 16) {
         __m512 e = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vmx));
         sum = _mm512_add_ps(sum, e);
-        if (bf) _mm256_storeu_si256((__m256i *)(bf + i), bf16x16(e));
+        if (bf) _mm256_storeu_si256((__m256i *)(bf + i), tt_bf16x16(e));
         else _mm512_storeu_ps(x + i, e);
     }
     if (i < n) {
@@ -215,7 +208,7 @@ TT_TARGET_AVX512 static float softmax_unnorm_row_avx512(float *x, uint16_t *bf, 
         if (bf) {
             /* the zero pad of an odd n comes with the masked-off lanes */
             __mmask16 st = (__mmask16)((1u << (n - i + (n & 1))) - 1);
-            _mm256_mask_storeu_epi16(bf + i, st, bf16x16(e));
+            _mm256_mask_storeu_epi16(bf + i, st, tt_bf16x16(e));
         } else {
             _mm512_mask_storeu_ps(x + i, tail, e);
         }

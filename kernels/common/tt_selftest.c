@@ -120,6 +120,8 @@ static int test_bf16_convert(char *msg, size_t len)
     uint16_t want[R * 80], got[R * 80];
     fill(src, R * K, 9, 100.0f);
     src[5] = 1.0f + 1.0f / 256.0f; /* a tie: rounds to even */
+    uint32_t snan = 0x7f800001u; /* a NaN whose rounding would carry into infinity */
+    memcpy(&src[7], &snan, 4);
     tt_to_bf16_rows(TT_ISA_SCALAR, src, K, want, 80, R, K);
     for (size_t ii = 1; ii < 4; ii++) {
         if (!tt_cpu_supports(all_isas[ii])) continue;
@@ -134,6 +136,45 @@ static int test_bf16_convert(char *msg, size_t len)
     }
     if (want[5] != 0x3f80 || want[K] != 0) return snprintf(msg, len, "scalar rounding/padding wrong"), -1;
     return 0;
+}
+
+/* The fast packers of tt_mat_pack_into against the generic one, bit for bit
+ * (NaN and rounding ties included). */
+static int test_pack(char *msg, size_t len)
+{
+    static const int shapes[][2] = {{101, 64}, {64, 101}, {37, 7}, {33, 1}, {1, 33}, {70, 515}};
+    enum { LD = 530 };
+    float *src = malloc(sizeof(float) * 600 * LD);
+    fill(src, 600L * LD, 41, 3.0f);
+    src[5] = NAN;
+    src[LD + 3] = 1.0f + 1.0f / 256.0f;
+    int rc = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] && rc == 0; si++) {
+        int n = shapes[si][0], k = shapes[si][1];
+        for (int dt = 0; dt < 2 && rc == 0; dt++) {
+            for (int trans = 0; trans < 2 && rc == 0; trans++) {
+                size_t bytes = tt_mat_bytes((tt_dtype)dt, n, k);
+                unsigned char *want = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+                unsigned char *got = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+                tt_mat mw, mg;
+                tt_mat_pack_into(&mw, want, (tt_dtype)dt, TT_ISA_SCALAR, src, LD, trans, n, k);
+                for (size_t ii = 1; ii < 4 && rc == 0; ii++) {
+                    if (!tt_cpu_supports(all_isas[ii])) continue;
+                    memset(got, 0xab, bytes);
+                    tt_mat_pack_into(&mg, got, (tt_dtype)dt, all_isas[ii], src, LD, trans, n, k);
+                    for (size_t b = 0; b < bytes && rc == 0; b++)
+                        if (got[b] != want[b]) {
+                            snprintf(msg, len, "pack %s %s trans=%d n=%d k=%d: byte %zu is %#x, want %#x", dt ? "bf16" : "f32",
+                                     tt_isa_name(all_isas[ii]), trans, n, k, b, got[b], want[b]);
+                            rc = -1;
+                        }
+                }
+                free(want), free(got);
+            }
+        }
+    }
+    free(src);
+    return rc;
 }
 
 static int test_act(char *msg, size_t len)
@@ -356,7 +397,7 @@ static const struct {
     const char *name;
     test_fn fn;
 } tests[] = {
-    {"gemm", test_gemm},       {"bf16_convert", test_bf16_convert}, {"activations", test_act},
+    {"gemm", test_gemm},       {"pack", test_pack},       {"bf16_convert", test_bf16_convert}, {"activations", test_act},
     {"layernorm", test_layernorm}, {"softmax", test_softmax},      {"attention", test_attention},
     {"pool", test_pool},
 };
