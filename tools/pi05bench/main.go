@@ -23,10 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/ttmodel/tt-model/models/pi05"
-	"github.com/ttmodel/tt-model/models/safetensors"
 	"github.com/ttmodel/tt-model/native"
 	"golang.org/x/sys/unix"
 )
@@ -328,81 +326,21 @@ func peakRSS() int64 {
 	return 0
 }
 
-// load streams every tensor into a bf16 model and drops the mapped pages behind it.
+// load streams the checkpoint into a bf16 model with the server's loader (models/pi05: every
+// tensor checked first, then handed over largest first with its mapped pages dropped after packing),
+// so the peak RSS measured is the server's.
 func load(ctx context.Context, dir string) (*native.Pi05Model, error) {
 	cfg, err := pi05.LoadPolicyConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, "model.safetensors")
-	f, err := safetensors.Open(path)
+	ck, err := pi05.OpenCheckpoint(dir, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	pd, err := pi05.InferDims(f, cfg, path)
-	if err != nil {
-		return nil, err
-	}
-	d := native.Pi05Dims{Image: pd.Image, Patch: pd.Patch, VisionWidth: pd.VWidth, VisionLayers: pd.VLayers,
-		VisionHeads: pd.VHeads, VisionMLP: pd.VMLP, VisionEps: float32(pd.VEps), Width: pd.LWidth,
-		Layers: pd.LLayers, Heads: pd.LHeads, KVHeads: pd.KVHeads, HeadDim: pd.HeadDim, MLP: pd.LMLP,
-		Vocab: pd.Vocab, ExpertWidth: pd.EWidth, ExpertHeads: pd.EHeads, ExpertMLP: pd.EMLP,
-		Eps: float32(pd.LEps), ExpertEps: float32(pd.EEps), RopeTheta: float32(pd.RopeTheta),
-		MinPeriod: pd.MinPeriod, MaxPeriod: pd.MaxPeriod, ActionDim: pd.ActionDim}
-	m, err := native.NewPi05Model(d, native.Pi05BF16, "")
-	if err != nil {
-		return nil, err
-	}
-	// largest first, as the server's loader: the embedding's transient (its mapped source plus its
-	// packed copy) then happens while nothing else is resident
-	names := f.Names()
-	sort.SliceStable(names, func(i, j int) bool {
-		a, _ := f.Info(names[i])
-		b, _ := f.Info(names[j])
-		return a.End-a.Begin > b.End-b.Begin
-	})
-	for i, name := range names {
-		if err := ctx.Err(); err != nil {
-			m.Close()
-			return nil, err
-		}
-		info, _ := f.Info(name)
-		raw, err := f.Bytes(name)
-		if err != nil {
-			m.Close()
-			return nil, err
-		}
-		if _, err := m.SetTensor(name, string(info.DType), info.Shape, raw); err != nil {
-			m.Close()
-			return nil, fmt.Errorf("load %s: %w", path, err)
-		}
-		dropPages(raw)
-		if (i+1)%100 == 0 {
-			progress("loading: %d/%d tensors", i+1, len(names))
-		}
-	}
-	if err := m.Ready(); err != nil {
-		m.Close()
-		return nil, err
-	}
-	slog.Debug("loaded", "path", path)
-	return m, nil
-}
-
-// dropPages releases the whole pages of a mapped tensor from the resident set.
-func dropPages(b []byte) {
-	page := uintptr(os.Getpagesize())
-	if len(b) == 0 {
-		return
-	}
-	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	lo := int((page - addr%page) % page)
-	hi := len(b) - int((addr+uintptr(len(b)))%page)
-	if hi-lo < int(page) {
-		return
-	}
-	_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
+	defer ck.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return ck.Load(ctx, pi05.LoadOptions{Precision: native.Pi05BF16}, log)
 }
 
 func torchBench(ctx context.Context, o options) (map[string]float64, error) {
