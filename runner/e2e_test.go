@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,35 +26,58 @@ import (
 // rfdetrPin is the weights revision models/rf-detr/tt-model.yaml pins.
 const rfdetrPin = "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"
 
-// hangProfile is appended to a copy of models/rf-detr/tt-model.yaml: the
-// server's test-only fault switch makes it exit 75 after each prediction.
-const hangProfile = `
-serve_profiles:
-  - name: default
-  - name: hang
-    description: test only; the server exits 75 after each prediction
-    env: {TT_MODEL_FAULT_EXIT_AFTER: "1"}
-default_profile: default
-`
-
 // TestRFDETREndToEnd packages models/rf-detr with this tree's tt-model and
 // tt-model-server, puts a random full-size checkpoint in the HF cache at the
 // pinned revision (its detections are meaningless), serves it on the Docker
-// engine, posts an image to /predict and stops it. Then the hang chain: the
-// server exits 75 after a prediction and the supervisor inside the container
-// starts it again, ready and answering, while the engine never restarts the
-// container. (The container has no chips, so the supervisor skips the reset
-// command and the chip check; with chips it runs them between the two.)
+// engine, posts an image to /predict and stops it. The hang chain on the
+// same package, with a test reset command, is TestRFDETRHangChain.
 func TestRFDETREndToEnd(t *testing.T) {
+	e := packageRFDETR(t, e2eDocker(t), "e2e", "", "")
+	ctx := context.Background()
+	inst := e.serve(t, "default", nil)
+	if n, err := predict(inst.Port); err != nil || n < 1 {
+		t.Fatalf("/predict: %d detections, %v", n, err)
+	}
+	if res, err := e.d.Stop(ctx, inst, 2*time.Minute, io.Discard); err != nil || res.ExitCode != 0 {
+		t.Fatalf("stop: %+v, %v", res, err)
+	}
+}
+
+// rfdetrE2E is a packaged copy of models/rf-detr ready to serve on the
+// Docker engine, with a random full-size checkpoint in a test HF cache.
+type rfdetrE2E struct {
+	d         *Docker
+	pkg       *Package
+	hf        hub.Config
+	snaps     []*hub.Snapshot
+	work      string // the test's folder: the manifest copy, build/, the checkpoint
+	cacheRoot string // PlanOptions.CacheRoot: <cacheRoot>/<name>/cache is the container's /cache
+}
+
+// e2eDocker connects to the Docker engine, skipping the test without one
+// or with -short.
+func e2eDocker(t *testing.T) *Docker {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("packages and serves the real server: skipped with -short")
 	}
-	ctx := context.Background()
-	d, err := ConnectDocker(ctx)
+	d, err := ConnectDocker(context.Background())
 	if err != nil {
 		t.Skipf("needs a Docker engine: %v", err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// packageRFDETR packages a copy of models/rf-detr/tt-model.yaml named
+// rf-detr-<tag>-<pid> (so the test never touches a real rf-detr server),
+// with runtime.base replaced by base when given and extra (YAML keys)
+// appended, and imports a random checkpoint at the pinned revision. The
+// package's containers and images are removed when the test ends, passed
+// or not.
+func packageRFDETR(t *testing.T, d *Docker, tag, base, extra string) *rfdetrE2E {
+	t.Helper()
+	ctx := context.Background()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -64,19 +86,25 @@ func TestRFDETREndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A name of its own, so the test never touches a real rf-detr server.
-	name := fmt.Sprintf("rf-detr-e2e-%d", os.Getpid())
-	if !bytes.Contains(yaml, []byte("\nname: rf-detr\n")) {
-		t.Fatal("models/rf-detr/tt-model.yaml no longer says `name: rf-detr`; update this test")
+	name := fmt.Sprintf("rf-detr-%s-%d", tag, os.Getpid())
+	edits := [][2]string{{"\nname: rf-detr\n", "\nname: " + name + "\n"}}
+	if base != "" {
+		edits = append(edits, [2]string{"\n  base: scratch\n", "\n  base: " + base + "\n"})
 	}
-	yaml = bytes.Replace(yaml, []byte("\nname: rf-detr\n"), []byte("\nname: "+name+"\n"), 1)
+	for _, ed := range edits {
+		if !bytes.Contains(yaml, []byte(ed[0])) {
+			t.Fatalf("models/rf-detr/tt-model.yaml no longer has %q; update this test", ed[0])
+		}
+		yaml = bytes.Replace(yaml, []byte(ed[0]), []byte(ed[1]), 1)
+	}
+	t.Cleanup(func() { removeE2EArtifacts(t, d, name) })
+
 	work := t.TempDir()
 	manifestPath := filepath.Join(work, "tt-model.yaml")
-	if err := os.WriteFile(manifestPath, append(yaml, hangProfile...), 0o644); err != nil {
+	if err := os.WriteFile(manifestPath, append(yaml, extra...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ttModel := buildTTModel(t)
-	pkgCmd := exec.Command(ttModel, "package", "--container", manifestPath, "--out", filepath.Join(work, "build"))
+	pkgCmd := exec.Command(buildTTModel(t), "package", "--container", manifestPath, "--out", filepath.Join(work, "build"))
 	pkgCmd.Dir = root // source.extra_code roots resolve against the working directory
 	if out, err := pkgCmd.CombinedOutput(); err != nil {
 		t.Fatalf("tt-model package: %v\n%s", err, out)
@@ -85,12 +113,6 @@ func TestRFDETREndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, p := range []string{"default", "hang"} {
-			d.c.ContainerRemove(ctx, InstanceName(name, p), client.ContainerRemoveOptions{Force: true})
-		}
-		d.c.ImageRemove(ctx, pkg.Wire.Container.Image.Tag, client.ImageRemoveOptions{Force: true})
-	})
 
 	// The real weights cannot be downloaded here: a random checkpoint stands in.
 	ckpt := filepath.Join(work, "checkpoint")
@@ -106,68 +128,62 @@ func TestRFDETREndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve := func(profile string) (*Spec, *Instance) {
-		t.Helper()
-		others, err := d.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts := PlanOptions{Profile: profile, CacheRoot: t.TempDir(), DevDir: filepath.Join(work, "no-chips")}
-		spec, inst, err := Serve(ctx, d, pkg, others, opts, func(s *Spec) error {
-			s.HF, s.Weights = cfg, snaps
-			return nil
-		}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logs bytes.Buffer
-		if err := WaitReady(ctx, d, inst, spec.Launch, 5*time.Minute, &logs); err != nil {
-			t.Fatalf("%v\n%s", err, logs.String())
-		}
-		return spec, inst
-	}
+	return &rfdetrE2E{d: d, pkg: pkg, hf: cfg, snaps: snaps, work: work, cacheRoot: t.TempDir()}
+}
 
-	_, inst := serve("default")
-	if n, err := predict(inst.Port); err != nil || n < 1 {
-		t.Fatalf("/predict: %d detections, %v", n, err)
+// removeE2EArtifacts force-removes the containers and images of package
+// name: the builder loads its image into the engine while packaging, so
+// this runs even when packaging failed.
+func removeE2EArtifacts(t *testing.T, d *Docker, name string) {
+	ctx := context.Background()
+	insts, err := d.List(ctx)
+	if err != nil {
+		t.Logf("cleanup: %v", err)
 	}
-	if res, err := d.Stop(ctx, inst, 2*time.Minute, io.Discard); err != nil || res.ExitCode != 0 {
-		t.Fatalf("stop: %+v, %v", res, err)
+	for _, inst := range insts {
+		if inst.Package == name {
+			if _, err := d.c.ContainerRemove(ctx, inst.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+				t.Logf("cleanup: remove container %s: %v", inst.Name, err)
+			}
+		}
 	}
+	imgs, err := d.c.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("reference", "tt-model/"+name)})
+	if err != nil {
+		t.Logf("cleanup: list images: %v", err)
+		return
+	}
+	for _, img := range imgs.Items {
+		for _, ref := range img.RepoTags {
+			if _, err := d.c.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: true}); err != nil {
+				t.Logf("cleanup: remove image %s: %v", ref, err)
+			}
+		}
+	}
+}
 
-	_, inst = serve("hang")
-	if n, err := predict(inst.Port); err != nil || n < 1 {
-		t.Fatalf("/predict before the hang: %d detections, %v", n, err)
-	}
-	// The server exits 75 now; wait (bounded) for the supervisor to bring it back.
-	health := &http.Client{Timeout: 2 * time.Second}
-	url := fmt.Sprintf("http://127.0.0.1:%d/health", inst.Port)
-	var out bytes.Buffer
-	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
-		out.Reset()
-		if err := d.Logs(ctx, inst, false, &out); err != nil {
-			t.Fatal(err)
-		}
-		if strings.Count(out.String(), "server spawned") >= 2 && healthOK(ctx, health, url) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not come back after exit 75:\n%s", out.String())
-		}
-	}
-	if n, err := predict(inst.Port); err != nil || n < 1 {
-		t.Fatalf("/predict after the restart: %d detections, %v", n, err)
-	}
-	cur, err := d.Find(ctx, inst.Name)
-	if err != nil || cur == nil || cur.Restarts != 0 || !cur.Running {
-		t.Errorf("container after the hang: %+v, %v; want running, never restarted by the engine", cur, err)
-	}
-	if !strings.Contains(out.String(), "exit 75") {
-		t.Errorf("container output does not show the server's exit 75:\n%s", out.String())
-	}
-	if _, err := d.Stop(ctx, inst, 2*time.Minute, io.Discard); err != nil {
+// serve starts profile on the engine with no chips (whatever the host has),
+// passing supervisorFlags as `tt-model serve --reset-cmd` does, and waits
+// until the server is ready.
+func (e *rfdetrE2E) serve(t *testing.T, profile string, supervisorFlags []string) *Instance {
+	t.Helper()
+	ctx := context.Background()
+	others, err := e.d.List(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	opts := PlanOptions{Profile: profile, CacheRoot: e.cacheRoot, DevDir: filepath.Join(e.work, "no-chips")}
+	spec, inst, err := Serve(ctx, e.d, e.pkg, others, opts, func(s *Spec) error {
+		s.HF, s.Weights, s.SupervisorFlags = e.hf, e.snaps, supervisorFlags
+		return nil
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	if err := WaitReady(ctx, e.d, inst, spec.Launch, 5*time.Minute, &logs); err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	return inst
 }
 
 // predict posts a small generated PNG and returns the number of detections.

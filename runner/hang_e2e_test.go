@@ -1,0 +1,231 @@
+package runner
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// The hang chain's paths inside the container: /cache is a host mount
+// (<cache root>/<package>/cache), so the test reads both from the host.
+const (
+	testResetBin    = "/usr/local/bin/test-reset"
+	testResetRecord = "/cache/test-reset.jsonl"
+	testHangMarker  = "/cache/hang_marker"
+)
+
+// hangProfile is appended to the copy of models/rf-detr/tt-model.yaml: the
+// server's test-only fault switch makes it exit 75 after each prediction,
+// and the hang marker lives on the /cache mount (as pi05's does).
+const hangProfile = `
+serve_profiles:
+  - name: hang
+    description: test only; the server exits 75 after each prediction
+    env:
+      TT_MODEL_FAULT_EXIT_AFTER: "1"
+      PI05_HANG_MARKER: ` + testHangMarker + `
+default_profile: hang
+`
+
+// TestRFDETRHangChain is issue 7's hang chain on the Docker engine: the
+// package's base image (a docker-archive written here) holds a test reset
+// command, the server is served with `--reset-cmd` naming it, and each
+// prediction makes the server exit 75. Twice, the supervisor inside the
+// container writes the hang marker, runs the reset command exactly once
+// (with the marker still there and {chips} empty: the container has no
+// chips, so the chip check is skipped), removes the marker, and starts the
+// server again, ready and answering; the engine never restarts the
+// container.
+func TestRFDETRHangChain(t *testing.T) {
+	d := e2eDocker(t)
+	ctx := context.Background()
+	base := filepath.Join(t.TempDir(), "test-reset-base.tar")
+	writeResetBase(t, base, buildTestReset(t))
+	e := packageRFDETR(t, d, "hang", base, hangProfile)
+	inst := e.serve(t, "hang", []string{"--reset-cmd", testResetBin + " " + testResetRecord + " " + testHangMarker + " {chips}"})
+
+	hostCache := filepath.Join(e.cacheRoot, e.pkg.Wire.Name, "cache")
+	record := filepath.Join(hostCache, filepath.Base(testResetRecord))
+	marker := filepath.Join(hostCache, filepath.Base(testHangMarker))
+	if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the reset command ran before any hang (stat %s: %v)", record, err)
+	}
+	wantArgv := []string{testResetBin, testResetRecord, testHangMarker, ""}
+	for hang := 1; hang <= 2; hang++ {
+		// Answered, then the server exits 75.
+		if n, err := predict(inst.Port); err != nil || n < 1 {
+			t.Fatalf("/predict %d: %d detections, %v", hang, n, err)
+		}
+		logs := waitServerBack(t, d, inst, hang)
+		resets := readResets(t, record)
+		if len(resets) != hang {
+			t.Fatalf("after hang %d the reset command ran %d times, want %d: %+v\n%s", hang, len(resets), hang, resets, logs)
+		}
+		if r := resets[hang-1]; !slices.Equal(r.Argv, wantArgv) || !r.Marker {
+			t.Errorf("reset %d: argv %q, marker present %v; want argv %q with the marker present", hang, r.Argv, r.Marker, wantArgv)
+		}
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after hang %d the hang marker %s is still there (stat: %v)", hang, marker, err)
+		}
+		if got := strings.Count(logs, "exit 75"); got < hang {
+			t.Errorf("after hang %d the container output shows %d exits 75:\n%s", hang, got, logs)
+		}
+		if got := strings.Count(logs, "reset command done; no chips on this host, so the chip check is skipped"); got != hang {
+			t.Errorf("after hang %d the supervisor reported %d good resets, want %d:\n%s", hang, got, hang, logs)
+		}
+	}
+
+	cur, err := d.Find(ctx, inst.Name)
+	if err != nil || cur == nil {
+		t.Fatalf("find %s: %+v, %v", inst.Name, cur, err)
+	}
+	if cur.ID != inst.ID || !cur.Running || cur.Restarts != 0 || !cur.Started.Equal(inst.Started) {
+		t.Errorf("container after two hangs: id %s, running %v, restarts %d, started %s; want id %s running, 0 restarts, started %s",
+			shortID(cur.ID), cur.Running, cur.Restarts, cur.Started, shortID(inst.ID), inst.Started)
+	}
+	if res, err := d.Stop(ctx, inst, 2*time.Minute, io.Discard); err != nil || res.ExitCode != 0 || res.Killed {
+		t.Errorf("stop: %+v, %v; want exit 0, not killed", res, err)
+	}
+}
+
+// waitServerBack waits (bounded: CI machines are slow, this is no timing
+// assertion) until the supervisor has spawned the server hang+1 times and
+// /health says ok, and returns the container's output. Counting spawns
+// keeps the old server, which may still answer /health for a moment, from
+// counting as the new one; the supervisor runs the reset before it spawns
+// the next server, so its record is complete by then.
+func waitServerBack(t *testing.T, d *Docker, inst *Instance, hang int) string {
+	t.Helper()
+	ctx := context.Background()
+	health := &http.Client{Timeout: 2 * time.Second}
+	url := fmt.Sprintf("http://127.0.0.1:%d/health", inst.Port)
+	var out bytes.Buffer
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		out.Reset()
+		if err := d.Logs(ctx, inst, false, &out); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(out.String(), "server spawned") >= hang+1 && healthOK(ctx, health, url) {
+			return out.String()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not come back after hang %d:\n%s", hang, out.String())
+		}
+	}
+}
+
+// testReset is one line of test-reset's record.
+type testReset struct {
+	Argv   []string `json:"argv"`
+	At     string   `json:"at"`
+	Marker bool     `json:"marker"`
+}
+
+// readResets reads test-reset's record; none when it does not exist yet.
+func readResets(t *testing.T, path string) []testReset {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []testReset
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		var r testReset
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s line %d: %v", path, n, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// buildTestReset compiles runner/testdata/hang/testreset for the image:
+// static, linux/amd64 (the only platform the builder makes).
+func buildTestReset(t *testing.T) string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	out := filepath.Join(t.TempDir(), "test-reset")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
+	cmd.Dir = filepath.Join(filepath.Dir(self), "testdata", "hang", "testreset")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build test-reset: %v\n%s", err, b)
+	}
+	return out
+}
+
+// writeResetBase writes a docker-archive tarball (what `docker save`
+// makes) of a linux/amd64 image holding only bin at testResetBin, for
+// runtime.base.
+func writeResetBase(t *testing.T, path, bin string) {
+	t.Helper()
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, dir := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
+		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hdr := &tar.Header{Name: strings.TrimPrefix(testResetBin, "/"), Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))}
+	if err := tw.WriteHeader(hdr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layerData := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.NewTag("tt-model-test/reset-base:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(path, ref, img); err != nil {
+		t.Fatal(err)
+	}
+}
