@@ -48,4 +48,4 @@ bench-pi05:
 # RF-DETR C program vs the measured FMA / vdpbf16ps peak and the PyTorch peer (docs/PERFORMANCE.md).
 .PHONY: bench-rfdetr
 bench-rfdetr:
-	$(GO) run ./tools/rfdetrbench -threads 1,2 -repeat 5
+	$(GO) run ./tools/rfdetrbench -threads 1,2 -repeat 5 -rounds 3
