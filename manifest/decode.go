@@ -108,27 +108,14 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields map[string]fieldFunc
 		d.addAt(nodePos(n), path, "must be a mapping, got %s", describe(n))
 		return false
 	}
-	seen := map[string]bool{}
-	for _, kv := range mappingPairs(n) {
-		key, val := kv[0], kv[1]
-		if key.Kind != yaml.ScalarNode {
-			d.addAt(nodePos(key), path, "keys must be strings")
-			continue
-		}
-		child := joinPath(path, key.Value)
-		if seen[key.Value] {
-			d.addAt(nodePos(key), child, "duplicate key")
-			continue
-		}
-		seen[key.Value] = true
-		d.pos[child] = nodePos(key)
+	d.eachPair(n, path, func(key, val *yaml.Node, child string) {
 		f, ok := fields[key.Value]
 		if !ok {
 			d.addAt(nodePos(key), child, "unknown field (want one of %s)", strings.Join(sortedKeys(fields), ", "))
-			continue
+			return
 		}
 		f(val, child)
-	}
+	})
 	return true
 }
 
@@ -315,16 +302,7 @@ func (d *decoder) anyValue(n *yaml.Node, path string) any {
 	switch n.Kind {
 	case yaml.MappingNode:
 		out := map[string]any{}
-		for _, kv := range mappingPairs(n) {
-			k, v := kv[0], kv[1]
-			child := joinPath(path, k.Value)
-			if _, dup := out[k.Value]; dup {
-				d.addAt(nodePos(k), child, "duplicate key")
-				continue
-			}
-			d.pos[child] = nodePos(k)
-			out[k.Value] = d.anyValue(v, child)
-		}
+		d.eachPair(n, path, func(k, v *yaml.Node, child string) { out[k.Value] = d.anyValue(v, child) })
 		return out
 	case yaml.SequenceNode:
 		out := make([]any, len(n.Content))
@@ -359,17 +337,10 @@ func (d *decoder) stringMap(n *yaml.Node, path string, dst *map[string]string) {
 		return
 	}
 	out := map[string]string{}
-	for _, kv := range mappingPairs(n) {
-		k, v := kv[0], kv[1]
-		child := joinPath(path, k.Value)
-		if _, dup := out[k.Value]; dup {
-			d.addAt(nodePos(k), child, "duplicate key")
-			continue
-		}
-		d.pos[child] = nodePos(k)
+	d.eachPair(n, path, func(k, v *yaml.Node, child string) {
 		if isNull(v) {
 			d.addAt(nodePos(v), child, `must be a string, got null (write "" for an empty value)`)
-			continue
+			return
 		}
 		var s string
 		before := len(d.errs)
@@ -377,6 +348,27 @@ func (d *decoder) stringMap(n *yaml.Node, path string, dst *map[string]string) {
 		if len(d.errs) == before {
 			out[k.Value] = s
 		}
-	}
+	})
 	*dst = out
+}
+
+// eachPair calls fn for every key of a mapping (merge keys expanded) with the
+// key's field path, recording its position and refusing duplicate keys.
+func (d *decoder) eachPair(n *yaml.Node, path string, fn func(key, val *yaml.Node, child string)) {
+	seen := map[string]bool{}
+	for _, kv := range mappingPairs(n) {
+		key, val := kv[0], kv[1]
+		child := joinPath(path, key.Value)
+		if key.Kind != yaml.ScalarNode {
+			d.addAt(nodePos(key), path, "keys must be strings")
+			continue
+		}
+		if seen[key.Value] {
+			d.addAt(nodePos(key), child, "duplicate key")
+			continue
+		}
+		seen[key.Value] = true
+		d.pos[child] = nodePos(key)
+		fn(key, val, child)
+	}
 }

@@ -16,7 +16,7 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 		"arch":              func(v *yaml.Node, p string) { d.str(v, p, &m.Arch) },
 		"source":            func(v *yaml.Node, p string) { d.source(v, p, &m.Source) },
 		"image":             func(v *yaml.Node, p string) { d.image(v, p, &m.Image) },
-		"runtime":           func(v *yaml.Node, p string) { d.runtime(v, p, m) },
+		"runtime":           func(v *yaml.Node, p string) { d.freeMap(v, p, &m.Runtime) },
 		"serve":             func(v *yaml.Node, p string) { d.serve(v, p, &m.Serve, nil) },
 		"serve_profiles":    func(v *yaml.Node, p string) { d.profiles(v, p, m) },
 		"default_profile":   func(v *yaml.Node, p string) { d.str(v, p, &m.DefaultProfile) },
@@ -130,7 +130,9 @@ func (d *decoder) image(n *yaml.Node, path string, im *ImageSettings) {
 	})
 }
 
-func (d *decoder) runtime(n *yaml.Node, path string, m *Manifest) {
+// freeMap decodes a free-form mapping (runtime, additional_config); null
+// leaves it unset.
+func (d *decoder) freeMap(n *yaml.Node, path string, dst *map[string]any) {
 	if isNull(n) {
 		return
 	}
@@ -139,7 +141,7 @@ func (d *decoder) runtime(n *yaml.Node, path string, m *Manifest) {
 		d.addAt(nodePos(n), path, "must be a mapping, got %s", describe(n))
 		return
 	}
-	m.Runtime = v
+	*dst = v
 }
 
 // serve decodes ServeSettings; with prof non-nil it also takes name and description.
@@ -153,7 +155,7 @@ func (d *decoder) serve(n *yaml.Node, path string, s *ServeSettings, prof *Profi
 		"block_size":        func(v *yaml.Node, p string) { d.integer(v, p, &s.BlockSize) },
 		"server_timeout":    func(v *yaml.Node, p string) { d.integer(v, p, &s.ServerTimeout) },
 		"capabilities":      func(v *yaml.Node, p string) { d.capabilities(v, p, s) },
-		"additional_config": func(v *yaml.Node, p string) { d.additionalConfig(v, p, s) },
+		"additional_config": func(v *yaml.Node, p string) { d.freeMap(v, p, &s.AdditionalConfig) },
 		"args":              func(v *yaml.Node, p string) { d.args(v, p, s) },
 		"env":               func(v *yaml.Node, p string) { d.stringMap(v, p, &s.Env) },
 	}
@@ -177,18 +179,6 @@ func (d *decoder) capabilities(n *yaml.Node, path string, s *ServeSettings) {
 		"reasoning_parser": func(v *yaml.Node, p string) { d.str(v, p, &c.ReasoningParser) },
 	})
 	s.Capabilities = c
-}
-
-func (d *decoder) additionalConfig(n *yaml.Node, path string, s *ServeSettings) {
-	if isNull(n) {
-		return
-	}
-	v, ok := d.anyValue(n, path).(map[string]any)
-	if !ok {
-		d.addAt(nodePos(n), path, "must be a mapping, got %s", describe(n))
-		return
-	}
-	s.AdditionalConfig = v
 }
 
 // args decodes a list whose items are a scalar (a flag) or a list of scalars
