@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -11,18 +10,16 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
 // The hang chain's paths inside the container: /cache is a host mount
@@ -59,7 +56,7 @@ func TestRFDETRHangChain(t *testing.T) {
 	d := e2eDocker(t)
 	ctx := context.Background()
 	base := filepath.Join(t.TempDir(), "test-reset-base.tar")
-	writeResetBase(t, base, buildTestReset(t))
+	writeResetBase(t, base)
 	e := packageRFDETR(t, d, "hang", base, hangProfile)
 	inst := e.serve(t, "hang", []string{"--reset-cmd", testResetBin + " " + testResetRecord + " " + testHangMarker + " {chips}"})
 
@@ -162,65 +159,13 @@ func readResets(t *testing.T, path string) []testReset {
 	return out
 }
 
-// buildTestReset compiles runner/testdata/hang/testreset for the image:
-// static, linux/amd64 (the only platform the builder makes).
-func buildTestReset(t *testing.T) string {
-	t.Helper()
-	_, self, _, _ := runtime.Caller(0)
-	out := filepath.Join(t.TempDir(), "test-reset")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
-	cmd.Dir = filepath.Join(filepath.Dir(self), "testdata", "hang", "testreset")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build test-reset: %v\n%s", err, b)
-	}
-	return out
-}
-
 // writeResetBase writes a docker-archive tarball (what `docker save`
-// makes) of a linux/amd64 image holding only bin at testResetBin, for
-// runtime.base.
-func writeResetBase(t *testing.T, path, bin string) {
+// makes) of a linux/amd64 image holding only test-reset at testResetBin,
+// for runtime.base.
+func writeResetBase(t *testing.T, path string) {
 	t.Helper()
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, dir := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
-		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hdr := &tar.Header{Name: strings.TrimPrefix(testResetBin, "/"), Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))}
-	if err := tw.WriteHeader(hdr); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	layerData := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
+	bin := runnertest.BuildStatic(t, filepath.Join("hang", "testreset"), "test-reset")
+	img := runnertest.BinImage(t, bin, filepath.Base(testResetBin), nil)
 	ref, err := name.NewTag("tt-model-test/reset-base:latest")
 	if err != nil {
 		t.Fatal(err)

@@ -33,38 +33,50 @@ const WeightsRepo = "org/weights"
 // readable, prints HF_MODEL, and ignores SIGTERM when IGNORE_SIGTERM=1.
 func BuildHealthServer(t testing.TB) string {
 	t.Helper()
+	return BuildStatic(t, "healthserver", "tt-model-server")
+}
+
+// BuildStatic compiles the program in runner/testdata/<src> as a static
+// linux/amd64 binary named name (the only platform the builder makes).
+func BuildStatic(t testing.TB, src, name string) string {
+	t.Helper()
 	_, self, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(self), "..", "testdata", "healthserver")
-	out := filepath.Join(t.TempDir(), "tt-model-server")
+	out := filepath.Join(t.TempDir(), name)
 	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Dir = filepath.Join(filepath.Dir(self), "..", "testdata", src)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build healthserver: %v\n%s", err, b)
+		t.Fatalf("build %s: %v\n%s", src, err, b)
 	}
 	return out
 }
 
-// WriteLayout writes an OCI layout holding one image with server at
-// /usr/local/bin/tt-model-server, its index entry named tag.
-func WriteLayout(t testing.TB, dir, server, tag string) {
+// BinImage is a linux/amd64 image of one layer holding the binary bin at
+// /usr/local/bin/<name>, with env.
+func BinImage(t testing.TB, bin, name string, env []string) v1.Image {
 	t.Helper()
-	bin, err := os.ReadFile(server)
+	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, d := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
-		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
+		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	tw.WriteHeader(&tar.Header{Name: "usr/local/bin/tt-model-server", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))})
-	tw.Write(bin)
+	if err := tw.WriteHeader(&tar.Header{Name: "usr/local/bin/" + name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		t.Fatal(err)
+	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	layerData := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +89,19 @@ func WriteLayout(t testing.TB, dir, server, tag string) {
 		t.Fatal(err)
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config.Env = []string{"PATH=/usr/local/bin"}
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config.Env = env
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
+	return img
+}
+
+// WriteLayout writes an OCI layout holding one image with server at
+// /usr/local/bin/tt-model-server, its index entry named tag.
+func WriteLayout(t testing.TB, dir, server, tag string) {
+	t.Helper()
+	img := BinImage(t, server, "tt-model-server", []string{"PATH=/usr/local/bin"})
 	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{
 		Add: img, Descriptor: v1.Descriptor{Annotations: map[string]string{"org.opencontainers.image.ref.name": tag}},
 	})
