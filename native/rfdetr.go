@@ -226,22 +226,36 @@ func pickISA(name string) (C.tt_isa, error) {
 
 // Forward runs the network once on pixels [3][560][560] (normalized CHW).
 func (m *RFDETR) Forward(pixels []float32) (*RFDETROutput, error) {
+	out := new(RFDETROutput)
+	if err := m.ForwardInto(pixels, unsafe.Slice(&out.Logits[0][0], RFDETRQueries*RFDETRClasses),
+		unsafe.Slice(&out.Boxes[0][0], RFDETRQueries*4)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ForwardInto is Forward writing into caller buffers (no allocation):
+// logits [300*91] and boxes [300*4], row-major.
+func (m *RFDETR) ForwardInto(pixels, logits, boxes []float32) error {
 	const want = 3 * RFDETRResolution * RFDETRResolution
 	if len(pixels) != want {
-		return nil, fmt.Errorf("rf-detr forward: %d pixels, want %d (3x560x560)", len(pixels), want)
+		return fmt.Errorf("rf-detr forward: %d pixels, want %d (3x560x560)", len(pixels), want)
 	}
-	out := new(RFDETROutput)
+	if len(logits) != RFDETRQueries*RFDETRClasses || len(boxes) != RFDETRQueries*4 {
+		return fmt.Errorf("rf-detr forward: output buffers of %d logits and %d box values, want %d and %d",
+			len(logits), len(boxes), RFDETRQueries*RFDETRClasses, RFDETRQueries*4)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.p == nil {
-		return nil, errors.New("rf-detr forward: program is closed")
+		return errors.New("rf-detr forward: program is closed")
 	}
 	rc := C.rfdetr_forward(m.p, (*C.float)(unsafe.Pointer(&pixels[0])),
-		(*C.float)(unsafe.Pointer(&out.Logits[0][0])), (*C.float)(unsafe.Pointer(&out.Boxes[0][0])))
+		(*C.float)(unsafe.Pointer(&logits[0])), (*C.float)(unsafe.Pointer(&boxes[0])))
 	if rc != 0 {
-		return nil, errors.New("rf-detr forward: program not finished")
+		return errors.New("rf-detr forward: program not finished")
 	}
-	return out, nil
+	return nil
 }
 
 // Stage returns a copy of an intermediate result of the last Forward.

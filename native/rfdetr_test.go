@@ -289,6 +289,22 @@ func TestRFDETRForwardRejectsBadInput(t *testing.T) {
 	if _, err := m.Forward(make([]float32, 10)); err == nil {
 		t.Fatal("want an error for 10 pixels")
 	}
+	pix := make([]float32, 3*560*560)
+	if err := m.ForwardInto(pix, make([]float32, 300*91), make([]float32, 3)); err == nil {
+		t.Fatal("want an error for a 3-value box buffer")
+	}
+	// ForwardInto and Forward agree.
+	out, err := m.Forward(pix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits, boxes := make([]float32, 300*91), make([]float32, 300*4)
+	if err := m.ForwardInto(pix, logits, boxes); err != nil {
+		t.Fatal(err)
+	}
+	if logits[5*91+7] != out.Logits[5][7] || boxes[299*4+3] != out.Boxes[299][3] {
+		t.Fatal("ForwardInto and Forward disagree")
+	}
 	m.Close()
 	if _, err := m.Forward(make([]float32, 3*560*560)); err == nil {
 		t.Fatal("want an error after Close")
