@@ -154,6 +154,9 @@ def make_pixels(seed):
 # ---------------------------------------------------------------- forward
 
 def ln(x, w, b, eps):
+    # Under bf16 autocast torch 1.13 returns bf16 from linears and convolutions
+    # but does not cast layer_norm's input: cast it so LayerNorm runs in fp32
+    # (a no-op in fp32).
     return F.layer_norm(x.to(w.dtype), (x.shape[-1],), w, b, eps)
 
 
