@@ -23,16 +23,28 @@ $tt validate models/pi05/tt-model.yaml
 $tt validate models/rf-detr/tt-model.yaml
 
 step "weights: $repo@$rev"
-if HF_HUB_OFFLINE=1 $tt weights pull models/rf-detr/tt-model.yaml >/dev/null 2>&1; then
-  echo "the pinned snapshot is in the local Hugging Face cache: using the real weights"
-else
+banner() {
   cat <<'MSG'
-  ********************************************************************************************
-  *  The real RF-DETR-base weights are not in the local Hugging Face cache (and the Hub cannot  *
-  *  be reached from here). Writing a RANDOM full-size checkpoint in their place, at the pinned *
-  *  revision: the server runs the real forward on it, but ITS DETECTIONS ARE MEANINGLESS.     *
-  ********************************************************************************************
+  ******************************************************************************************
+  * RANDOM WEIGHTS: the real RF-DETR-base weights are not in the local Hugging Face cache
+  * (and the Hub cannot be reached from here), so a random full-size checkpoint stands in
+  * for them at the pinned revision. The server runs the real forward on it:
+  * ITS DETECTIONS ARE MEANINGLESS.
+  ******************************************************************************************
 MSG
+}
+if HF_HUB_OFFLINE=1 $tt weights pull models/rf-detr/tt-model.yaml > "$work/pull.txt" 2>&1; then
+  snapshot=$(awk 'NR == 2 {print $1}' "$work/pull.txt")
+  # tools/demo stamps its checkpoints in the safetensors header ("generator"); the header is the
+  # file's first bytes.
+  if head -c 65536 "$snapshot/model.safetensors" | grep -aq 'tt-model random RF-DETR-base'; then
+    banner
+    echo "  (the cached snapshot is the random checkpoint an earlier demo stored)"
+  else
+    echo "the pinned snapshot is in the local Hugging Face cache: using it"
+  fi
+else
+  banner
   go run ./tools/demo --checkpoint "$work/weights"
   $tt weights import "$work/weights" "$repo@$rev"
 fi
