@@ -13,6 +13,13 @@ import (
 	"github.com/ttmodel/tt-model/models/safetensors"
 )
 
+// GeneratorKey is the safetensors metadata key naming what made a file;
+// randomGenerator starts its value in the checkpoints RandomCheckpoint writes.
+const (
+	GeneratorKey    = "generator"
+	randomGenerator = "tt-model random RF-DETR-base"
+)
+
 // RandomCheckpoint describes a full-size checkpoint of random weights: every
 // tensor of Specs, under the chosen naming scheme. Its detections are
 // meaningless; it exists so tests and demos can run the real forward where
@@ -49,7 +56,7 @@ func (rc RandomCheckpoint) Write(dir string) error {
 	if err != nil {
 		return fmt.Errorf("random checkpoint: %w", err)
 	}
-	err = safetensors.Write(fd, entries, map[string]string{"format": "pt", "generator": "tt-model random RF-DETR-base, seed " + strconv.FormatUint(rc.Seed, 10)})
+	err = safetensors.Write(fd, entries, map[string]string{"format": "pt", GeneratorKey: randomGenerator + ", seed " + strconv.FormatUint(rc.Seed, 10)})
 	if cerr := fd.Close(); err == nil {
 		err = cerr
 	}

@@ -165,6 +165,12 @@ func shapeOK(s Spec, want, got []int) bool {
 // Scheme is the naming scheme the checkpoint uses.
 func (w *Weights) Scheme() string { return w.scheme }
 
+// Random reports whether the file is a checkpoint of random weights that
+// RandomCheckpoint wrote (its header says so), whose detections mean nothing.
+func (w *Weights) Random() bool {
+	return strings.HasPrefix(w.file.Metadata()[GeneratorKey], randomGenerator)
+}
+
 // Path is the checkpoint file.
 func (w *Weights) Path() string { return w.file.Path() }
 

@@ -61,6 +61,9 @@ func TestRandomCheckpointsLoadUnderBothSchemes(t *testing.T) {
 			if w.Scheme() != rc.Scheme {
 				t.Errorf("detected scheme %s, want %s", w.Scheme(), rc.Scheme)
 			}
+			if !w.Random() {
+				t.Error("a RandomCheckpoint does not say it is random")
+			}
 			for _, s := range w.Specs() {
 				got, shape, err := w.Tensor(s.Name)
 				if err != nil {
@@ -155,6 +158,17 @@ func TestCheckpointProblemsAreAllReported(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestOnlyGeneratedCheckpointsAreRandom(t *testing.T) {
+	w, err := OpenWeights(writeEntries(t, zeroEntries(SchemeRFDETR)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Random() {
+		t.Error("a checkpoint without the generator stamp reads as random")
 	}
 }
 
