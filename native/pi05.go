@@ -496,6 +496,8 @@ func (s *Pi05Slab) KV(layer int) (k, v []float32, err error) {
 	}
 	k = make([]float32, d.KVHeads*n*d.HeadDim+1)
 	v = make([]float32, len(k))
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
 	if C.pi05_slab_kv(s.c, C.int(layer), (*C.float)(&k[0]), (*C.float)(&v[0])) != 0 {
 		return nil, nil, fmt.Errorf("pi05: slab layer %d: no K/V", layer)
 	}
@@ -507,6 +509,8 @@ func (s *Pi05Slab) ImageTokens() ([]float32, int, error) {
 	d := s.p.m.dims
 	out := make([]float32, s.p.preset.Cams*(d.Image/d.Patch)*(d.Image/d.Patch)*d.Width+1)
 	var rows C.int
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
 	if C.pi05_slab_image_tokens(s.c, (*C.float)(&out[0]), &rows) != 0 {
 		return nil, 0, fmt.Errorf("pi05: no image tokens in the slab (run Vision)")
 	}
