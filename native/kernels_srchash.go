@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "2d8b07475a04c460fb9694ab2b3268ce4e6db03a697b296299b667e903cab76c"
+const kernelSourcesSHA256 = "96da23d0f1a607d62af81fe7398a0170b52085cb8bdff97aafa0b7f378661504"

@@ -13,7 +13,7 @@
 
 /* K is processed in blocks so one panel slice (KC x TT_NR) stays in L1 while
  * it is reused by every row group of the task: 32 KiB in both precisions. */
-enum { KC_F32 = 256, KC_BF16_PAIRS = 128 };
+enum { KC_F32 = 256, KC_BF16_PAIRS = 256 };
 /* Rows per parallel task: 8 micro-kernel row groups share one panel slice. */
 enum { MB = 8 * TT_MR, NB_PANELS = 4 };
 
@@ -401,6 +401,24 @@ static void tile_bf16(tt_isa isa, int mr, int kc2, const uint16_t *a, long lda, 
 
 /* ---------- drivers ---------- */
 
+/* The panel slice (kc K steps of panel p from K step k0) as bytes: kc fp32
+ * rows or bf16 pairs of TT_NR lanes, 4 bytes each either way. */
+static const char *slice_at(const tt_mat *w, int p, int k0)
+{
+    long elem = w->dtype == TT_F32 ? (long)p * w->kp + k0 : ((long)p * (w->kp / 2) + k0) * 2;
+    return (const char *)w->panels + elem * TT_NR * (w->dtype == TT_F32 ? 4 : 2);
+}
+
+/* Weights come from L3 or memory the first time a task touches a slice, and
+ * the tile then stalls on its B loads. Each row-group tile of the current
+ * slice prefetches its share (part of nparts) of the next slice instead. */
+static inline void prefetch_share(const char *next, long bytes, int part, int nparts)
+{
+    long lines = (bytes + 63) / 64, per = (lines + nparts - 1) / nparts;
+    long l0 = (long)part * per, l1 = l0 + per < lines ? l0 + per : lines;
+    for (long l = l0; l < l1; l++) __builtin_prefetch(next + l * 64, 0, 3);
+}
+
 void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc, int m0, int m1,
                    int p0, int p1, int flags)
 {
@@ -408,7 +426,9 @@ void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc,
     tt_act act = (tt_act)(flags & 0xff);
     int f32 = w->dtype == TT_F32;
     int ksteps = f32 ? w->kp : w->kp / 2; /* fp32 rows or bf16 pairs */
-    int kcb = f32 ? KC_F32 : KC_BF16_PAIRS;
+    int kcmax = f32 ? KC_F32 : KC_BF16_PAIRS;
+    /* equal K blocks (no short last one): e.g. 576 pairs as 2 x 288, not 256 + 256 + 64 */
+    int nkb = (ksteps + kcmax - 1) / kcmax, kcb = nkb > 1 ? (ksteps + nkb - 1) / nkb : kcmax;
     for (int k0 = 0; k0 < ksteps || k0 == 0; k0 += kcb) {
         int kc = ksteps - k0 < kcb ? ksteps - k0 : kcb;
         int first = k0 == 0;
@@ -416,8 +436,14 @@ void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc,
             int col = p * TT_NR;
             int ncols = w->n - col < TT_NR ? w->n - col : TT_NR;
             const float *bias = first && w->bias ? w->bias + col : NULL;
+            /* next slice: the next panel, else the first panel of the next K block */
+            int nk0 = p + 1 < p1 ? k0 : k0 + kcb, np_ = p + 1 < p1 ? p + 1 : p0;
+            int nkc = ksteps - nk0 < kcb ? ksteps - nk0 : kcb;
+            const char *next = nkc > 0 ? slice_at(w, np_, nk0) : NULL;
+            int ngroups = (m1 - m0 + TT_MR - 1) / TT_MR;
             for (int r = m0; r < m1; r += TT_MR) {
                 int mr = m1 - r < TT_MR ? m1 - r : TT_MR;
+                if (next != NULL) prefetch_share(next, (long)nkc * TT_NR * 4, (r - m0) / TT_MR, ngroups);
                 float *cp = c + (long)r * ldc + col;
                 if (f32) {
                     const float *bp = (const float *)w->panels + ((long)p * w->kp + k0) * TT_NR;
