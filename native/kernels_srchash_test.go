@@ -11,12 +11,12 @@ import (
 	"testing"
 )
 
-// kernelSourcesHash hashes the C sources of kernels/common and kernels/rfdetr
-// (names and contents, in name order).
+// kernelSourcesHash hashes the C sources of every kernel folder that
+// native's unity files include (names and contents, in name order).
 func kernelSourcesHash(t *testing.T) string {
 	t.Helper()
 	var names []string
-	for _, dir := range []string{"common", "rfdetr"} {
+	for _, dir := range []string{"common", "pi05", "rfdetr"} {
 		for _, pat := range []string{"*.c", "*.h"} {
 			m, err := filepath.Glob(filepath.Join("..", "kernels", dir, pat))
 			if err != nil {
@@ -56,6 +56,6 @@ func TestKernelSourcesHash(t *testing.T) {
 		t.Logf("kernels_srchash.go updated to %s: run the tests again to build the new kernels", got)
 		return
 	}
-	t.Fatalf("kernels/common or kernels/rfdetr changed but native/kernels_srchash.go has the old hash, so cgo may "+
+	t.Fatalf("kernels/ changed but native/kernels_srchash.go has the old hash, so cgo may "+
 		"have reused a stale build: set kernelSourcesSHA256 = %q (TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash)", got)
 }

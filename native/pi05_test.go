@@ -1,16 +1,12 @@
 package native
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
@@ -597,52 +593,6 @@ func TestPi05StepCountChanges(t *testing.T) {
 	if maxAbsDiff(five, ten) == 0 {
 		t.Error("5 and 10 steps gave the same actions")
 	}
-}
-
-// pi05SourcesHash hashes kernels/pi05/*.{c,h} (names and contents, in name order).
-func pi05SourcesHash(t *testing.T) string {
-	t.Helper()
-	var names []string
-	for _, pat := range []string{"*.c", "*.h"} {
-		m, err := filepath.Glob(filepath.Join("..", "kernels", "pi05", pat))
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, m...)
-	}
-	sort.Strings(names)
-	h := sha256.New()
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(h, "%s %d\n", filepath.Base(n), len(b))
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func TestPi05SourcesHash(t *testing.T) {
-	got := pi05SourcesHash(t)
-	if got == pi05SourcesSHA256 {
-		return
-	}
-	if os.Getenv("PI05_UPDATE_SRCHASH") == "1" {
-		b, err := os.ReadFile("pi05_srchash.go")
-		if err != nil {
-			t.Fatal(err)
-		}
-		re := regexp.MustCompile(`const pi05SourcesSHA256 = "[0-9a-f]*"`)
-		out := re.ReplaceAll(b, []byte(fmt.Sprintf("const pi05SourcesSHA256 = %q", got)))
-		if err := os.WriteFile("pi05_srchash.go", out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("pi05_srchash.go updated to %s: run the tests again to build the new kernels", got)
-		return
-	}
-	t.Fatalf("kernels/pi05 changed but native/pi05_srchash.go still has the old hash, so cgo may have reused "+
-		"a stale build: set pi05SourcesSHA256 = %q (PI05_UPDATE_SRCHASH=1 go test ./native -run TestPi05SourcesHash)", got)
 }
 
 // TestPi05ExternalGolden checks the fp32 fast path stage by stage (1e-3) and the bf16 path (2e-2)
