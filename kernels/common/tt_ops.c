@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "tt_bf16_avx512.h"
+#include "tt_exp_avx512.h"
 
 /* ---------- scalar references ---------- */
 
@@ -60,25 +61,6 @@ static float softmax_unnorm_row_scalar(float *x, uint16_t *bf, int n, float scal
 
 /* ---------- AVX-512 ---------- */
 
-/* exp(x): x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 Taylor polynomial
- * (truncation < 2e-8 relative), 2^n applied with scalef. */
-TT_TARGET_AVX512 static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
 /* erf(x) by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
  * erf(x) = 1 - (a1 t + ... + a5 t^5) e^{-x^2}, t = 1/(1 + p|x|), odd symmetry. */
 TT_TARGET_AVX512 static inline __m512 erf512(__m512 x)
@@ -92,7 +74,7 @@ TT_TARGET_AVX512 static inline __m512 erf512(__m512 x)
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
     p = _mm512_mul_ps(p, t);
-    __m512 e = exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ax), ax));
+    __m512 e = tt_exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ax), ax));
     __m512 y = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
     /* copy the sign of x */
     return _mm512_castsi512_ps(_mm512_or_si512(
@@ -111,7 +93,7 @@ TT_TARGET_AVX512 static inline __m512 act512(tt_act act, __m512 v)
                                            erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)))));
     case TT_ACT_SILU:
         return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f),
-                                              exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+                                              tt_exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
     }
     return v;
 }
@@ -159,32 +141,6 @@ TT_TARGET_AVX512 static void layernorm_row_avx512(const float *x, float *y, int 
     }
 }
 
-TT_TARGET_AVX512 static void softmax_row_avx512(float *x, int n, float scale)
-{
-    __m512 vs = _mm512_set1_ps(scale);
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    int i = 0;
-    for (; i + 16 <= n; i += 16) mx = _mm512_max_ps(mx, _mm512_mul_ps(_mm512_loadu_ps(x + i), vs));
-    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
-    if (i < n)
-        mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), vs));
-    __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (i = 0; i + 16 <= n; i += 16) {
-        __m512 e = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vmx));
-        sum = _mm512_add_ps(sum, e);
-        _mm512_storeu_ps(x + i, e);
-    }
-    if (i < n) {
-        __m512 e = exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, x + i), vs, vmx));
-        sum = _mm512_mask_add_ps(sum, tail, sum, e);
-        _mm512_mask_storeu_ps(x + i, tail, e);
-    }
-    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
-    if (i < n) _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
-}
-
 TT_TARGET_AVX512 static float softmax_unnorm_row_avx512(float *x, uint16_t *bf, int n, float scale)
 {
     __m512 vs = _mm512_set1_ps(scale);
@@ -197,13 +153,13 @@ TT_TARGET_AVX512 static float softmax_unnorm_row_avx512(float *x, uint16_t *bf, 
     __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
     __m512 sum = _mm512_setzero_ps();
     for (i = 0; i + 16 <= n; i += 16) {
-        __m512 e = exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vmx));
+        __m512 e = tt_exp512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vmx));
         sum = _mm512_add_ps(sum, e);
         if (bf) _mm256_storeu_si256((__m256i *)(bf + i), tt_bf16x16(e));
         else _mm512_storeu_ps(x + i, e);
     }
     if (i < n) {
-        __m512 e = _mm512_maskz_mov_ps(tail, exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, x + i), vs, vmx)));
+        __m512 e = _mm512_maskz_mov_ps(tail, tt_exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, x + i), vs, vmx)));
         sum = _mm512_add_ps(sum, e);
         if (bf) {
             /* the zero pad of an odd n comes with the masked-off lanes */
@@ -215,6 +171,17 @@ TT_TARGET_AVX512 static float softmax_unnorm_row_avx512(float *x, uint16_t *bf, 
     }
     return _mm512_reduce_add_ps(sum);
 }
+
+/* softmax(scale x) in place: the unnormalised row, then one scale by 1/sum. */
+TT_TARGET_AVX512 static void softmax_row_avx512(float *x, int n, float scale)
+{
+    __m512 inv = _mm512_set1_ps(1.0f / softmax_unnorm_row_avx512(x, NULL, n, scale));
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    if (i < n) _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
+}
+
 
 /* ---------- dispatch ---------- */
 

@@ -7,6 +7,7 @@
 
 #include "../common/tt_attention.h"
 #include "../common/tt_cpu.h"
+#include "../common/tt_exp_avx512.h"
 #include "../common/tt_ops.h"
 #include "pi05_internal.h"
 
@@ -199,31 +200,13 @@ static float gelu_tanh_scalar(float x)
     return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
 }
 
-/* e^x for x in [-87, 88]: x = n ln2 + r, e^r by a degree-6 polynomial (< 2e-7 relative). */
-TT_TARGET_AVX512 static inline __m512 exp_512(__m512 x)
-{
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-    __m512 q = _mm512_set1_ps(1.0f / 720.0f);
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 120.0f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 24.0f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 6.0f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(q, n);
-}
-
 /* gelu_tanh(x) = x * sigmoid(2c(x + 0.044715 x^3)) = x / (1 + e^{-2u}) */
 TT_TARGET_AVX512 static inline __m512 gelu_tanh_512(__m512 x)
 {
     __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
     __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
                              _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
-    __m512 e = exp_512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
+    __m512 e = tt_exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
     return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
@@ -238,7 +221,7 @@ TT_TARGET_AVX512 static void geglu_512(float *g, const float *u, long n)
     for (; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
 }
 
-/* The AVX2 twins of exp_512 / gelu_tanh_512 (2^n built in the exponent bits). */
+/* The AVX2 twins of tt_exp512 / gelu_tanh_512 (2^n built in the exponent bits). */
 TT_TARGET_AVX2 static inline __m256 exp_256(__m256 x)
 {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
