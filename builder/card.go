@@ -344,18 +344,14 @@ func RenderCard(w *manifest.Wire) (string, []string, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	t, err := cardTemplates()
-	if err != nil {
-		return "", nil, err
-	}
-	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "card.tmpl", struct {
+	out, err := renderCardTemplate("card.tmpl", struct {
 		FrontMatter string
 		Model       cardModel
-	}{front, cm}); err != nil {
+	}{front, cm})
+	if err != nil {
 		return "", nil, fmt.Errorf("render card of %s: %w", w.Name, err)
 	}
-	return tidyMarkdown(buf.String()), cm.Warnings, nil
+	return out, cm.Warnings, nil
 }
 
 // RenderCatalog renders one page for several packages: a row per model, then
@@ -387,18 +383,28 @@ func RenderCatalog(ws []*manifest.Wire) (string, []string, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	t, err := cardTemplates()
-	if err != nil {
-		return "", nil, err
-	}
-	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "card_catalog.tmpl", struct {
+	out, err := renderCardTemplate("card_catalog.tmpl", struct {
 		FrontMatter string
 		Models      []cardModel
-	}{front, models}); err != nil {
+	}{front, models})
+	if err != nil {
 		return "", nil, fmt.Errorf("render catalog: %w", err)
 	}
-	return tidyMarkdown(buf.String()), warnings, nil
+	return out, warnings, nil
+}
+
+// renderCardTemplate executes one of the card templates and tidies the
+// Markdown it leaves.
+func renderCardTemplate(name string, data any) (string, error) {
+	t, err := cardTemplates()
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, name, data); err != nil {
+		return "", err
+	}
+	return tidyMarkdown(buf.String()), nil
 }
 
 // tidyMarkdown squeezes the blank-line runs template conditionals leave.
