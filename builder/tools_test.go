@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"net"
 	"net/http"
 	"os"
@@ -24,9 +25,10 @@ import (
 // skopeo, umoci and docker-registry).
 func needTool(t *testing.T, name string) string {
 	t.Helper()
+	testenv.Require(t, name)
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s is not installed (.ci/run installs it)", name)
+		t.Fatal(err)
 	}
 	return p
 }
@@ -47,9 +49,10 @@ func run(t *testing.T, name string, args ...string) []byte {
 // Docker engine, then has skopeo, umoci, go-containerregistry's validate and
 // a container on the engine read the result.
 func TestPackageImageOnRealTools(t *testing.T) {
+	testenv.Require(t, "docker")
 	engine, err := connectDocker(context.Background())
 	if err != nil {
-		t.Skipf("no Docker engine: %v", err)
+		t.Fatal(err)
 	}
 	defer engine.Close()
 	bin := fixtureBin(t)

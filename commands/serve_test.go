@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
 	"strings"
 	"testing"
@@ -18,9 +19,10 @@ import (
 // (the pinned weights are complete in the cache).
 func TestServeOnDocker(t *testing.T) {
 	ctx := context.Background()
+	testenv.Require(t, "docker")
 	d, err := runner.ConnectDocker(ctx)
 	if err != nil {
-		t.Skipf("needs a Docker engine: %v", err)
+		t.Fatal(err)
 	}
 	d.Close()
 	server := runnertest.BuildHealthServer(t) // before XDG_CACHE_HOME moves the Go build cache

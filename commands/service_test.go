@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,9 +95,10 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 			t.Errorf("unit lacks %q:\n%s", want, out)
 		}
 	}
+	testenv.Require(t, "systemd-analyze")
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze is not installed (Debian package systemd)")
+		t.Fatal(err)
 	}
 	unit := filepath.Join(t.TempDir(), "tt-model-detector.service")
 	if err := os.WriteFile(unit, []byte(out), 0o644); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -602,7 +603,7 @@ func TestPi05StepCountChanges(t *testing.T) {
 func TestPi05ExternalGolden(t *testing.T) {
 	path, dir := os.Getenv("PI05_GOLDEN"), os.Getenv("PI05_GOLDEN_WEIGHTS")
 	if path == "" || dir == "" {
-		t.Skip("PI05_GOLDEN and PI05_GOLDEN_WEIGHTS not set")
+		testenv.Skip(t, "opt-in: PI05_GOLDEN and PI05_GOLDEN_WEIGHTS not set")
 	}
 	g := readGolden(t, path)
 	f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))

@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"math"
 	"sort"
 	"strings"
@@ -76,7 +77,7 @@ func TestRFDETRParityFP32(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
 				if c.isa == "avx2" && !DetectCPU().AVX2 {
-					t.Skip("this CPU has no AVX2")
+					testenv.Skip(t, "this CPU has no AVX2")
 				}
 				rfParity(t, c.isa, seed)
 			})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"io"
 	"os"
 	"path/filepath"
@@ -30,9 +31,10 @@ func weightsCache(t *testing.T) (hub.Config, string) {
 
 func TestDockerServeStop(t *testing.T) {
 	ctx := context.Background()
+	testenv.Require(t, "docker")
 	d, err := ConnectDocker(ctx)
 	if err != nil {
-		t.Skipf("needs a Docker engine: %v", err)
+		t.Fatal(err)
 	}
 	defer d.Close()
 	cfg, commit := weightsCache(t)
@@ -108,9 +110,10 @@ func TestDockerServeStop(t *testing.T) {
 // two-chip profile on a host with hugepages and a separate HF_HUB_CACHE.
 func TestContainerConfig(t *testing.T) {
 	ctx := context.Background()
+	testenv.Require(t, "docker") // for the rootless check
 	d, err := ConnectDocker(ctx)
 	if err != nil {
-		t.Skipf("needs a Docker engine (for the rootless check): %v", err)
+		t.Fatal(err)
 	}
 	defer d.Close()
 	rev := "0123456789012345678901234567890123456789"

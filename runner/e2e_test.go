@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"image"
 	"image/color"
 	"image/png"
@@ -61,9 +62,10 @@ func e2eDocker(t *testing.T) *Docker {
 	if testing.Short() {
 		t.Skip("packages and serves the real server: skipped with -short")
 	}
+	testenv.Require(t, "docker")
 	d, err := ConnectDocker(context.Background())
 	if err != nil {
-		t.Skipf("needs a Docker engine: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
 	return d

@@ -1,8 +1,8 @@
 package supervisor
 
 import (
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,12 +18,7 @@ var pid1Wrapper = []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill
 
 func needPIDNamespace(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare (util-linux) is not installed")
-	}
-	if out, err := exec.Command(pid1Wrapper[0], append(pid1Wrapper[1:], "true")...).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a PID namespace here (needs root or CAP_SYS_ADMIN): %v: %s", err, out)
-	}
+	testenv.Require(t, "pidns")
 }
 
 func TestPID1ReapsOrphansForwardsSignalsAndReportsServerCode(t *testing.T) {

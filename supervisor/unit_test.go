@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,9 +68,10 @@ func TestUnitRenderRejects(t *testing.T) {
 
 // systemd-analyze verify accepts the rendered unit, system and user.
 func TestUnitVerifies(t *testing.T) {
+	testenv.Require(t, "systemd-analyze")
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze is not installed (Debian package systemd)")
+		t.Fatal(err)
 	}
 	for _, user := range []bool{false, true} {
 		text, err := testUnit(user).Render()
