@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "80f19f79c78065d9708db1be5b4b4bb6fbd5ef681ad89ee4fffa9a8571295158"
+const kernelSourcesSHA256 = "c6f0dec7efcd63910db609b919548cbf110f868cb09b8f5d564402413f2bd21d"

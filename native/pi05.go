@@ -243,6 +243,27 @@ func (p *Pi05Program) Threads() int { return int(C.pi05_program_threads(p.c)) }
 // ScratchBytes is the memory of the program's scratch.
 func (p *Pi05Program) ScratchBytes() int64 { return int64(C.pi05_program_bytes(p.c)) }
 
+// Pin pins the program's pool thread i (1..Threads()-1) to cpus[i % len(cpus)]; thread 0 is the
+// one that calls the stages, which pins itself (golang.org/x/sys/unix.SchedSetaffinity on a locked
+// OS thread).
+func (p *Pi05Program) Pin(cpus []int) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	cc := make([]C.int, len(cpus))
+	for i, c := range cpus {
+		cc[i] = C.int(c)
+	}
+	e := newCerr()
+	defer e.free()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if C.pi05_program_pin(p.c, &cc[0], C.int(len(cc)), e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
+}
+
 // Close stops the threads and frees the scratch; its slabs must be closed first.
 func (p *Pi05Program) Close() {
 	p.mu.Lock()
@@ -281,13 +302,15 @@ func (s *Pi05Slab) Close() {
 // Bytes is the slab's memory.
 func (s *Pi05Slab) Bytes() int64 { return int64(C.pi05_slab_bytes(s.c)) }
 
-// CopyFrom copies src's image tokens and prefix K/V into s (both slabs of one program).
+// CopyFrom copies src's image tokens and prefix K/V into s. src may belong to another program of
+// the same model with the same cameras and prompt bucket (a prefix handed to an expert program);
+// that program must not be writing src meanwhile.
 func (s *Pi05Slab) CopyFrom(src *Pi05Slab) error {
 	if src == nil || src.c == nil || s.c == nil {
 		return fmt.Errorf("pi05 slab copy: closed slab")
 	}
-	if src.p != s.p {
-		return fmt.Errorf("pi05 slab copy: the slabs belong to different programs")
+	if src.p.m != s.p.m {
+		return fmt.Errorf("pi05 slab copy: the slabs belong to programs of different models")
 	}
 	e := newCerr()
 	defer e.free()

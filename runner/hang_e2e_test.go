@@ -38,7 +38,7 @@ serve_profiles:
   - name: hang
     description: test only; the server exits 75 after each prediction
     env:
-      TT_MODEL_FAULT_EXIT_AFTER: "1"
+      TT_MODEL_FAULT: "exit:after=1"
       PI05_HANG_MARKER: ` + testHangMarker + `
 default_profile: hang
 `

@@ -1,5 +1,5 @@
 // Package server is the model server's HTTP layer, shared by every model:
-// /health, /info, /v1/models and /metrics, request serialisation, per-request
+// /health, /info, /v1/models and /metrics, bounded body reading, per-request
 // panic recovery, JSON errors in FastAPI's shape ({"detail": …}), graceful
 // shutdown. Each model plugs in through the Model interface from its own
 // route file (rfdetr_routes.go, …); this file and server.go know no model.
@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Model is one servable model. The server calls Load once, in the
@@ -27,7 +29,8 @@ type Model interface {
 	// ModelCards lists what GET /v1/models reports.
 	ModelCards() []ModelCard
 	// Routes are the model's own endpoints. Their handlers run only once the
-	// model is loaded, one request at a time across all model routes.
+	// model is loaded, concurrently: a model serialises (or schedules) its
+	// own device use, after a request's body has been read and checked.
 	Routes() []Route
 	// Close releases the model at shutdown.
 	Close() error
@@ -46,7 +49,7 @@ type Route struct {
 	Path   string // exact path, e.g. /predict
 	// Name labels the route's metrics, e.g. "predict".
 	Name string
-	// Counts marks requests that count as predictions for the fault switch.
+	// Counts marks requests that count as predictions for the exit fault switch.
 	Counts  bool
 	Handler func(w http.ResponseWriter, r *http.Request, rec Recorder)
 }
@@ -55,4 +58,28 @@ type Route struct {
 // of /metrics).
 type Recorder interface {
 	Stage(name string, d time.Duration)
+}
+
+// HealthReporter is a model whose devices can fail: /health reports
+// Health() ("ok", "degraded" or "hung"; hung answers 503) once loaded, with
+// HealthDetail's keys added.
+type HealthReporter interface {
+	Health() string
+	HealthDetail() map[string]any
+}
+
+// HangWatcher is a model with a hang watchdog: Exit delivers the exit code
+// once a hang makes the process exit (after the model drained); Hung says a
+// device is stuck, so the model must not be closed and a stop signal exits
+// with HangExitCode.
+type HangWatcher interface {
+	Exit() <-chan int
+	Hung() bool
+	HangExitCode() int
+}
+
+// MetricsProvider is a model with series of its own (per device), added to
+// /metrics once loaded.
+type MetricsProvider interface {
+	Collectors() []prometheus.Collector
 }

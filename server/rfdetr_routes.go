@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -37,6 +36,7 @@ type RFDETR struct {
 	mu     sync.Mutex // guards det and source, which Load sets while /info reads
 	det    *rfdetr.Detector
 	source rfdetr.Source
+	run    sync.Mutex // one forward at a time: the detector has one set of buffers
 }
 
 // NewRFDETR prepares the model; nothing is read until Load.
@@ -198,18 +198,12 @@ func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) 
 // "inference failed: <Type>: <text>" when the forward fails.
 func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	if r.ContentLength > MaxBodyBytes {
-		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("request body is %d bytes; the limit is %d (32 MiB)", r.ContentLength, MaxBodyBytes))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeDetail(w, http.StatusBadRequest, fmt.Sprintf("request body exceeds the %d-byte (32 MiB) limit", MaxBodyBytes))
-			return
+	body, berr := readBody(w, r, MaxBodyBytes, fmt.Sprintf("%d bytes (32 MiB)", MaxBodyBytes))
+	if berr != nil {
+		if berr.status == http.StatusRequestEntityTooLarge {
+			berr.status = http.StatusBadRequest // the seed's contract: a larger body is a 400
 		}
-		writeDetail(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+		berr.write(w)
 		return
 	}
 	req, ferrs := parsePredict(body)
@@ -232,7 +226,10 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	}
 	decode := time.Since(t0)
 
-	res, err := detect(r.Context(), m.detector(), img, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
+	res, err := m.detect(r.Context(), img, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
+	if r.Context().Err() != nil {
+		return // the client left while it waited: nobody reads an answer
+	}
 	if err != nil {
 		var p *PanicError
 		if errors.As(err, &p) {
@@ -273,15 +270,22 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// detect runs the detector, turning a panic in the forward into an error so
-// the request is answered as an inference failure.
-func detect(ctx context.Context, det *rfdetr.Detector, img image.Image, opt rfdetr.Options) (res rfdetr.Result, err error) {
+// detect runs the detector, one request at a time (it has one set of
+// buffers), turning a panic in the forward into an error so the request is
+// answered as an inference failure. It is called with a decoded image only:
+// a slow client never holds the detector.
+func (m *RFDETR) detect(ctx context.Context, img image.Image, opt rfdetr.Options) (res rfdetr.Result, err error) {
+	m.run.Lock()
+	defer m.run.Unlock()
+	if err := ctx.Err(); err != nil {
+		return rfdetr.Result{}, err
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = &rfdetr.InferenceError{Err: &PanicError{Value: p, Stack: string(debug.Stack())}}
 		}
 	}()
-	return det.Detect(ctx, img, opt)
+	return m.detector().Detect(ctx, img, opt)
 }
 
 // PanicError is a recovered panic.

@@ -112,6 +112,9 @@ int pi05_preset_valid(const pi05_preset *p);
 pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *p, int threads, char *err,
                                 size_t errlen);
 size_t pi05_program_bytes(const pi05_program *p); /* scratch bytes */
+/* Pins the program's pool thread i (1..threads-1) to cpus[i % ncpus]; thread 0 is the caller's, which
+ * pins itself. At start-up, never during a run. */
+int pi05_program_pin(pi05_program *p, const int *cpus, int ncpus, char *err, size_t errlen);
 int pi05_program_threads(const pi05_program *p);
 void pi05_program_free(pi05_program *p);
 
@@ -119,8 +122,10 @@ pi05_slab *pi05_slab_new(pi05_program *p, char *err, size_t errlen);
 size_t pi05_slab_bytes(const pi05_slab *s);
 void pi05_slab_free(pi05_slab *s);
 
-/* Copies src's state (image tokens, prefix K/V) into dst, a slab of the same program: one prefix,
- * several expert runs (e.g. a prefix cache, or benchmarks of nb requests). */
+/* Copies src's state (image tokens, prefix K/V) into dst: one prefix, several expert runs (a prefix
+ * cache, benchmarks of nb requests), or a prefix handed from one program to another (disaggregated
+ * serving: the prefix program's slab copied into the expert program's). The two programs must share
+ * the model and the slab layout (cameras and prompt bucket). */
 int pi05_slab_copy(pi05_slab *dst, const pi05_slab *src, char *err, size_t errlen);
 
 /* VISION. images: [cams][3][image][image] float in [-1, 1] (cams = the preset's); cam_mask[cams]:

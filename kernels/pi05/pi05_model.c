@@ -561,6 +561,16 @@ oom:
 }
 
 size_t pi05_program_bytes(const pi05_program *p) { return p->bytes; }
+
+int pi05_program_pin(pi05_program *p, const int *cpus, int ncpus, char *err, size_t errlen)
+{
+    int rc = tt_pool_pin(p->pool, cpus, ncpus);
+    if (rc != 0) {
+        p5_err(err, errlen, "pin %d threads to %d CPUs: error %d", p->nthreads, ncpus, rc);
+        return PI05_EINVAL;
+    }
+    return 0;
+}
 int pi05_program_threads(const pi05_program *p) { return p->nthreads; }
 
 void pi05_program_free(pi05_program *p)
@@ -631,8 +641,9 @@ void pi05_slab_free(pi05_slab *s)
 
 int pi05_slab_copy(pi05_slab *dst, const pi05_slab *src, char *err, size_t errlen)
 {
-    if (dst == NULL || src == NULL || dst->prog != src->prog) {
-        p5_err(err, errlen, "slab copy: both slabs must belong to one program");
+    if (dst == NULL || src == NULL || dst->prog->m != src->prog->m || dst->max_prefix != src->max_prefix ||
+        dst->prog->preset.cams != src->prog->preset.cams) {
+        p5_err(err, errlen, "slab copy: the slabs' programs must share the model, cameras and prompt bucket");
         return PI05_EINVAL;
     }
     if (dst == src) return 0;

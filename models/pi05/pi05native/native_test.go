@@ -36,7 +36,7 @@ func loadTiny(t *testing.T, cams, horizon int, prec native.Precision) (*pi05.Pol
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	d, err := p.NewDevice(2, 1)
+	d, err := p.NewDevice(2, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
