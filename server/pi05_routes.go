@@ -517,7 +517,7 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 type generationsBody struct {
 	Model   string          `json:"model"`
 	RobotID json.RawMessage `json:"robot_id"`
-	Input struct {
+	Input   struct {
 		Task        *string         `json:"task"`
 		Prompt      *string         `json:"prompt"`
 		Tokens      json.RawMessage `json:"tokens"`
