@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -31,7 +32,8 @@ var pi05TestEnv = map[string]string{
 	"HF_MODEL":            "lerobot/pi05_base",
 }
 
-func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
+// loadPI05 loads the tiny checkpoint with the test environment plus overrides and the fault.
+func loadPI05(t *testing.T, overrides map[string]string, fault Fault) *PI05 {
 	t.Helper()
 	env := map[string]string{}
 	for k, v := range pi05TestEnv {
@@ -41,19 +43,53 @@ func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Serv
 		env[k] = v
 	}
 	m, err := NewPI05(PI05Options{Getenv: func(k string) string { return env[k] }, Version: "test",
-		Build: pi05native.Builder(pi05native.Options{Precision: native.FP32}), Precision: "fp32"})
+		Build: pi05native.Builder(pi05native.Options{Precision: native.FP32}), Precision: "fp32", Fault: fault})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Load(context.Background(), discardLog()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.Close() })
+	t.Cleanup(func() {
+		if !m.Hung() {
+			_ = m.Close()
+		}
+	})
+	return m
+}
+
+// newPI05TestServer serves the tiny checkpoint through the handler alone (no Run: a hang does not
+// end anything, /health can be watched).
+func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
+	t.Helper()
+	return pi05Handler(t, loadPI05(t, overrides, Fault{Device: -1}))
+}
+
+func pi05Handler(t *testing.T, m *PI05) *httptest.Server {
+	t.Helper()
 	s := New(m, Options{Log: discardLog()})
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// loadedPI05 is a loaded pi0.5 model: Run's Load has nothing to do.
+type loadedPI05 struct{ *PI05 }
+
+func (loadedPI05) Load(context.Context, *slog.Logger) error { return nil }
+
+// runPI05 serves the tiny checkpoint through Server.Run on a real socket.
+func runPI05(t *testing.T, overrides map[string]string, opts Options) (string, *Server) {
+	t.Helper()
+	m := loadPI05(t, overrides, Fault{Device: -1})
+	opts.Log = discardLog()
+	s := New(loadedPI05{m}, opts)
+	s.ready.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	base, done := startRun(t, ctx, s)
+	t.Cleanup(func() { cancel(); <-done })
+	return base, s
 }
 
 // pi05Frame is a w x h frame as a base64 PNG and as the HxWx3 array SGLang clients send.
