@@ -140,7 +140,9 @@ func (h *Host) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Inst
 	}
 	defer log.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), SortedEnv(spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, metal))...)
+	// The supervisor and the server both get the profile's env with container paths mapped
+	// to the host: the supervisor reads PI05_HANG_MARKER and PI05_RESET_ON_START from it.
+	cmd.Env = append(os.Environ(), SortedEnv(hostEnv(spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, metal), hostMounts(spec)))...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this command and its terminal
 	if err := cmd.Start(); err != nil {

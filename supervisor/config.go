@@ -30,6 +30,20 @@ const (
 	ResetNever  ResetOnStart = "never"
 )
 
+// ParseResetOnStart reads --reset-on-start or PI05_RESET_ON_START: auto, always or never, or
+// the seed's values auto, 1 and 0.
+func ParseResetOnStart(s string) (ResetOnStart, error) {
+	switch s {
+	case "auto":
+		return ResetAuto, nil
+	case "always", "1":
+		return ResetAlways, nil
+	case "never", "0":
+		return ResetNever, nil
+	}
+	return "", fmt.Errorf("%q: want auto, 1 (always) or 0 (never)", s)
+}
+
 // Config is everything a supervisor run needs. Durations are data, so tests
 // use short ones; Defaults gives the production values.
 type Config struct {
