@@ -118,7 +118,7 @@ func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 	start := time.Now()
 	m.log = log
 	for _, n := range m.notices {
-		log.Warn("setting without effect on this build", "notice", n)
+		log.Warn("configuration notice", "notice", n)
 	}
 	if m.opts.Fault.Kind == "hang" || m.opts.Fault.Kind == "delay" {
 		log.Warn("test-only fault switch armed", "TT_MODEL_FAULT", m.opts.Fault.String())

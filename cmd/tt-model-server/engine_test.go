@@ -17,6 +17,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ttmodel/tt-model/manifest"
 )
 
 // The serving engine through the real server (flags, environment, the tiny checkpoint on the
@@ -326,4 +330,102 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// The three profiles of models/pi05/tt-model.yaml, with their resolved environment (the tiny
+// checkpoint in place of the real weights), behave as their descriptions say: multi-robot is dp
+// over 4 devices with the SLO calibrated and robots beyond R_max refused, single-robot is one
+// device holding every thread, disaggregated is 3 prefix devices and one batching expert device.
+func TestPI05Profiles(t *testing.T) {
+	m, err := manifest.Load(filepath.Join("..", "..", "models", "pi05", "tt-model.yaml"), manifest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"multi-robot", "single-robot", "disaggregated"} {
+		t.Run(name, func(t *testing.T) {
+			p, err := m.ResolveProfile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := manifest.LaunchFor(m.Kind, m.Runtime, m.Weights.Repo, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{}
+			for k, v := range l.Env {
+				env[k] = v
+			}
+			env["PI05_WEIGHTS_DIR"], env["PI05_TOKENIZER"], env["PI05_PRECISION"] = pi05TinyDir, pi05Tokenizer, "fp32"
+			env["PI05_HANG_MARKER"] = filepath.Join(t.TempDir(), "marker") // the profile's /cache is a container mount
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r := start(t, ctx, env)
+			waitPI05(t, r)
+			var info struct {
+				Megakernel struct {
+					Layout  string `json:"layout"`
+					Devices []struct {
+						Role string `json:"role"`
+					} `json:"devices"`
+					Threads int `json:"threads_per_device"`
+					SLO     struct {
+						Enabled bool `json:"enabled"`
+						RMax    int  `json:"r_max"`
+					} `json:"slo"`
+				} `json:"megakernel"`
+			}
+			resp, err := http.Get(r.base + "/info")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = json.NewDecoder(resp.Body).Decode(&info)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mk := info.Megakernel
+			var roles []string
+			for _, d := range mk.Devices {
+				roles = append(roles, d.Role)
+			}
+			switch name {
+			case "multi-robot":
+				if mk.Layout != "dp" || len(roles) != 4 || !mk.SLO.Enabled || mk.SLO.RMax < 1 {
+					t.Fatalf("multi-robot: %+v", mk)
+				}
+				for i := range mk.SLO.RMax {
+					if a := predictAs(t, r.base, fmt.Sprintf("robot-%d", i), i, framePNG(t, i)); a.status != 200 {
+						t.Fatalf("robot %d of R_max %d: %d %s", i, mk.SLO.RMax, a.status, a.body)
+					}
+				}
+				a := predictAs(t, r.base, "one-too-many", 99, framePNG(t, 0))
+				if a.status != 503 || a.retryAfter == "" || !strings.Contains(a.body, "capacity") {
+					t.Errorf("the robot beyond R_max %d: %d, Retry-After %q: %s", mk.SLO.RMax, a.status, a.retryAfter, a.body)
+				}
+			case "single-robot":
+				if mk.Layout != "sp" || len(roles) != 1 || mk.Threads != len(processCPUsForTest()) || mk.SLO.Enabled {
+					t.Errorf("single-robot: %+v", mk)
+				}
+			case "disaggregated":
+				if mk.Layout != "pd" || strings.Join(roles, " ") != "prefix prefix prefix expert" || mk.SLO.Enabled {
+					t.Errorf("disaggregated: %+v", mk)
+				}
+			}
+			if name != "multi-robot" {
+				if a := predictAs(t, r.base, "arm", 1, framePNG(t, 1)); a.status != 200 {
+					t.Errorf("%s: %d %s", name, a.status, a.body)
+				}
+			}
+		})
+	}
+}
+
+// processCPUsForTest is this process's CPU count as the server sees it.
+func processCPUsForTest() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return []int{0}
+	}
+	out := make([]int, set.Count())
+	return out
 }

@@ -139,6 +139,9 @@ func (e *Engine) calibrate(ctx context.Context, sample *pi05.Prepared) error {
 		for i, d := range devs {
 			slices.Sort(runs[i])
 			d.cycle[b-1] = runs[i][len(runs[i])/2]
+			if b > 1 { // a batch is never cheaper than a smaller one: that is measurement noise
+				d.cycle[b-1] = max(d.cycle[b-1], d.cycle[b-2])
+			}
 			e.log.Info(fmt.Sprintf("SLO calibration k=%d device=%d", b, d.id), "cycle_ms", ms(d.cycle[b-1]),
 				"min_ms", ms(runs[i][0]), "max_ms", ms(runs[i][len(runs[i])-1]), "predicted_ms", ms(e.cyc(d, b)))
 		}
@@ -185,14 +188,15 @@ func (e *Engine) predict(d *device, r int) (p50, p99 time.Duration) {
 	return e.host + own + prev/2, e.host + own + prev
 }
 
-// capacityOf is the largest robot count d holds within the SLO.
+// capacityOf is the largest robot count d holds within the SLO (every smaller count fitting too).
 func (e *Engine) capacityOf(d *device) int {
 	r := 0
 	for n := 1; n <= e.cfg.MaxBatch; n++ {
 		p50, p99 := e.predict(d, n)
-		if p50 <= e.cfg.SLO.P50 && p99+e.cfg.SLO.Margin <= e.cfg.SLO.P99 {
-			r = n
+		if p50 > e.cfg.SLO.P50 || p99+e.cfg.SLO.Margin > e.cfg.SLO.P99 {
+			break
 		}
+		r = n
 	}
 	return r
 }
