@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/hangmarker"
 )
 
 // HangExitCode is the exit code a server uses to say its chips hung
@@ -107,7 +108,7 @@ func Defaults(port int) Config {
 		ProbeTimeout:      5 * time.Second,
 		StartTimeout:      7 * time.Minute,
 		StopGrace:         120 * time.Second,
-		HangMarker:        DefaultHangMarker(),
+		HangMarker:        hangmarker.Default(os.Getenv),
 		ResetCmd:          DefaultResetCmd,
 		ResetTimeout:      180 * time.Second,
 		ResetOnStart:      ResetAuto,
@@ -124,18 +125,6 @@ func Defaults(port int) Config {
 		BackoffReset:      10 * time.Minute,
 		ExtendInterval:    30 * time.Second,
 	}
-}
-
-// DefaultHangMarker is $PI05_HANG_MARKER or ~/.cache/pi05/hang_marker.
-func DefaultHangMarker() string {
-	if p := os.Getenv("PI05_HANG_MARKER"); p != "" {
-		return p
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "/root"
-	}
-	return filepath.Join(home, ".cache", "pi05", "hang_marker")
 }
 
 // DefaultLockDir is /run/lock when this user can write there (shared by every

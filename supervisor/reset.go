@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/hangmarker"
 )
 
 // reset brings the chips back after a hang: the reset command, then the
@@ -22,7 +24,7 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 	noChips := len(s.chips) == 0
 	if noChips && !s.cfg.resetsWithoutChips() {
 		s.log.Info("no chips and the default reset command: skipping the reset and the chip check", "reason", why, "reset_cmd", s.cfg.ResetCmd)
-		if err := removeMarker(s.cfg.HangMarker); err != nil {
+		if err := hangmarker.Remove(s.cfg.HangMarker); err != nil {
 			s.log.Error("cannot remove the hang marker", "err", err)
 		}
 		info.OK = true
@@ -50,7 +52,7 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 			}
 		}
 		if err == nil {
-			if err := removeMarker(s.cfg.HangMarker); err != nil {
+			if err := hangmarker.Remove(s.cfg.HangMarker); err != nil {
 				s.log.Error("chips are back but the hang marker stays", "err", err)
 			}
 			if noChips {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
 // buildBinary compiles a main package of this module into dir.
@@ -40,7 +40,7 @@ func TestPI05HangUnderSupervise(t *testing.T) {
 	bin := t.TempDir()
 	ttModel := buildBinary(t, bin, "./cmd/tt-model", "tt-model")
 	server := buildBinary(t, bin, "./cmd/tt-model-server", "tt-model-server")
-	reset := buildBinary(t, bin, "./runner/testdata/hang/testreset", "test-reset")
+	reset := runnertest.BuildStatic(t, filepath.Join("hang", "testreset"), "test-reset")
 	work := t.TempDir()
 	marker, record := filepath.Join(work, "hang_marker"), filepath.Join(work, "resets.jsonl")
 	port := freePort(t)
@@ -132,37 +132,11 @@ func TestPI05HangUnderSupervise(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, log)
 		}
 	}
-	resets := readRecord(t, record)
+	resets := runnertest.ReadResets(t, record)
 	if len(resets) != 1 || !resets[0].Marker {
 		t.Errorf("resets %+v: want exactly one, with the hang marker present", resets)
 	}
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the hang marker is still there after the good reset: %v", err)
 	}
-}
-
-type resetRecord struct {
-	Argv   []string `json:"argv"`
-	Marker bool     `json:"marker"`
-}
-
-func readRecord(t *testing.T, path string) []resetRecord {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []resetRecord
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var r resetRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	return out
 }

@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/hangmarker"
 )
 
 // Layout is how the devices share the work (PI05_LAYOUT).
@@ -135,15 +135,6 @@ var (
 	definesRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^,]*(,[A-Za-z_][A-Za-z0-9_]*=[^,]*)*$`)
 	meshRe    = regexp.MustCompile(`^([1-9][0-9]*)x([1-9][0-9]*)$`)
 )
-
-// DefaultHangMarker is where the marker goes when PI05_HANG_MARKER is unset (the seed's default).
-func DefaultHangMarker() string {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "/root"
-	}
-	return filepath.Join(home, ".cache", "pi05", "hang_marker")
-}
 
 // FromEnv reads and checks every engine variable; each bad value is reported with its name.
 func FromEnv(env Env) (Config, error) {
@@ -274,10 +265,7 @@ func FromEnv(env Env) (Config, error) {
 	c.Hang.Action = HangAction(r.choice("PI05_HANG_ACTION", string(HangDegrade), string(HangDegrade), string(HangExit)))
 	c.Hang.Drain = r.seconds("PI05_HANG_DRAIN_S", 5*time.Second, 0)
 	c.Hang.ExitCode = r.intIn("PI05_HANG_EXIT_CODE", 75, 1, 255)
-	c.Hang.Marker = r.get("PI05_HANG_MARKER")
-	if c.Hang.Marker == "" {
-		c.Hang.Marker = DefaultHangMarker()
-	}
+	c.Hang.Marker = hangmarker.Default(r.get)
 	if c.Layout != DP && r.get("PI05_HANG_ACTION") != "" {
 		c.Notices = append(c.Notices, fmt.Sprintf("PI05_HANG_ACTION has no effect with PI05_LAYOUT=%s: a hang always exits", c.Layout))
 	}

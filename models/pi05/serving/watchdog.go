@@ -2,9 +2,9 @@ package serving
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/hangmarker"
 )
 
 // The hang watchdog: a device call running longer than PI05_HANG_S is a hang. The marker is
@@ -39,7 +39,7 @@ func (e *Engine) hang(d *device, now time.Time) {
 	what := fmt.Sprintf("device %d (%s) stuck in a call for %s", d.id, d.role, now.Sub(d.jobStart).Round(time.Millisecond))
 	d.quarantined = true
 	e.hangs = append(e.hangs, what)
-	if err := writeMarker(e.cfg.Hang.Marker, what); err != nil {
+	if err := hangmarker.Write(e.cfg.Hang.Marker, "tt-model-server: "+what); err != nil {
 		e.log.Error("hang marker", "err", err)
 	}
 	e.met.state.WithLabelValues(d.label()).Set(1)
@@ -130,17 +130,4 @@ func (e *Engine) idle() bool {
 		}
 	}
 	return true
-}
-
-// writeMarker writes the hang marker (the supervisor resets the chips before the next start when
-// it exists).
-func writeMarker(path, what string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("hang marker %s: %w", path, err)
-	}
-	line := fmt.Sprintf("%s pid=%d tt-model-server: %s\n", time.Now().UTC().Format(time.RFC3339), os.Getpid(), what)
-	if err := os.WriteFile(path, []byte(line), 0o644); err != nil {
-		return fmt.Errorf("hang marker %s: %w", path, err)
-	}
-	return nil
 }

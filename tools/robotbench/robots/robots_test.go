@@ -1,4 +1,4 @@
-package main
+package robots
 
 import (
 	"bytes"
@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -51,18 +49,10 @@ func TestSessionAgainstAStandIn(t *testing.T) {
 		_, _ = w.Write([]byte(`{"actions": [[0]]}`))
 	}))
 	defer ts.Close()
-	out := filepath.Join(t.TempDir(), "robots.json")
 	var table bytes.Buffer
-	if err := run(context.Background(), options{url: ts.URL, robots: []int{3}, duration: 300 * time.Millisecond, side: 8, jsonOut: out}, &table); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sessions []Session
-	if err := json.Unmarshal(b, &sessions); err != nil || len(sessions) != 1 {
-		t.Fatalf("%s: %v", b, err)
+	sessions, err := Run(context.Background(), Options{URL: ts.URL, Robots: []int{3}, Duration: 300 * time.Millisecond, Side: 8}, &table)
+	if err != nil || len(sessions) != 1 {
+		t.Fatal(sessions, err)
 	}
 	s := sessions[0]
 	if s.Rejected != 1 || s.Completed < 2 || len(s.PerDevice) != 2 || s.WithinSLO == nil || !*s.WithinSLO || s.RMax != 2 {
