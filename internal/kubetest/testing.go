@@ -1,0 +1,25 @@
+package kubetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ttmodel/tt-model/internal/testenv"
+)
+
+// Run starts a control plane for t in a temporary folder and stops it when
+// t ends. Without the binaries t skips, or fails where TT_REQUIRE names
+// Requirement.
+func Run(t testing.TB) *Server {
+	t.Helper()
+	bin, err := BinDir()
+	if err != nil {
+		testenv.Missing(t, Requirement, err)
+	}
+	s, err := Start(context.Background(), bin, t.TempDir())
+	if err != nil {
+		t.Fatalf("start the test API server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
