@@ -85,6 +85,11 @@ func (c *Cluster) namespaceFor(ns string) string {
 	return metav1.NamespaceDefault
 }
 
+type kindResource struct {
+	kind string
+	gvr  schema.GroupVersionResource
+}
+
 // DeleteOptions are the delete flags.
 type DeleteOptions struct {
 	DryRun bool
@@ -98,15 +103,9 @@ type DeleteOptions struct {
 func (c *Cluster) Delete(ctx context.Context, namespace, name string, opts DeleteOptions) ([]string, error) {
 	ns := c.namespaceFor(namespace)
 	sel := labels.SelectorFromSet(labels.Set{labelInstance: name, labelManagedBy: FieldManager}).String()
-	kinds := []struct {
-		kind string
-		gvr  schema.GroupVersionResource
-	}{{"StatefulSet", statefulSets}, {"Service", services}, {"ConfigMap", configMaps}}
+	kinds := []kindResource{{"StatefulSet", statefulSets}, {"Service", services}, {"ConfigMap", configMaps}}
 	if opts.Volumes {
-		kinds = append(kinds, struct {
-			kind string
-			gvr  schema.GroupVersionResource
-		}{"PersistentVolumeClaim", claims})
+		kinds = append(kinds, kindResource{"PersistentVolumeClaim", claims})
 	}
 	do := metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}
 	if opts.DryRun {

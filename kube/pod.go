@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ttmodel/tt-model/builder"
@@ -356,15 +357,16 @@ func hostPathVolume(name, dir string, t corev1.HostPathType) corev1.Volume {
 }
 
 // cacheClaim is each replica's cache PVC: the weights, the kernel cache and
-// the hang marker outlive the container and the pod.
-func cacheClaim(o Options) corev1.PersistentVolumeClaim {
+// the hang marker outlive the container and the pod. It carries the
+// instance's labels, so `k8s delete --volumes` finds the claims.
+func cacheClaim(o Options, labels map[string]string) corev1.PersistentVolumeClaim {
 	c := corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: volCache, Labels: labels},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: o.CacheSize}},
 		},
 	}
-	c.Name = volCache
 	if o.StorageClass != "" {
 		c.Spec.StorageClassName = ptr(o.StorageClass)
 	}

@@ -140,7 +140,7 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 		},
 	}
 	if opts.CacheHostPath == "" {
-		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{cacheClaim(opts)}
+		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{cacheClaim(opts, labels)}
 	}
 	m.StatefulSet = sts
 	return m, nil

@@ -151,9 +151,12 @@ func (c *Cluster) supervisorStatus(ctx context.Context, pod *corev1.Pod) (*super
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	body, err := c.core.Pods(pod.Namespace).ProxyGet("http", pod.Name, strconv.Itoa(int(port)), "/status", nil).DoRaw(ctx)
+	res := c.core.RESTClient().Get().Namespace(pod.Namespace).Resource("pods").
+		Name("http:" + pod.Name + ":" + strconv.Itoa(int(port))).SubResource("proxy").Suffix("status").Do(ctx)
+	body, err := res.Raw()
 	if err != nil {
-		return nil, fmt.Errorf("supervisor status of %s: %w", pod.Name, err)
+		// Error (unlike Raw) reads the API server's Status out of the body.
+		return nil, fmt.Errorf("supervisor status of %s: %w", pod.Name, res.Error())
 	}
 	var st supervisor.Status
 	if err := json.Unmarshal(body, &st); err != nil {
@@ -205,7 +208,7 @@ func podState(pod *corev1.Pod, server *corev1.ContainerStatus) (state, detail st
 	case server.Ready:
 		return "ready", ""
 	case server.Started != nil && *server.Started:
-		return "not ready", "the supervisor answers; the server's /health does not say ok (starting again or resetting)"
+		return "not ready", "started (its supervisor answered the startup probe), but the server's /health does not say ok: starting, restarting or resetting"
 	}
 	return "starting", ""
 }
