@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -52,13 +53,16 @@ func Connect(ctx context.Context, opts ConnectOptions) (*Cluster, error) {
 	rules.ExplicitPath = opts.Kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: opts.Context})
 	where := describeKubeconfig(rules, cc, opts.Context)
+	if !anyExists(rules) && os.Getenv("KUBERNETES_SERVICE_HOST") == "" { // in a pod, clientcmd uses its service account
+		return nil, fmt.Errorf("%s: no such file (name a kubeconfig with --kubeconfig or $KUBECONFIG)", where)
+	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig (%s): %w", where, err)
+		return nil, fmt.Errorf("%s: %w (name a kubeconfig with --kubeconfig or $KUBECONFIG)", where, err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig (%s): namespace: %w", where, err)
+		return nil, fmt.Errorf("%s: namespace: %w", where, err)
 	}
 	cfg.Timeout = opts.Timeout
 	// client-go's default of 5 requests a second would pace even one apply.
@@ -68,13 +72,13 @@ func Connect(ctx context.Context, opts ConnectOptions) (*Cluster, error) {
 	cfg.WarningHandler = warn
 	c := &Cluster{Host: cfg.Host, Where: where, Namespace: ns, warn: warn}
 	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("kubeconfig (%s): %w", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if c.core, err = corev1client.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("kubeconfig (%s): %w", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if c.apps, err = appsv1client.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("kubeconfig (%s): %w", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -95,7 +99,26 @@ func describeKubeconfig(rules *clientcmd.ClientConfigLoadingRules, cc clientcmd.
 			context = raw.CurrentContext
 		}
 	}
+	if context == "" {
+		return fmt.Sprintf("kubeconfig %s (no current context)", strings.Join(files, ":"))
+	}
 	return fmt.Sprintf("kubeconfig %s, context %q", strings.Join(files, ":"), context)
+}
+
+// anyExists reports whether a kubeconfig file the rules name exists
+// (clientcmd skips missing ones silently and then reports only that no
+// configuration was given).
+func anyExists(rules *clientcmd.ClientConfigLoadingRules) bool {
+	files := rules.GetLoadingPrecedence()
+	if rules.ExplicitPath != "" {
+		files = []string{rules.ExplicitPath}
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Warnings are the warnings the API server sent on this connection so far.

@@ -51,6 +51,9 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
+	if pkg.Dir == "" {
+		return nil, fmt.Errorf("%s is an authored manifest: render needs a staged package (build/<name>/ from `tt-model package --container %s`)", pkg.Path, pkg.Path)
+	}
 	w := pkg.Wire
 	if w.Container == nil {
 		return nil, fmt.Errorf("%s: no container block: not a container package", pkg.Path)
