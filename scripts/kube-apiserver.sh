@@ -9,11 +9,11 @@
 # The binaries depend only on the two versions below, so they are cached outside the repository under
 # ${TT_KUBE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/tt-model/k8s}/kube-<K>-etcd-<E>/ and a second run reuses them.
 # A cold build takes ~4 min (kube-apiserver) + ~2.5 min (etcd) on 2 cores. The Go tests find the binaries in
-# the same folder (internal/kubetest); they skip (or fail under TT_REQUIRE=kube-apiserver) when it is empty.
+# the same folder (internal/kubebin); they skip (or fail under TT_REQUIRE=kube-apiserver) when it is empty.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Keep in step with internal/kubetest (KubeVersion, EtcdVersion).
+# Keep in step with internal/kubebin (KubeVersion, EtcdVersion).
 kube_version=v1.37.2
 etcd_version=v3.6.16
 # k8s.io/kubernetes replaces its staging modules by ./staging/src/...; outside its repository they are the
@@ -84,7 +84,7 @@ serve)
   TT_KUBE_BIN="$bin_dir" exec go run ./tools/kubeserver "$@"
   ;;
 *)
-  sed -n '2,11s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,13s/^# \{0,1\}//p' "$0" >&2
   exit 2
   ;;
 esac

@@ -31,48 +31,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// The versions scripts/kube-apiserver.sh builds; the binaries' folder is
-// named after them.
-const (
-	KubeVersion = "v1.37.2"
-	EtcdVersion = "v3.6.16"
-)
-
-// Requirement is the internal/testenv name of "the two binaries are built":
-// a test without them skips, or fails where TT_REQUIRE names it.
-const Requirement = "kube-apiserver"
-
-// BinEnv names a folder holding kube-apiserver and etcd, instead of the cache.
-const BinEnv = "TT_KUBE_BIN"
-
-// CacheEnv overrides the cache root (default ~/.cache/tt-model/k8s,
-// XDG_CACHE_HOME honoured), as the script does.
-const CacheEnv = "TT_KUBE_CACHE"
-
 // readyTimeout bounds the control plane's start (about 15 s on 2 idle cores).
 const readyTimeout = 3 * time.Minute
-
-// BinDir is the folder with both binaries, or an error saying how to build them.
-func BinDir() (string, error) {
-	dir := os.Getenv(BinEnv)
-	if dir == "" {
-		root := os.Getenv(CacheEnv)
-		if root == "" {
-			cache, err := os.UserCacheDir()
-			if err != nil {
-				return "", fmt.Errorf("cache folder: %w", err)
-			}
-			root = filepath.Join(cache, "tt-model", "k8s")
-		}
-		dir = filepath.Join(root, "kube-"+KubeVersion+"-etcd-"+EtcdVersion)
-	}
-	for _, name := range []string{"kube-apiserver", "etcd"} {
-		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("no %s in %s: build both once with scripts/kube-apiserver.sh build (about 7 min on 2 cores)", name, dir)
-		}
-	}
-	return dir, nil
-}
 
 // Server is a running etcd + kube-apiserver.
 type Server struct {

@@ -4,17 +4,19 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ttmodel/tt-model/internal/kubebin"
 	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
 // Run starts a control plane for t in a temporary folder and stops it when
 // t ends. Without the binaries t skips, or fails where TT_REQUIRE names
-// Requirement.
+// kube-apiserver.
 func Run(t testing.TB) *Server {
 	t.Helper()
-	bin, err := BinDir()
+	testenv.Require(t, kubebin.Requirement)
+	bin, err := kubebin.Dir()
 	if err != nil {
-		testenv.Missing(t, Requirement, err)
+		t.Fatal(err)
 	}
 	s, err := Start(context.Background(), bin, t.TempDir())
 	if err != nil {

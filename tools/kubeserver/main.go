@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/ttmodel/tt-model/internal/kubebin"
 	"github.com/ttmodel/tt-model/internal/kubetest"
 )
 
@@ -25,7 +26,7 @@ func main() {
 }
 
 func run(dir string) error {
-	bin, err := kubetest.BinDir()
+	bin, err := kubebin.Dir()
 	if err != nil {
 		return err
 	}
@@ -39,13 +40,13 @@ func run(dir string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "starting etcd %s and kube-apiserver %s (state in %s)\n", kubetest.EtcdVersion, kubetest.KubeVersion, dir)
+	fmt.Fprintf(os.Stderr, "starting etcd %s and kube-apiserver %s (state in %s)\n", kubebin.EtcdVersion, kubebin.KubeVersion, dir)
 	s, err := kubetest.Start(ctx, bin, dir)
 	if err != nil {
 		return err
 	}
 	defer s.Stop()
-	fmt.Printf("kube-apiserver %s is ready at %s; no kubelet runs, so pods are stored but never started.\n", kubetest.KubeVersion, s.URL)
+	fmt.Printf("kube-apiserver %s is ready at %s; no kubelet runs, so pods are stored but never started.\n", kubebin.KubeVersion, s.URL)
 	fmt.Printf("export KUBECONFIG=%s\n", s.Kubeconfig)
 	fmt.Println("Ctrl-C stops it.")
 	<-ctx.Done()
