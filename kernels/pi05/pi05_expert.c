@@ -16,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../common/tt_ops.h"
 #include "pi05_internal.h"
 
 /* torch.linspace(0, 1, n, float64): the first half counts up from 0, the second down from 1. */
@@ -37,11 +38,6 @@ static void time_embedding(const pi05_dims *d, float t, float *emb)
     }
 }
 
-static void silu_inplace(float *x, long n)
-{
-    for (long i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
-}
-
 /* mods[(2l + j) * PI05_MAX_STEPS + s] for layer l norm j (0 input, 1 post), [2L] the final norm. */
 static float *mod_at(pi05_program *p, int norm, int step)
 {
@@ -57,9 +53,9 @@ static void conditioning(pi05_program *p, int steps)
     double dt = -1.0 / steps;
     for (int s = 0; s < steps; s++) time_embedding(d, (float)(1.0 + s * dt), emb + (long)s * ew);
     p5_linear(p, &m->time_in, emb, ew, c, ew, steps, 0);
-    silu_inplace(c, (long)steps * ew);
+    tt_act_inplace(TT_ISA_SCALAR, TT_ACT_SILU, c, (long)steps * ew); /* fp32 libm, as the reference */
     p5_linear(p, &m->time_out, c, ew, emb, ew, steps, 0);
-    silu_inplace(emb, (long)steps * ew);
+    tt_act_inplace(TT_ISA_SCALAR, TT_ACT_SILU, emb, (long)steps * ew);
     for (int l = 0; l < d->l_layers; l++) {
         p5_linear(p, &m->el[l].ada_in, emb, ew, mod_at(p, 2 * l, 0), 3L * ew, steps, 0);
         p5_linear(p, &m->el[l].ada_post, emb, ew, mod_at(p, 2 * l + 1, 0), 3L * ew, steps, 0);
