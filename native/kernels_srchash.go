@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "d1fd48f64058e018dc2ed82b7222b1e1abf54f7b3a73b0cbbdbacb8e5da9d7e6"
+const kernelSourcesSHA256 = "3c05ed598858bb991859ae6b86be4270a1da5de1d0699131e1cc47060b8a5a43"

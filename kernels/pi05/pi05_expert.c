@@ -12,6 +12,7 @@
  *   v = action_out(adaRMS_final(h)); x += dt * v
  * pack = 1 runs each linear once over all nb*H rows (weights streamed once per step); pack = 0 runs
  * it per request, which makes every request bit-identical to a single-request call.
+ * Must not: write a slab (the prefix K/V are read-only here, so one prefix serves many expert calls).
  */
 #include <math.h>
 #include <string.h>
@@ -27,6 +28,9 @@ static double linspace01(int i, int n)
     return i < n / 2 ? (double)i * step : 1.0 - (double)(n - 1 - i) * step;
 }
 
+/* Sinusoidal time embedding [e_width] of timestep t, half = e_width/2, in float64 as the reference:
+ *   period_i = min_period (max_period / min_period)^(i / (half - 1)),  a_i = 2 pi t / period_i
+ *   emb = [sin(a_0..a_{half-1}) | cos(a_0..a_{half-1})] */
 static void time_embedding(const pi05_dims *d, float t, float *emb)
 {
     int half = d->e_width / 2;
@@ -44,6 +48,9 @@ static float *mod_at(pi05_program *p, int norm, int step)
     return p->e_mods + ((long)norm * PI05_MAX_STEPS + step) * 3L * p->m->d.e_width;
 }
 
+/* The step conditioning, before the Euler loop (see the file comment):
+ *   emb [steps][ew] = sinusoid(t_s); cond = silu(time_out(silu(time_in(emb))))
+ *   mods of every adaRMSNorm [steps][3 ew] = dense(cond) */
 static void conditioning(pi05_program *p, int steps)
 {
     const pi05_model *m = p->m;

@@ -1,5 +1,8 @@
-/* pi05 building blocks: each op has the plain-loop reference (PI05_REF) and the fast version
- * (packed tt_gemm, the thread pool, AVX-512 where the model's isa allows). */
+/* pi05_ops.c: the ops the pi0.5 stages are written in (linear, norms, GEGLU, RoPE, attention over
+ * slabs). Each has the plain-loop reference (PI05_REF: one thread, fp32, libm) and the fast version
+ * (packed tt_gemm, the thread pool, kernels/common's vector ops for the model's isa).
+ * Must not: allocate (scratch comes from the program), hold vector code of its own (generic vector
+ * ops belong in kernels/common, with their self-tests), or know which stage calls it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -174,6 +177,9 @@ void p5_geglu(pi05_program *p, float *gu, long ld, int rows, int n, int up)
 
 /* ---------------------------------------------------------------- RoPE */
 
+/* Rotate-half RoPE on rows [r0, r1) of heads [rows][heads][hd] at position pos0 + row, half = hd/2:
+ *   x'[i] = x[i] cos(a_i) - x[i + half] sin(a_i),  x'[i + half] = x[i + half] cos(a_i) + x[i] sin(a_i)
+ *   a_i = pos * theta^(-2i/hd) (the program's tables). */
 typedef struct {
     pi05_program *p;
     float *x;
@@ -208,7 +214,7 @@ void p5_rope(pi05_program *p, float *x, long ld, int rows, int heads, int pos0)
 /* ---------------------------------------------------------------- attention */
 
 /* Plain attention: queries [nq][ldq] (head h at h*hd), keys/values [nk][ldkv] (kv head g at g*hd);
- * query head h reads kv head h / (heads / kvh). */
+ * query head h reads kv head h / (heads / kvh):  out_h = softmax(q_h K_g^T / sqrt(hd)) V_g. */
 static void attend_ref(const float *q, long ldq, int nq, int heads, const float *k, const float *v,
                        long ldkv, int nk, int kvh, int hd, float *out, long ldo, float *sc)
 {
