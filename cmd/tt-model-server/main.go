@@ -25,6 +25,7 @@ import (
 	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
 	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/server"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // version is stamped by the builder (-ldflags "-X main.version=…").
@@ -137,14 +138,14 @@ func (c *config) print(w io.Writer) {
 func serve(ctx context.Context, c config, getenv func(string) string, log *slog.Logger) int {
 	var m server.Model
 	switch c.kind {
-	case server.KindRFDETR:
+	case api.KindRFDETR:
 		m = server.NewRFDETR(server.RFDETROptions{
 			Getenv:  getenv,
 			Build:   rfdetrnative.Builder(native.RFDETROptions{Precision: c.precision, Threads: c.threads}),
 			Device:  c.device(),
 			Version: version,
 		})
-	case server.KindPI05:
+	case api.KindPI05:
 		pm, err := pi05Model(getenv)
 		if err != nil {
 			log.Error("pi05 settings", "err", err)
