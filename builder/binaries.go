@@ -44,7 +44,7 @@ type binaryPlan struct {
 	SearchDirs []string
 	// BuildDir receives binaries built from source.
 	BuildDir string
-	Log     io.Writer
+	Log      io.Writer
 }
 
 // locateBinaries picks tt-model-server and tt-model: runtime.server, else
