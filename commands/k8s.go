@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/kube"
 	"github.com/ttmodel/tt-model/runner"
 )
@@ -179,7 +180,7 @@ func (c *clusterFlags) bind(fs *pflag.FlagSet) {
 func (c *clusterFlags) connect(cmd *cobra.Command) (*kube.Cluster, error) {
 	cl, err := kube.Connect(cmd.Context(), kube.ConnectOptions{
 		Kubeconfig: c.kubeconfig, Context: c.context,
-		Warnings: cmd.ErrOrStderr(), UserAgent: "tt-model/" + Version,
+		Warnings: cmd.ErrOrStderr(), UserAgent: "tt-model/" + version.Version,
 	})
 	if err != nil {
 		return nil, &ExitError{Code: 1, Err: err}
