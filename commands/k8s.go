@@ -256,21 +256,32 @@ func instanceArg(cmd *cobra.Command, arg, profile, name string) (string, error) 
 	return pkg.Wire.Name + "-" + prof.Name, nil
 }
 
-// instanceFlags name an instance (delete, status).
+// instanceFlags name an instance and its cluster (delete, status).
 type instanceFlags struct {
 	profile, name, namespace string
+	cluster                  clusterFlags
 }
 
 func (i *instanceFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&i.profile, "profile", "", "with a PACKAGE: its profile (default: the package's default)")
 	fs.StringVar(&i.name, "name", "", "the objects' name, when rendered with --name")
 	fs.StringVarP(&i.namespace, "namespace", "n", "", "namespace (default: the kubeconfig context's)")
+	i.cluster.bind(fs)
+}
+
+// open resolves NAME|PACKAGE to the instance name and connects.
+func (i *instanceFlags) open(cmd *cobra.Command, arg string) (string, *kube.Cluster, error) {
+	name, err := instanceArg(cmd, arg, i.profile, i.name)
+	if err != nil {
+		return "", nil, err
+	}
+	cl, err := i.cluster.connect(cmd)
+	return name, cl, err
 }
 
 func newK8sDeleteCmd() *cobra.Command {
 	var (
 		i    instanceFlags
-		c    clusterFlags
 		opts kube.DeleteOptions
 	)
 	cmd := &cobra.Command{
@@ -282,11 +293,7 @@ func newK8sDeleteCmd() *cobra.Command {
 		Example: "  tt-model k8s delete rf-detr-default\n  tt-model k8s delete build/pi05 --profile single-robot --volumes",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := instanceArg(cmd, args[0], i.profile, i.name)
-			if err != nil {
-				return err
-			}
-			cl, err := c.connect(cmd)
+			name, cl, err := i.open(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -301,7 +308,6 @@ func newK8sDeleteCmd() *cobra.Command {
 		},
 	}
 	i.bind(cmd.Flags())
-	c.bind(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.Volumes, "volumes", false, "also delete the replicas' cache PVCs")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "server-side dry run: delete nothing")
 	return cmd
@@ -310,7 +316,6 @@ func newK8sDeleteCmd() *cobra.Command {
 func newK8sStatusCmd() *cobra.Command {
 	var (
 		i      instanceFlags
-		c      clusterFlags
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -322,11 +327,7 @@ func newK8sStatusCmd() *cobra.Command {
 		Example: "  tt-model k8s status rf-detr-default\n  tt-model k8s status build/pi05 --profile single-robot --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := instanceArg(cmd, args[0], i.profile, i.name)
-			if err != nil {
-				return err
-			}
-			cl, err := c.connect(cmd)
+			name, cl, err := i.open(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -342,7 +343,6 @@ func newK8sStatusCmd() *cobra.Command {
 		},
 	}
 	i.bind(cmd.Flags())
-	c.bind(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
 }

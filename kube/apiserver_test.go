@@ -16,13 +16,20 @@ import (
 	"github.com/ttmodel/tt-model/internal/kubetest"
 )
 
-// TestAPIServer applies the rendered objects of every profile of both
-// packages to a real kube-apiserver (etcd behind it, no kubelet) with
-// server-side apply, first with dryRun=All and then for real, requires that
-// the server accepts them without a single warning, and reads back what it
-// stored.
+// TestAPIServer runs the cluster-side tests against one real kube-apiserver
+// (etcd behind it, no kubelet), each in a namespace of its own.
 func TestAPIServer(t *testing.T) {
 	srv := kubetest.Run(t)
+	t.Run("every profile", func(t *testing.T) { testEveryProfile(t, srv) })
+	t.Run("errors", func(t *testing.T) { testApplyErrors(t, srv) })
+	t.Run("status and delete", func(t *testing.T) { testStatusAndDelete(t, srv) })
+	t.Run("supervisor status", func(t *testing.T) { testStatusReadsSupervisor(t, srv) })
+}
+
+// connect is a new connection (with its own warning record) and a new
+// namespace holding the service account pods need.
+func connect(t *testing.T, srv *kubetest.Server, ns string) *Cluster {
+	t.Helper()
 	ctx := context.Background()
 	cl, err := Connect(ctx, ConnectOptions{Kubeconfig: srv.Kubeconfig})
 	if err != nil {
@@ -31,11 +38,31 @@ func TestAPIServer(t *testing.T) {
 	if cl.Namespace != "default" {
 		t.Errorf("namespace from the kubeconfig: %q", cl.Namespace)
 	}
+	if _, err := cl.core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The controller manager would create it; pods are admitted only when
+	// their service account exists.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := cl.core.ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// testEveryProfile applies the rendered objects of every profile of both
+// packages with server-side apply, first with dryRun=All and then for real
+// (twice), requires that the server accepts them without a single warning,
+// and reads back what it stored.
+func testEveryProfile(t *testing.T, srv *kubetest.Server) {
+	ctx := context.Background()
+	const ns = "every-profile"
+	cl := connect(t, srv, ns)
 	for _, model := range models {
 		pkg := stagedPackage(t, model, nil)
 		for _, prof := range profiles(pkg) {
 			t.Run(model+"/"+prof, func(t *testing.T) {
-				m, err := Render(pkg, Options{Profile: prof, Replicas: 2})
+				m, err := Render(pkg, Options{Profile: prof, Replicas: 2, Namespace: ns})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -46,7 +73,7 @@ func TestAPIServer(t *testing.T) {
 				if len(dry) != 4 || dry[3].GetKind() != "StatefulSet" {
 					t.Fatalf("dry run answered %d objects", len(dry))
 				}
-				if _, err := cl.apps.StatefulSets("default").Get(ctx, m.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				if _, err := cl.apps.StatefulSets(ns).Get(ctx, m.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					t.Fatalf("after a dry run the StatefulSet exists (or: %v)", err)
 				}
 				for range 2 { // the second apply must be a no-op, not a conflict
@@ -54,7 +81,7 @@ func TestAPIServer(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				sts, err := cl.apps.StatefulSets("default").Get(ctx, m.Name, metav1.GetOptions{})
+				sts, err := cl.apps.StatefulSets(ns).Get(ctx, m.Name, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -62,7 +89,7 @@ func TestAPIServer(t *testing.T) {
 				if sts.Generation != 1 {
 					t.Errorf("generation %d after applying the same objects twice, want 1", sts.Generation)
 				}
-				svc, err := cl.core.Services("default").Get(ctx, m.Name, metav1.GetOptions{})
+				svc, err := cl.core.Services(ns).Get(ctx, m.Name, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -138,15 +165,12 @@ func managers(obj metav1.Object) []string {
 	return out
 }
 
-// TestAPIServerErrors: a conflicting owner, a missing namespace and a
+// testApplyErrors: a conflicting owner, a missing namespace and a
 // kubeconfig whose server does not answer are clear errors.
-func TestAPIServerErrors(t *testing.T) {
-	srv := kubetest.Run(t)
+func testApplyErrors(t *testing.T, srv *kubetest.Server) {
 	ctx := context.Background()
-	cl, err := Connect(ctx, ConnectOptions{Kubeconfig: srv.Kubeconfig})
-	if err != nil {
-		t.Fatal(err)
-	}
+	const ns = "errors"
+	cl := connect(t, srv, ns)
 	pkg := stagedPackage(t, "rf-detr", nil)
 
 	m, err := Render(pkg, Options{Namespace: "absent"})
@@ -157,7 +181,7 @@ func TestAPIServerErrors(t *testing.T) {
 		t.Errorf("missing namespace: %v", err)
 	}
 
-	m, err = Render(pkg, Options{})
+	m, err = Render(pkg, Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +190,7 @@ func TestAPIServerErrors(t *testing.T) {
 	}
 	// Another manager (kubectl scale, say) takes the replica count.
 	other := `{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"rf-detr-default"},"spec":{"replicas":3}}`
-	if _, err := cl.apps.StatefulSets("default").Patch(ctx, "rf-detr-default", "application/apply-patch+yaml", []byte(other),
+	if _, err := cl.apps.StatefulSets(ns).Patch(ctx, "rf-detr-default", "application/apply-patch+yaml", []byte(other),
 		metav1.PatchOptions{FieldManager: "kubectl", Force: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +208,7 @@ func TestAPIServerErrors(t *testing.T) {
 		t.Fatalf("%d warnings before the duplicate host alias", n)
 	}
 	dup := `{"spec":{"template":{"spec":{"hostAliases":[{"ip":"10.1.2.3","hostnames":["a"]},{"ip":"10.1.2.3","hostnames":["b"]}]}}}}`
-	if _, err := cl.apps.StatefulSets("default").Patch(ctx, "rf-detr-default", "application/merge-patch+json", []byte(dup),
+	if _, err := cl.apps.StatefulSets(ns).Patch(ctx, "rf-detr-default", "application/merge-patch+json", []byte(dup),
 		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatal(err)
 	}

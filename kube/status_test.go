@@ -26,46 +26,32 @@ func createPod(t *testing.T, cl *Cluster, m *Manifests, n int, status corev1.Pod
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: volCache, VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: volCache + "-" + pod.Name},
 	}})
-	created, err := cl.core.Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	created, err := cl.core.Pods(m.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	created.Status = status
-	updated, err := cl.core.Pods("default").UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	updated, err := cl.core.Pods(m.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return updated
 }
 
-// defaultServiceAccount creates what the controller manager would: pods are
-// admitted only when their service account exists.
-func defaultServiceAccount(t *testing.T, cl *Cluster) {
-	t.Helper()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := cl.core.ServiceAccounts("default").Create(context.Background(), sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestStatusAndDelete reads an instance back from a real API server: one
+// testStatusAndDelete reads an instance back from the API server: one
 // replica unschedulable, one running whose supervisor the API server will
 // not proxy to (a loopback pod IP), one without a pod; then deletes it.
-func TestStatusAndDelete(t *testing.T) {
-	srv := kubetest.Run(t)
+func testStatusAndDelete(t *testing.T, srv *kubetest.Server) {
 	ctx := context.Background()
-	cl, err := Connect(ctx, ConnectOptions{Kubeconfig: srv.Kubeconfig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Replicas: 3})
+	const ns = "status"
+	cl := connect(t, srv, ns)
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Replicas: 3, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cl.Apply(ctx, m, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defaultServiceAccount(t, cl)
 	createPod(t, cl, m, 0, corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
 		Message: "0/0 nodes are available", LastTransitionTime: metav1.Now(),
@@ -81,7 +67,7 @@ func TestStatusAndDelete(t *testing.T) {
 		}},
 	})
 
-	st, err := cl.Status(ctx, "", m.Name)
+	st, err := cl.Status(ctx, ns, m.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +85,7 @@ func TestStatusAndDelete(t *testing.T) {
 		t.Errorf("replica 2: %+v", p)
 	}
 
-	deleted, err := cl.Delete(ctx, "", m.Name, DeleteOptions{})
+	deleted, err := cl.Delete(ctx, ns, m.Name, DeleteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +93,10 @@ func TestStatusAndDelete(t *testing.T) {
 	if got := strings.Join(deleted, " "); got != want {
 		t.Errorf("deleted %s, want %s", got, want)
 	}
-	if _, err := cl.Status(ctx, "", m.Name); !IsNotFound(err) {
+	if _, err := cl.Status(ctx, ns, m.Name); !IsNotFound(err) {
 		t.Errorf("status after delete: %v", err)
 	}
-	if _, err := cl.Delete(ctx, "", m.Name, DeleteOptions{}); !IsNotFound(err) {
+	if _, err := cl.Delete(ctx, ns, m.Name, DeleteOptions{}); !IsNotFound(err) {
 		t.Errorf("second delete: %v", err)
 	}
 }

@@ -27,15 +27,15 @@ import (
 	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
-// TestStatusReadsSupervisor reads a real supervisor's status through the
-// real API server's pod proxy. No kubelet runs, so the "pod" is a container
-// on the Docker engine running `tt-model supervise` (a static build of this
+// testStatusReadsSupervisor reads a real supervisor's status through the
+// API server's pod proxy. No kubelet runs, so the "pod" is a container on
+// the Docker engine running `tt-model supervise` (a static build of this
 // tree) over a stand-in server, and the pod object is given its IP, as a
 // kubelet would report it.
-func TestStatusReadsSupervisor(t *testing.T) {
+func testStatusReadsSupervisor(t *testing.T, srv *kubetest.Server) {
 	testenv.Require(t, "docker")
-	srv := kubetest.Run(t)
 	ctx := context.Background()
+	const ns = "supervisor"
 	dc, err := engine.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -43,18 +43,14 @@ func TestStatusReadsSupervisor(t *testing.T) {
 	defer dc.Close()
 	ip := runSupervisorContainer(t, dc)
 
-	cl, err := Connect(ctx, ConnectOptions{Kubeconfig: srv.Kubeconfig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{})
+	cl := connect(t, srv, ns)
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cl.Apply(ctx, m, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defaultServiceAccount(t, cl)
 	started := true
 	createPod(t, cl, m, 0, corev1.PodStatus{
 		Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
@@ -64,7 +60,7 @@ func TestStatusReadsSupervisor(t *testing.T) {
 
 	var r ReplicaStatus
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		st, err := cl.Status(ctx, "", m.Name)
+		st, err := cl.Status(ctx, ns, m.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
