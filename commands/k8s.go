@@ -42,7 +42,7 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.Profile, "profile", "", "serve profile (default: the package's default profile)")
 	fs.StringVar(&f.opts.Name, "name", "", "name of the objects (default <package>-<profile>)")
 	fs.StringVarP(&f.opts.Namespace, "namespace", "n", "", "namespace (render: none in the objects; apply: the kubeconfig's)")
-	fs.Int32Var(&f.replicas, "replicas", d.Replicas, "replicas, each with its own chips and cache volume")
+	fs.Int32Var(&f.replicas, "replicas", *d.Replicas, "replicas, each with its own chips and cache volume (0 keeps the objects and runs none)")
 	fs.StringVar(&f.opts.Registry, "registry", "", "HOST/NAMESPACE the image was pushed to with tt-model push (default: the manifest's image.registry)")
 	fs.StringVar(&f.opts.ChipResource, "chip-resource", "", "extended resource the chips are requested as (default: Tenstorrent's device plugin name for the hardware, e.g. tenstorrent.com/blackhole; \"none\" for no chips)")
 	fs.BoolVar(&f.opts.NoHugepages, "no-hugepages", false, "do not mount the host's /dev/hugepages-1G (mounted when the profile uses chips)")
@@ -61,7 +61,7 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 // options parses the quantities into the render options.
 func (f *renderFlags) options() (kube.Options, error) {
 	o := f.opts
-	o.Replicas = f.replicas
+	o.Replicas = &f.replicas
 	for _, q := range []struct {
 		flag, value string
 		to          *resource.Quantity

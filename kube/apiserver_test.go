@@ -62,7 +62,7 @@ func testEveryProfile(t *testing.T, srv *kubetest.Server) {
 		pkg := stagedPackage(t, model, nil)
 		for _, prof := range profiles(pkg) {
 			t.Run(model+"/"+prof, func(t *testing.T) {
-				m, err := Render(pkg, Options{Profile: prof, Replicas: 2, Namespace: ns})
+				m, err := Render(pkg, Options{Profile: prof, Replicas: ptr(int32(2)), Namespace: ns})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -30,7 +30,7 @@ type Options struct {
 	Profile   string // "" = the package's default profile
 	Name      string // "" = <package>-<profile>
 	Namespace string // "" = none in the objects (kubectl and apply choose)
-	Replicas  int32
+	Replicas  *int32 // nil = 1
 
 	// Registry is HOST[/NAMESPACE] the image was pushed to, as `tt-model
 	// push --registry`; "" = the manifest's image.registry.
@@ -66,8 +66,8 @@ type Options struct {
 // Defaults fills the fields left at their zero value.
 func (o Options) Defaults() Options {
 	d := supervisor.Defaults(8000)
-	if o.Replicas == 0 {
-		o.Replicas = 1
+	if o.Replicas == nil {
+		o.Replicas = ptr(int32(1))
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = d.StartTimeout
@@ -87,8 +87,8 @@ func (o Options) Defaults() Options {
 // check refuses values Kubernetes or the supervisor would refuse later,
 // naming the flag.
 func (o Options) check() error {
-	if o.Replicas < 0 {
-		return fmt.Errorf("--replicas %d: want 0 or more", o.Replicas)
+	if *o.Replicas < 0 {
+		return fmt.Errorf("--replicas %d: want 0 or more", *o.Replicas)
 	}
 	if o.StartTimeout < probePeriod || o.StartTimeout%probePeriod != 0 {
 		// The startup probe's budget is failureThreshold × period: only a

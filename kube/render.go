@@ -134,7 +134,7 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: meta(name),
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:    &opts.Replicas,
+			Replicas:    opts.Replicas,
 			ServiceName: m.PodService.Name,
 			Selector:    &metav1.LabelSelector{MatchLabels: selector},
 			// Each replica's start may take the whole start timeout: start

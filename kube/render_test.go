@@ -137,7 +137,7 @@ func TestRenderShape(t *testing.T) {
 	}
 	for _, tc := range cases {
 		pkg := stagedPackage(t, tc.model, nil)
-		m, err := Render(pkg, Options{Profile: tc.profile, Replicas: 2})
+		m, err := Render(pkg, Options{Profile: tc.profile, Replicas: ptr(int32(2))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +288,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"bad name", good, Options{Name: "Pi05_Server"}, `name "Pi05_Server"`},
 		{"long name", good, Options{Name: strings.Repeat("a", 53)}, "at most 52"},
 		{"start timeout off the period", good, Options{StartTimeout: 7*time.Minute + 5*time.Second}, "--start-timeout 7m5s: want a positive multiple of 10s"},
-		{"negative replicas", good, Options{Replicas: -1}, "--replicas -1"},
+		{"negative replicas", good, Options{Replicas: ptr(int32(-1))}, "--replicas -1"},
 		{"unknown board", oddBoard, Options{}, `hardware "q900" does not say how many chips`},
 		{"unknown board, named resource", oddBoard, Options{ChipResource: "example.com/q900"}, ""},
 	}
@@ -321,5 +321,17 @@ func TestRenderImageEnvNote(t *testing.T) {
 	}
 	if m, _ := Render(pkg, Options{Profile: "multi-robot"}); strings.Contains(strings.Join(m.Notes, ""), "packaged with") {
 		t.Errorf("the packaged profile drew the note: %q", m.Notes)
+	}
+}
+
+// TestRenderZeroReplicas: --replicas 0 is kept (scaled to zero), not taken
+// for "the default".
+func TestRenderZeroReplicas(t *testing.T) {
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Replicas: ptr(int32(0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *m.StatefulSet.Spec.Replicas != 0 {
+		t.Errorf("replicas %d, want 0", *m.StatefulSet.Spec.Replicas)
 	}
 }
