@@ -89,6 +89,10 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 	if note := imageEnvNote(pkg, prof, launch); note != "" {
 		m.Notes = append(m.Notes, note)
 	}
+	if chips > 0 && opts.ResetCmd == "" && w.Container.Runtime["base"] == "scratch" {
+		m.Notes = append(m.Notes, "the image is built on scratch and carries no tt-smi, the supervisor's default chip reset: "+
+			"after a hang the reset fails and the container restarts; build on a base with tt-smi (runtime.base) or name a reset with --reset-cmd")
+	}
 	labels := objectLabels(w, prof, name, image)
 	selector := map[string]string{labelName: w.Name, labelInstance: name}
 	meta := func(objName string) metav1.ObjectMeta {
