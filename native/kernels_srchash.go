@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "c6f0dec7efcd63910db609b919548cbf110f868cb09b8f5d564402413f2bd21d"
+const kernelSourcesSHA256 = "266172934fa3debb3a900de656da139620f7012e11da0c03310cd1d634c14c34"

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ttmodel/tt-model/models/pi05"
 	"github.com/ttmodel/tt-model/models/pi05/serving"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // PI05MaxBodyBytes bounds a pi0.5 request: four 640x480 frames as JSON arrays are about 15 MB.
@@ -336,7 +337,7 @@ type megakernelInfo struct {
 }
 
 // Info is the body of GET /info.
-func (m *PI05) Info() any {
+func (m *PI05) Info() map[string]any {
 	p, e, dir := m.current()
 	presets := []map[string]any{}
 	for _, b := range pi05.PromptBuckets(m.srv.NumImages) {
@@ -355,7 +356,6 @@ func (m *PI05) Info() any {
 		"presets":  presets,
 		"weights":  map[string]any{"dir": nilIfEmpty(dir), "revision": nilIfEmpty(m.srv.Revision)},
 		"hardware": "cpu",
-		"routes":   []string{"/health", "/info", "/v1/models", "/predict", "/v1/actions/generations", "/v1/actions/metadata"},
 		"server":   map[string]any{"name": "tt-model-server", "version": m.opts.Version},
 	}
 	if p != nil && e != nil {
@@ -384,13 +384,11 @@ func (m *PI05) Info() any {
 	return info
 }
 
-// Routes are the model endpoints.
+// Routes binds the pi0.5 routes of the route table (api.ModelRoutes) to their handlers.
 func (m *PI05) Routes() []Route {
-	return []Route{
-		{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, Handler: m.predict},
-		{Method: http.MethodPost, Path: "/v1/actions/generations", Name: "actions_generations", Counts: true, Handler: m.generate},
-		{Method: http.MethodGet, Path: "/v1/actions/metadata", Name: "actions_metadata", Handler: m.metadata},
-	}
+	return bindRoutes(api.KindPI05, map[string]RouteHandler{
+		"predict": m.predict, "actions_generations": m.generate, "actions_metadata": m.metadata,
+	})
 }
 
 func (inf *inference) inferenceTime() time.Duration {

@@ -22,13 +22,12 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
 	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/server"
+	"github.com/ttmodel/tt-model/server/api"
 )
-
-// version is stamped by the builder (-ldflags "-X main.version=…").
-var version = "0.1.0"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -60,8 +59,8 @@ var precisionVars = map[string]struct {
 	def     native.Precision
 	allowed []native.Precision
 }{
-	server.KindRFDETR: {"RFDETR_PRECISION", native.FP32, []native.Precision{native.FP32, native.BF16}},
-	server.KindPI05:   {"PI05_PRECISION", native.BF16, []native.Precision{native.BF16, native.FP32, native.Ref}},
+	api.KindRFDETR: {"RFDETR_PRECISION", native.FP32, []native.Precision{native.FP32, native.BF16}},
+	api.KindPI05:   {"PI05_PRECISION", native.BF16, []native.Precision{native.BF16, native.FP32, native.Ref}},
 }
 
 func run(ctx context.Context, args []string, env environment, stdout, stderr io.Writer) int {
@@ -79,7 +78,7 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 		return 2
 	}
 	if *showVersion {
-		fmt.Fprintln(stdout, "tt-model-server", version)
+		fmt.Fprintln(stdout, "tt-model-server", version.Version)
 		return 0
 	}
 	if err := cfg.resolve(getenv, *level); err != nil {
@@ -132,7 +131,7 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 	if c.fault, err = server.ParseFault(getenv("TT_MODEL_FAULT")); err != nil {
 		return err
 	}
-	if kind == server.KindRFDETR && (c.fault.Kind == "hang" || c.fault.Kind == "delay") {
+	if kind == api.KindRFDETR && (c.fault.Kind == "hang" || c.fault.Kind == "delay") {
 		return fmt.Errorf("TT_MODEL_FAULT=%s needs the pi0.5 serving engine's devices; RF-DETR takes exit:after=N", getenv("TT_MODEL_FAULT"))
 	}
 	return nil
@@ -147,7 +146,7 @@ func (c *config) print(w io.Writer) {
 	if model == "" {
 		model = "chosen at start (" + c.kindErr + ")"
 	}
-	fmt.Fprintf(w, "tt-model-server %s\n", version)
+	fmt.Fprintf(w, "tt-model-server %s\n", version.Version)
 	fmt.Fprintf(w, "model:     %s\n", model)
 	fmt.Fprintf(w, "listen:    %s\n", net.JoinHostPort(c.host, c.port))
 	if c.precisionVar != "" {
@@ -164,14 +163,14 @@ func serve(ctx context.Context, c config, env environment, log *slog.Logger) int
 	getenv := env.get
 	var m server.Model
 	switch c.kind {
-	case server.KindRFDETR:
+	case api.KindRFDETR:
 		m = server.NewRFDETR(server.RFDETROptions{
 			Getenv:  getenv,
 			Build:   rfdetrnative.Builder(native.RFDETROptions{Precision: c.precision, Threads: c.threads}),
 			Device:  c.device(),
-			Version: version,
+			Version: version.Version,
 		})
-	case server.KindPI05:
+	case api.KindPI05:
 		pm, err := pi05Model(env, c.precision, c.fault)
 		if err != nil {
 			log.Error("pi05 settings", "err", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/pi05/pi05native"
 	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/server"
@@ -15,6 +16,6 @@ func pi05Model(env environment, precision native.Precision, fault server.Fault) 
 		Build:     pi05native.Builder(pi05native.Options{Precision: precision}),
 		Precision: string(precision),
 		Fault:     fault,
-		Version:   version,
+		Version:   version.Version,
 	})
 }
