@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Model is one servable model. The server calls Load once, in the
@@ -47,8 +49,16 @@ type Route struct {
 	// Name labels the route's metrics, e.g. "predict".
 	Name string
 	// Counts marks requests that count as predictions for the fault switch.
-	Counts  bool
+	Counts bool
+	// Stream marks a websocket: the handler serves many requests on one connection, so the server
+	// does not hold its one-request-at-a-time lock for it (the model serializes each inference).
+	Stream  bool
 	Handler func(w http.ResponseWriter, r *http.Request, rec Recorder)
+}
+
+// MetricsSource is a Model with series of its own for /metrics (e.g. a cache's hits).
+type MetricsSource interface {
+	Collectors() []prometheus.Collector
 }
 
 // Recorder lets a handler report where its time went (the stage histogram

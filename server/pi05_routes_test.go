@@ -30,6 +30,13 @@ var pi05TestEnv = map[string]string{
 
 func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
 	t.Helper()
+	ts, _ := startPI05(t, overrides)
+	return ts
+}
+
+// startPI05 serves the tiny checkpoint; the websockets are ended before the server is closed.
+func startPI05(t *testing.T, overrides map[string]string) (*httptest.Server, *PI05) {
+	t.Helper()
 	env := map[string]string{}
 	for k, v := range pi05TestEnv {
 		env[k] = v
@@ -49,7 +56,8 @@ func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Serv
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return ts
+	t.Cleanup(m.ws.shutdown)
+	return ts, m
 }
 
 // pi05Frame is a w x h frame as a base64 PNG and as the HxWx3 array SGLang clients send.
@@ -226,9 +234,9 @@ func TestPI05BadRequestsNameTheField(t *testing.T) {
 			}
 		})
 	}
-	status, out := postJSON(t, ts.URL+"/v1/actions/generations", `{}`, "Content-Type", "application/msgpack")
+	status, out := postJSON(t, ts.URL+"/predict", `{}`, "Content-Type", "application/msgpack")
 	if status != http.StatusUnsupportedMediaType {
-		t.Errorf("msgpack body: %d %v", status, out)
+		t.Errorf("msgpack body to /predict: %d %v", status, out)
 	}
 
 	// An over-long prompt is truncated to PI05_TOKEN_LEN and reported, not refused.

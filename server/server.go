@@ -66,6 +66,9 @@ func New(m Model, opts Options) *Server {
 		opts.ShutdownGrace = 30 * time.Second
 	}
 	s := &Server{model: m, opts: opts, log: opts.Log, metrics: newMetrics(m.Name()), fault: make(chan struct{})}
+	if src, ok := m.(MetricsSource); ok {
+		s.metrics.registry.MustRegister(src.Collectors()...)
+	}
 	s.handler = s.routes()
 	return s
 }
@@ -136,6 +139,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController and websocket upgrades reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -180,10 +186,12 @@ func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 			writeDetail(w, http.StatusServiceUnavailable, s.model.Name()+" is starting: weights are loading and warming up")
 			return
 		}
-		s.metrics.queued.Inc()
-		s.exclusive.Lock()
-		s.metrics.queued.Dec()
-		defer s.exclusive.Unlock()
+		if !rt.Stream {
+			s.metrics.queued.Inc()
+			s.exclusive.Lock()
+			s.metrics.queued.Dec()
+			defer s.exclusive.Unlock()
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		rt.Handler(sw, r, stageRecorder{s.metrics})
 		if rt.Counts && sw.status == http.StatusOK {

@@ -34,6 +34,7 @@ type Policy struct {
 	Tokenizer  *spm.Processor
 	Norm       *Normalizer
 	Preset     native.Pi05Preset
+	Cache      *PrefixCache // PI05_PREFIX_CACHE_MB; nil when off
 
 	mu    sync.Mutex
 	model *native.Pi05Model
@@ -70,6 +71,9 @@ func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, opts LoadOpti
 	}
 	srv.TokenLen = srv.EffectiveTokenLen(cfg)
 	p := &Policy{Server: srv, Config: cfg, Dims: ck.Dims, WeightsDir: dir, Tokenizer: tok, Norm: norm}
+	if srv.PrefixCacheMB > 0 {
+		p.Cache = NewPrefixCache(int64(srv.PrefixCacheMB) << 20)
+	}
 	if p.model, err = ck.Load(ctx, opts, log); err != nil {
 		return nil, err
 	}
@@ -234,9 +238,10 @@ type Timing struct {
 
 // Result is one action chunk.
 type Result struct {
-	Actions    [][]float32 // [horizon][action dim]
-	Normalized bool        // true when no action statistics were applied
-	Timing     Timing
+	Actions        [][]float32 // [horizon][action dim]
+	Normalized     bool        // true when no action statistics were applied
+	PrefixCacheHit bool        // VISION and PREFIX were skipped: the prefix came from the cache
+	Timing         Timing
 }
 
 // Run executes VISION, PREFIX and EXPERT for a prepared request.
@@ -250,21 +255,17 @@ func (p *Policy) Run(ctx context.Context, in *Prepared) (*Result, error) {
 		return nil, err
 	}
 	var t Timing
-	t0 := time.Now()
-	if err := p.prog.Vision(p.slab, in.Images, in.CameraMask); err != nil {
-		return nil, err
-	}
-	t1 := time.Now()
-	if err := p.prog.Prefix(p.slab, in.Tokens, in.TokenMask); err != nil {
+	hit, err := p.prefix(p.prog, p.slab, in, &t)
+	if err != nil {
 		return nil, err
 	}
 	t2 := time.Now()
 	h := p.Server.ActionHorizon
-	flat, err := p.prog.Expert(p.slab, in.Noise, h, in.Steps)
+	flat, err := p.prog.ExpertGuided(p.slab, in.Noise, h, in.Steps, in.Guide)
 	if err != nil {
 		return nil, err
 	}
-	t.Vision, t.Prefix, t.Expert = t1.Sub(t0), t2.Sub(t1), time.Since(t2)
+	t.Expert = time.Since(t2)
 
 	ad, outDim := p.Dims.ActionDim, p.Config.ActionDim()
 	actions := make([][]float32, h)
@@ -272,5 +273,5 @@ func (p *Policy) Run(ctx context.Context, in *Prepared) (*Result, error) {
 		actions[r] = flat[r*ad : r*ad+outDim : r*ad+outDim]
 	}
 	normalized := !p.Norm.UnnormalizeActions(actions)
-	return &Result{Actions: actions, Normalized: normalized, Timing: t}, nil
+	return &Result{Actions: actions, Normalized: normalized, PrefixCacheHit: hit, Timing: t}, nil
 }
