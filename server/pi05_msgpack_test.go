@@ -26,7 +26,7 @@ type testObservation struct {
 	noise  []float32 // 10 x 32
 }
 
-func newTestObservation(t *testing.T) testObservation {
+func newTestObservation(t testing.TB) testObservation {
 	t.Helper()
 	o := testObservation{names: []string{"base", "wrist"}, task: "open the drawer", state: []float32{0.3, -0.7}}
 	for i, size := range [][2]int{{33, 21}, {16, 16}} {
@@ -92,7 +92,7 @@ func (o testObservation) images() map[string]any {
 }
 
 // msgpackEnvelope is the SGLang request in msgpack-numpy.
-func (o testObservation) msgpackEnvelope(t *testing.T, runtime map[string]any) []byte {
+func (o testObservation) msgpackEnvelope(t testing.TB, runtime map[string]any) []byte {
 	body := map[string]any{"input": map[string]any{"task": o.task, "observation": map[string]any{
 		"images": o.images(),
 		"state":  npRaw{"<f4", []int{len(o.state)}, f32Bytes(o.state)},
@@ -105,7 +105,7 @@ func (o testObservation) msgpackEnvelope(t *testing.T, runtime map[string]any) [
 }
 
 // bareObservation is the same observation as an OpenPI client sends it (SGLang's adapter keys).
-func (o testObservation) bareObservation(t *testing.T, extra map[string]any) map[string]any {
+func (o testObservation) bareObservation(t testing.TB, extra map[string]any) map[string]any {
 	obs := map[string]any{"task": o.task, "observation.state": npRaw{"<f4", []int{len(o.state)}, f32Bytes(o.state)},
 		"noise": npRaw{"<f4", []int{10, 32}, f32Bytes(o.noise)}}
 	for i, n := range o.names {
@@ -117,7 +117,7 @@ func (o testObservation) bareObservation(t *testing.T, extra map[string]any) map
 	return obs
 }
 
-func postBody(t *testing.T, url string, body []byte, header ...string) (int, string, []byte) {
+func postBody(t testing.TB, url string, body []byte, header ...string) (int, string, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -135,7 +135,7 @@ func postBody(t *testing.T, url string, body []byte, header ...string) (int, str
 	return resp.StatusCode, resp.Header.Get("Content-Type"), out
 }
 
-func unpack(t *testing.T, b []byte) map[string]any {
+func unpack(t testing.TB, b []byte) map[string]any {
 	t.Helper()
 	v, rest, err := msgp.ReadIntfBytes(b)
 	if err != nil || len(rest) != 0 {

@@ -35,7 +35,7 @@ func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Serv
 }
 
 // startPI05 serves the tiny checkpoint; the websockets are ended before the server is closed.
-func startPI05(t *testing.T, overrides map[string]string) (*httptest.Server, *PI05) {
+func startPI05(t testing.TB, overrides map[string]string) (*httptest.Server, *PI05) {
 	t.Helper()
 	env := map[string]string{}
 	for k, v := range pi05TestEnv {
@@ -61,7 +61,7 @@ func startPI05(t *testing.T, overrides map[string]string) (*httptest.Server, *PI
 }
 
 // pi05Frame is a w x h frame as a base64 PNG and as the HxWx3 array SGLang clients send.
-func pi05Frame(t *testing.T, w, h, salt int) (string, [][][3]int) {
+func pi05Frame(t testing.TB, w, h, salt int) (string, [][][3]int) {
 	t.Helper()
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
 	arr := make([][][3]int, h)

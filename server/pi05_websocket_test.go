@@ -18,7 +18,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-func dialWS(t *testing.T, url string) *websocket.Conn {
+func dialWS(t testing.TB, url string) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -31,14 +31,14 @@ func dialWS(t *testing.T, url string) *websocket.Conn {
 	return conn
 }
 
-func readWS(t *testing.T, conn *websocket.Conn) (websocket.MessageType, []byte, error) {
+func readWS(t testing.TB, conn *websocket.Conn) (websocket.MessageType, []byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return conn.Read(ctx)
 }
 
-func readMsgpackFrame(t *testing.T, conn *websocket.Conn) map[string]any {
+func readMsgpackFrame(t testing.TB, conn *websocket.Conn) map[string]any {
 	t.Helper()
 	typ, b, err := readWS(t, conn)
 	if err != nil {

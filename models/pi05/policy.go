@@ -261,7 +261,7 @@ func (p *Policy) Run(ctx context.Context, in *Prepared) (*Result, error) {
 	}
 	t2 := time.Now()
 	h := p.Server.ActionHorizon
-	flat, err := p.prog.ExpertGuided(p.slab, in.Noise, h, in.Steps, in.Guide)
+	flat, err := p.prog.ExpertGuided(p.slab, in.Noise, h, in.Steps, (*native.Pi05Guide)(in.Guide))
 	if err != nil {
 		return nil, err
 	}

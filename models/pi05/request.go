@@ -5,8 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-
-	"github.com/ttmodel/tt-model/native"
 )
 
 // Request is one inference request after the HTTP layer decoded it.
@@ -51,9 +49,9 @@ type Prepared struct {
 	Prompt        Prompt
 	ImagesUsed    int
 	ImagesPadded  int
-	OriginalSizes [][2]int          // [H, W] of each sent image
-	StateBins     []int             // the discretized state in the prompt ("" when tokens were sent)
-	Guide         *native.Pi05Guide // real-time chunking in model space; nil = none
+	OriginalSizes [][2]int // [H, W] of each sent image
+	StateBins     []int    // the discretized state in the prompt ("" when tokens were sent)
+	Guide         *Guide   // real-time chunking in model space; nil = none
 	PrefixCache   bool
 }
 

@@ -1,10 +1,6 @@
 package pi05
 
-import (
-	"math"
-
-	"github.com/ttmodel/tt-model/native"
-)
+import "math"
 
 // lerobot's RTCConfig defaults (policies/rtc/configuration_rtc.py).
 const (
@@ -25,6 +21,13 @@ type RTC struct {
 	InferenceDelay     int     // d >= 0
 	ExecutionHorizon   int     // H >= 1; 0 = DefaultExecutionHorizon (capped at the chunk)
 	MaxGuidance        float32 // > 0; 0 = DefaultMaxGuidance
+}
+
+// Guide is real-time chunking as the EXPERT loop takes it (pi05.h, pi05_guide): Prev and Weights are
+// [horizon][ActionDim] in model space; a weight of 0 leaves that value unguided.
+type Guide struct {
+	Prev, Weights []float32
+	MaxGuidance   float32
 }
 
 // RTCWeights is lerobot's LINEAR prefix schedule over total rows: 1 for the first min(delay,
@@ -61,7 +64,7 @@ func linspace10(steps int) []float32 {
 // guide turns the request's RTC into the kernels' guide: the leftover normalized back to model
 // space and zero-padded to [horizon][ActionDim], the schedule on the columns the client sent (the
 // padding columns it did not send are left unguided). A *RequestError names the bad field.
-func (p *Policy) guide(r *RTC, horizon int) (*native.Pi05Guide, error) {
+func (p *Policy) guide(r *RTC, horizon int) (*Guide, error) {
 	ad := p.Dims.ActionDim
 	if r.PrevRows < 1 || r.PrevRows > horizon || r.PrevCols < 1 || r.PrevCols > ad || len(r.Prev) != r.PrevRows*r.PrevCols {
 		return nil, badField("rtc.prev_chunk_left_over", "shape [%d, %d] with %d values, want 1..%d rows (the chunk) of 1..%d columns",
@@ -92,7 +95,7 @@ func (p *Policy) guide(r *RTC, horizon int) (*native.Pi05Guide, error) {
 		rows[i] = append([]float32(nil), r.Prev[i*r.PrevCols:(i+1)*r.PrevCols]...)
 	}
 	p.Norm.NormalizeActions(rows)
-	g := &native.Pi05Guide{Prev: make([]float32, horizon*ad), Weights: make([]float32, horizon*ad), MaxGuidance: maxG}
+	g := &Guide{Prev: make([]float32, horizon*ad), Weights: make([]float32, horizon*ad), MaxGuidance: maxG}
 	for i, row := range rows {
 		copy(g.Prev[i*ad:], row)
 	}
