@@ -534,24 +534,22 @@ func walkNested(b []byte, key string, depth int, shape *[]int, leaf func([]byte)
 
 // ---- writing ----
 
-// npFloat32 is a float32 array written as a msgpack-numpy ndarray ("<f4", C order).
-type npFloat32 struct {
-	data  []float32
+// npArray is an array written as a msgpack-numpy ndarray: BIN keys, data in C order.
+type npArray struct {
+	dtype string
 	shape []int
+	data  []byte
 }
 
 // MarshalMsg implements msgp.Marshaler, so msgp.AppendIntf writes it inside any map.
-func (a npFloat32) MarshalMsg(b []byte) ([]byte, error) {
+func (a npArray) MarshalMsg(b []byte) ([]byte, error) {
 	b = msgp.AppendMapHeader(b, 4)
 	b = msgp.AppendBytes(b, []byte("__ndarray__"))
 	b = msgp.AppendBool(b, true)
 	b = msgp.AppendBytes(b, []byte("data"))
-	b = msgp.AppendBytesHeader(b, uint32(4*len(a.data)))
-	for _, v := range a.data {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
+	b = msgp.AppendBytes(b, a.data)
 	b = msgp.AppendBytes(b, []byte("dtype"))
-	b = msgp.AppendString(b, "<f4")
+	b = msgp.AppendString(b, a.dtype)
 	b = msgp.AppendBytes(b, []byte("shape"))
 	b = msgp.AppendArrayHeader(b, uint32(len(a.shape)))
 	for _, s := range a.shape {
@@ -560,20 +558,29 @@ func (a npFloat32) MarshalMsg(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// matrixArray flattens rows of equal length into an [rows, cols] ndarray.
-func matrixArray(rows [][]float32) npFloat32 {
+// float32Array is values as a "<f4" ndarray of the given shape.
+func float32Array(values []float32, shape ...int) npArray {
+	data := make([]byte, 0, 4*len(values))
+	for _, v := range values {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+	}
+	return npArray{dtype: "<f4", shape: shape, data: data}
+}
+
+// matrixArray is rows of equal length as an [rows, cols] float32 ndarray.
+func matrixArray(rows [][]float32) npArray {
 	cols := 0
 	if len(rows) > 0 {
 		cols = len(rows[0])
 	}
-	a := npFloat32{data: make([]float32, 0, len(rows)*cols), shape: []int{len(rows), cols}}
+	flat := make([]float32, 0, len(rows)*cols)
 	for _, r := range rows {
-		a.data = append(a.data, r...)
+		flat = append(flat, r...)
 	}
-	return a
+	return float32Array(flat, len(rows), cols)
 }
 
-// packMsgpack encodes a response value (maps, lists, numbers, strings, npFloat32).
+// packMsgpack encodes a response value (maps, lists, numbers, strings, npArray).
 func packMsgpack(v any) ([]byte, error) {
 	return msgp.AppendIntf(make([]byte, 0, 1024), v)
 }

@@ -12,29 +12,6 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-// npRaw is a test ndarray of any dtype, written as openpi_client.msgpack_numpy.pack_array does.
-type npRaw struct {
-	dtype string
-	shape []int
-	data  []byte
-}
-
-func (a npRaw) MarshalMsg(b []byte) ([]byte, error) {
-	b = msgp.AppendMapHeader(b, 4)
-	b = msgp.AppendBytes(b, []byte("__ndarray__"))
-	b = msgp.AppendBool(b, true)
-	b = msgp.AppendBytes(b, []byte("data"))
-	b = msgp.AppendBytes(b, a.data)
-	b = msgp.AppendBytes(b, []byte("dtype"))
-	b = msgp.AppendString(b, a.dtype)
-	b = msgp.AppendBytes(b, []byte("shape"))
-	b = msgp.AppendArrayHeader(b, uint32(len(a.shape)))
-	for _, s := range a.shape {
-		b = msgp.AppendInt(b, s)
-	}
-	return b, nil
-}
-
 // npScalar is a numpy scalar ({__npgeneric__: true, data: item, dtype}).
 type npScalar struct {
 	dtype string
@@ -141,7 +118,7 @@ func TestMsgpackNumpyDtypes(t *testing.T) {
 					want[i] = float64(float32(v))
 				}
 			}
-			body := mustPack(t, map[string]any{"x": npRaw{tc.dtype, []int{1, 3}, encodeItems(t, tc.dtype, tc.vals)}})
+			body := mustPack(t, map[string]any{"x": npArray{tc.dtype, []int{1, 3}, encodeItems(t, tc.dtype, tc.vals)}})
 			m, err := readMap(body, "", 0)
 			if err != nil {
 				t.Fatal(err)
@@ -170,7 +147,7 @@ func TestMsgpackNumpyDtypes(t *testing.T) {
 // The float32 arrays the server writes read back bit for bit (including NaN payloads and -0).
 func TestMsgpackFloat32RoundTrip(t *testing.T) {
 	vals := []float32{0, float32(math.Copysign(0, -1)), 1.5, -3.25e-38, math.MaxFloat32, math.Float32frombits(0x7fc00001)}
-	body := mustPack(t, map[string]any{"actions": npFloat32{data: vals, shape: []int{2, 3}}})
+	body := mustPack(t, map[string]any{"actions": float32Array(vals, 2, 3)})
 	m, err := readMap(body, "", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +196,7 @@ func TestMsgpackMalformed(t *testing.T) {
 		return append(b, value...)
 	}
 	nd := func(dtype string, shape []int, data []byte) []byte {
-		return mustPack(t, map[string]any{"state": npRaw{dtype, shape, data}})
+		return mustPack(t, map[string]any{"state": npArray{dtype, shape, data}})
 	}
 	for _, tc := range []struct {
 		name string
@@ -282,8 +259,8 @@ func TestMsgpackMalformed(t *testing.T) {
 // Arbitrary bytes never panic the readers; whatever decodes is consistent.
 func FuzzMsgpackNumpy(f *testing.F) {
 	f.Add([]byte{0x81, 0xa1, 'x', 0x93, 1, 2, 3})
-	f.Add(mustPack(f, map[string]any{"x": npRaw{"<f4", []int{2}, make([]byte, 8)}}))
-	f.Add(mustPack(f, map[string]any{"x": npRaw{"|u1", []int{2, 2, 3}, make([]byte, 12)}}))
+	f.Add(mustPack(f, map[string]any{"x": npArray{"<f4", []int{2}, make([]byte, 8)}}))
+	f.Add(mustPack(f, map[string]any{"x": npArray{"|u1", []int{2, 2, 3}, make([]byte, 12)}}))
 	f.Add(mustPack(f, map[string]any{"x": []any{[]any{[]any{1, 2, 3}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := readMap(b, "", 0)

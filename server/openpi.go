@@ -22,25 +22,13 @@ func (m *PI05) openpi(w http.ResponseWriter, r *http.Request, rec Recorder) {
 }
 
 func (m *PI05) openpiFrame(ctx context.Context, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError) {
-	start := time.Now()
-	ar, aerr := m.decodeActionMsgpack(frame, true)
-	if aerr != nil {
-		return nil, aerr
-	}
-	inf, aerr := m.act(ctx, start, ar, rec)
-	if aerr != nil {
-		return nil, aerr
-	}
-	out := map[string]any{
-		"actions":       actionValues(inf.res.Actions, ar.numpyOut()),
-		"policy_timing": map[string]float64{"infer_ms": ms(inf.inferenceTime())},
-		"server_timing": serverTiming(time.Since(start), prevTotal),
-	}
-	b, err := packMsgpack(out)
-	if err != nil {
-		return nil, &apiError{http.StatusInternalServerError, "cannot encode response: " + err.Error()}
-	}
-	return b, nil
+	return m.actOnFrame(ctx, frame, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
+		return map[string]any{
+			"actions":       actionValues(inf.res.Actions, ar.numpyOut()),
+			"policy_timing": map[string]float64{"infer_ms": ms(inf.inferenceTime())},
+			"server_timing": serverTiming(time.Since(start), prevTotal),
+		}
+	})
 }
 
 // healthz is OpenPI's health check: 200 "OK\n" once the policy is loaded.

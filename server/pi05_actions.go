@@ -345,7 +345,7 @@ func (m *PI05) actionMetadata() map[string]any {
 		"output": map[string]any{"action_type": "continuous", "action_horizon": m.srv.ActionHorizon,
 			"action_dim": p.Config.ActionDim(), "padded_action_dim": p.Dims.ActionDim, "dtype": "float32"},
 		"defaults": map[string]any{"num_inference_steps": m.srv.NumSteps, "action_horizon": m.srv.ActionHorizon,
-			"response_format": "envelope", "output_format": "list (numpy for msgpack)", "prefix_cache": prefixDefault, "cuda_graph": false},
+			"response_format": "envelope", "output_format": map[string]string{"json": "list", "msgpack": "numpy"}, "prefix_cache": prefixDefault, "cuda_graph": false},
 		"formats": []string{"application/json", "application/msgpack"},
 		"capabilities": map[string]any{"exact_prefix_cache": p.Cache != nil, "cuda_graph": false, "realtime_websocket": true,
 			"openpi_websocket": true, "batch_inputs": false, "multiple_candidates": false, "real_time_chunking": true},

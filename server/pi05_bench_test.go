@@ -23,17 +23,7 @@ import (
 // Run it on a quiet machine: docs/PERFORMANCE.md.
 func BenchmarkPI05Protocols(b *testing.B) {
 	ts, m := startPI05(b, map[string]string{"PI05_NUM_IMAGES": "3"})
-	o := testObservation{task: "pick up the block", state: []float32{0.1, -0.2, 0.3}}
-	for i, n := range []string{"base", "left", "right"} {
-		pix := make([]uint8, 224*224*3)
-		for j := range pix {
-			pix[j] = uint8(j*7 + i*31)
-		}
-		o.names, o.frames, o.h, o.w = append(o.names, n), append(o.frames, pix), append(o.h, 224), append(o.w, 224)
-	}
-	for i := range 10 * 32 {
-		o.noise = append(o.noise, float32(i%5)/5)
-	}
+	o := benchObservation()
 	req := pi05.Request{Prompt: o.task, State: o.state, Noise: o.noise, NoiseRows: 10, NoiseCols: 32}
 	for i := range o.frames {
 		req.Images = append(req.Images, pi05.RGB{H: 224, W: 224, Pix: o.frames[i]})
@@ -127,6 +117,22 @@ func BenchmarkPI05PrefixCache(b *testing.B) {
 	})
 }
 
+// benchObservation has three 224x224 frames, the size robot cameras send.
+func benchObservation() testObservation {
+	o := testObservation{task: "pick up the block", state: []float32{0.1, -0.2, 0.3}}
+	for i, n := range []string{"base", "left", "right"} {
+		pix := make([]uint8, 224*224*3)
+		for j := range pix {
+			pix[j] = uint8(j*7 + i*31)
+		}
+		o.names, o.frames, o.h, o.w = append(o.names, n), append(o.frames, pix), append(o.h, 224), append(o.w, 224)
+	}
+	for i := range 10 * 32 {
+		o.noise = append(o.noise, float32(i%5)/5)
+	}
+	return o
+}
+
 func median(v []float64) float64 {
 	slices.Sort(v)
 	return v[len(v)/2]
@@ -149,17 +155,7 @@ func postOK(t testing.TB, url string, body []byte, header ...string) error {
 //	go test ./server -run '^$' -bench PI05DecodeActions
 func BenchmarkPI05DecodeActions(b *testing.B) {
 	_, m := startPI05(b, map[string]string{"PI05_NUM_IMAGES": "3"})
-	o := testObservation{task: "pick up the block", state: []float32{0.1}}
-	for i, n := range []string{"base", "left", "right"} {
-		pix := make([]uint8, 224*224*3)
-		for j := range pix {
-			pix[j] = uint8(j*7 + i*31)
-		}
-		o.names, o.frames, o.h, o.w = append(o.names, n), append(o.frames, pix), append(o.h, 224), append(o.w, 224)
-	}
-	for i := range 10 * 32 {
-		o.noise = append(o.noise, float32(i%5)/5)
-	}
+	o := benchObservation()
 	jsonBody, mpBody := []byte(o.jsonBody("")), o.msgpackEnvelope(b, nil)
 	b.Run("json", func(b *testing.B) {
 		b.SetBytes(int64(len(jsonBody)))

@@ -75,18 +75,10 @@ func (o testObservation) jsonBody(runtimeJSON string) string {
 	return string(b)
 }
 
-func f32Bytes(v []float32) []byte {
-	var b []byte
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
-}
-
 func (o testObservation) images() map[string]any {
 	images := map[string]any{}
 	for i, n := range o.names {
-		images[n] = npRaw{"|u1", []int{o.h[i], o.w[i], 3}, o.frames[i]}
+		images[n] = npArray{"|u1", []int{o.h[i], o.w[i], 3}, o.frames[i]}
 	}
 	return images
 }
@@ -95,8 +87,8 @@ func (o testObservation) images() map[string]any {
 func (o testObservation) msgpackEnvelope(t testing.TB, runtime map[string]any) []byte {
 	body := map[string]any{"input": map[string]any{"task": o.task, "observation": map[string]any{
 		"images": o.images(),
-		"state":  npRaw{"<f4", []int{len(o.state)}, f32Bytes(o.state)},
-		"noise":  npRaw{"<f4", []int{10, 32}, f32Bytes(o.noise)},
+		"state":  float32Array(o.state, len(o.state)),
+		"noise":  float32Array(o.noise, 10, 32),
 	}}}
 	if runtime != nil {
 		body["runtime"] = runtime
@@ -106,10 +98,10 @@ func (o testObservation) msgpackEnvelope(t testing.TB, runtime map[string]any) [
 
 // bareObservation is the same observation as an OpenPI client sends it (SGLang's adapter keys).
 func (o testObservation) bareObservation(t testing.TB, extra map[string]any) map[string]any {
-	obs := map[string]any{"task": o.task, "observation.state": npRaw{"<f4", []int{len(o.state)}, f32Bytes(o.state)},
-		"noise": npRaw{"<f4", []int{10, 32}, f32Bytes(o.noise)}}
+	obs := map[string]any{"task": o.task, "observation.state": float32Array(o.state, len(o.state)),
+		"noise": float32Array(o.noise, 10, 32)}
 	for i, n := range o.names {
-		obs["observation.images."+n] = npRaw{"|u1", []int{o.h[i], o.w[i], 3}, o.frames[i]}
+		obs["observation.images."+n] = npArray{"|u1", []int{o.h[i], o.w[i], 3}, o.frames[i]}
 	}
 	for k, v := range extra {
 		obs[k] = v
@@ -273,12 +265,12 @@ func TestPI05MsgpackBadBodies(t *testing.T) {
 		{"truncated", o.msgpackEnvelope(t, nil)[:500], "truncated msgpack"},
 		{"1 GB frame", gigabyte, "observation.images.base: truncated"},
 		{"depth bomb", deep, "nested deeper than 32"},
-		{"NaN state", obs("observation.state", npRaw{"<f4", []int{2}, f32Bytes(nanState)}), "observation.state: state[1] is NaN"},
-		{"frame shape", obs("observation.images.base", npRaw{"|u1", []int{4, 4}, make([]byte, 16)}), "observation.images.base: shape [4 4]"},
-		{"frame dtype", obs("observation.images.base", npRaw{"<i4", []int{2, 2, 3}, make([]byte, 48)}), "observation.images.base: dtype <i4"},
-		{"float frame out of range", obs("observation.images.base", npRaw{"<f4", []int{1, 1, 3}, f32Bytes([]float32{0, 2, 0})}), "float frames must lie in [0, 1]"},
-		{"noise shape", obs("noise", npRaw{"<f4", []int{320}, f32Bytes(o.noise)}), "noise: want a [horizon, action_dim] array"},
-		{"unknown camera", mustPack(t, map[string]any{"task": "x", "images": map[string]any{"cam_high": npRaw{"|u1", []int{3, 2, 2}, make([]byte, 12)}, "observation/image": 1}}), ""},
+		{"NaN state", obs("observation.state", float32Array(nanState, 2)), "observation.state: state[1] is NaN"},
+		{"frame shape", obs("observation.images.base", npArray{"|u1", []int{4, 4}, make([]byte, 16)}), "observation.images.base: shape [4 4]"},
+		{"frame dtype", obs("observation.images.base", npArray{"<i4", []int{2, 2, 3}, make([]byte, 48)}), "observation.images.base: dtype <i4"},
+		{"float frame out of range", obs("observation.images.base", float32Array([]float32{0, 2, 0}, 1, 1, 3)), "float frames must lie in [0, 1]"},
+		{"noise shape", obs("noise", float32Array(o.noise, 320)), "noise: want a [horizon, action_dim] array"},
+		{"unknown camera", mustPack(t, map[string]any{"task": "x", "images": map[string]any{"cam_high": npArray{"|u1", []int{3, 2, 2}, make([]byte, 12)}, "observation/image": 1}}), ""},
 		{"no frames", mustPack(t, map[string]any{"task": "x"}), "images: no camera frame"},
 		{"numpy to JSON", mustPack(t, map[string]any{"input": map[string]any{}, "runtime": map[string]any{"output_format": "numpy"}}), ""},
 		{"prefix_cache", mustPack(t, map[string]any{"input": map[string]any{}, "runtime": map[string]any{"prefix_cache": "sometimes"}}), "runtime.prefix_cache"},

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -85,25 +84,12 @@ func pi05Frame(t testing.TB, w, h, salt int) (string, [][][3]int) {
 
 func postJSON(t *testing.T, url, body string, header ...string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	status, _, raw := postBody(t, url, []byte(body), append([]string{"Content-Type", "application/json"}, header...)...)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("status %d, body %q is not a JSON object", resp.StatusCode, raw)
+		t.Fatalf("status %d, body %q is not a JSON object", status, raw)
 	}
-	return resp.StatusCode, out
+	return status, out
 }
 
 func matrix(t *testing.T, v any) [][]float64 {

@@ -180,6 +180,16 @@ func (m *PI05) realtime(w http.ResponseWriter, r *http.Request, rec Recorder) {
 }
 
 func (m *PI05) realtimeFrame(ctx context.Context, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError) {
+	return m.actOnFrame(ctx, frame, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
+		out := m.envelope(ar, inf, start)
+		out["server_timing"] = serverTiming(time.Since(start), prevTotal)
+		return out
+	})
+}
+
+// actOnFrame decodes one websocket frame as an action request (msgpack out), runs it and packs the
+// reply that reply builds.
+func (m *PI05) actOnFrame(ctx context.Context, frame []byte, rec Recorder, reply func(*actionRequest, *inference, time.Time) map[string]any) ([]byte, *apiError) {
 	start := time.Now()
 	ar, aerr := m.decodeActionMsgpack(frame, true)
 	if aerr != nil {
@@ -189,9 +199,7 @@ func (m *PI05) realtimeFrame(ctx context.Context, frame []byte, prevTotal time.D
 	if aerr != nil {
 		return nil, aerr
 	}
-	out := m.envelope(ar, inf, start)
-	out["server_timing"] = serverTiming(time.Since(start), prevTotal)
-	b, err := packMsgpack(out)
+	b, err := packMsgpack(reply(ar, inf, start))
 	if err != nil {
 		return nil, &apiError{http.StatusInternalServerError, "cannot encode response: " + err.Error()}
 	}

@@ -131,7 +131,7 @@ func TestPI05OpenPIWebsocket(t *testing.T) {
 					t.Errorf("reply %d without policy_timing", k)
 				}
 			}
-			nan := npRaw{"<f4", []int{2}, f32Bytes([]float32{0.5, float32(math.NaN())})}
+			nan := float32Array([]float32{0.5, float32(math.NaN())}, 2)
 			send(t, conn, websocket.MessageBinary, mustPack(t, o.bareObservation(t, map[string]any{"observation.state": nan})))
 			expectErrorClose(t, conn, "observation.state: state[1] is NaN", openpiCloseReason)
 		})
