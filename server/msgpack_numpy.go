@@ -494,38 +494,50 @@ func readNumbers(raw []byte, key string, max int) (numbers, error) {
 	return numbers{vals: []float64{v}}, err
 }
 
-// readNested walks nested lists of equal lengths (shape is filled on the way down and checked after),
+// readNested walks nested lists of equal lengths (shape is filled on the way down, then checked),
 // calling leaf on each innermost element; leaf returns the bytes after the element.
 func readNested(raw []byte, key string, depth int, shape *[]int, leaf func([]byte) ([]byte, error)) error {
-	_, err := walkNested(raw, key, depth, shape, leaf)
+	w := nestedWalk{key: key, shape: shape, leaf: leaf}
+	_, err := w.walk(raw, depth)
 	return err
 }
 
-func walkNested(b []byte, key string, depth int, shape *[]int, leaf func([]byte) ([]byte, error)) ([]byte, error) {
+type nestedWalk struct {
+	key    string
+	shape  *[]int
+	leaf   func([]byte) ([]byte, error)
+	leaves bool // a value was seen: the shape is complete
+}
+
+func (w *nestedWalk) walk(b []byte, depth int) ([]byte, error) {
 	if depth > 8 {
-		return nil, wireErr(key, "lists nested deeper than 8")
+		return nil, wireErr(w.key, "lists nested deeper than 8")
 	}
+	shape := *w.shape
 	if msgp.NextType(b) != msgp.ArrayType {
-		if depth != len(*shape) {
-			return nil, wireErr(key, "ragged nested lists: a value at depth %d, others at %d", depth, len(*shape))
+		if depth != len(shape) {
+			return nil, wireErr(w.key, "ragged nested lists: a value at depth %d, lists go %d deep", depth, len(shape))
 		}
-		return leaf(b)
+		w.leaves = true
+		return w.leaf(b)
 	}
 	n, rest, err := msgp.ReadArrayHeaderBytes(b)
 	if err != nil {
-		return nil, wireErr(key, "%s", describe(err))
+		return nil, wireErr(w.key, "%s", describe(err))
 	}
 	if uint64(n) > uint64(len(rest)) {
-		return nil, wireErr(key, "list of %d items in %d bytes: truncated", n, len(rest))
+		return nil, wireErr(w.key, "list of %d items in %d bytes: truncated", n, len(rest))
 	}
 	switch {
-	case depth == len(*shape):
-		*shape = append(*shape, int(n))
-	case depth > len(*shape) || (*shape)[depth] != int(n):
-		return nil, wireErr(key, "ragged nested lists: %d items at depth %d, another list there has %d", n, depth, (*shape)[min(depth, len(*shape)-1)])
+	case depth == len(shape) && !w.leaves:
+		*w.shape = append(shape, int(n))
+	case depth >= len(shape):
+		return nil, wireErr(w.key, "ragged nested lists: a list at depth %d, values at depth %d", depth, len(shape))
+	case shape[depth] != int(n):
+		return nil, wireErr(w.key, "ragged nested lists: %d items at depth %d, another list there has %d", n, depth, shape[depth])
 	}
 	for i := uint32(0); i < n; i++ {
-		if rest, err = walkNested(rest, key, depth+1, shape, leaf); err != nil {
+		if rest, err = w.walk(rest, depth+1); err != nil {
 			return nil, err
 		}
 	}

@@ -399,3 +399,28 @@ func TestPI05RealTimeChunkingHTTP(t *testing.T) {
 		}
 	}
 }
+
+// Arbitrary msgpack action bodies (SGLang's request or a bare observation) never panic the decoder;
+// a decoded request's frames are consistent.
+func FuzzPI05MsgpackAction(f *testing.F) {
+	_, m := startPI05(f, nil)
+	o := newTestObservation(f)
+	f.Add(o.msgpackEnvelope(f, nil))
+	f.Add(mustPack(f, o.bareObservation(f, nil)))
+	f.Add(mustPack(f, map[string]any{"prompt": "x", "images": map[string]any{"cam_high": npArray{"|u1", []int{3, 2, 2}, make([]byte, 12)}}, "state": []any{1, 2}}))
+	f.Add(mustPack(f, map[string]any{"observation/image": []any{[]any{[]any{1, 2, 3}}}, "prev_chunk_left_over": []any{[]any{0.5}}, "inference_delay": 1}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ar, aerr := m.decodeActionMsgpack(b, true)
+		if aerr != nil {
+			if aerr.status != http.StatusBadRequest && aerr.status != http.StatusNotFound {
+				t.Fatalf("status %d for a bad body: %s", aerr.status, aerr.detail)
+			}
+			return
+		}
+		for _, img := range ar.req.Images {
+			if len(img.Pix) != 3*img.H*img.W {
+				t.Fatalf("%dx%d frame with %d values", img.H, img.W, len(img.Pix))
+			}
+		}
+	})
+}
