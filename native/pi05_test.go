@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ttmodel/tt-model/internal/pi05golden"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/models/safetensors"
 )
 
@@ -19,76 +20,24 @@ import (
 const pi05Testdata = "../kernels/pi05/testdata"
 
 // pi05Golden is one committed case: inputs and the reference's outputs.
-type pi05Golden struct {
-	name                 string
-	images, noise        []float32
-	camMask, tokMask     []bool
-	tokens               []int32
-	steps, horizon       int
-	imageTokens, pk, pv  []float32 // fp32 reference: valid image tokens, prefix K/V [L][KV][P][hd]
-	actions, actionsBF16 []float32
-	prefixLen            int
-}
+type pi05Golden = pi05golden.Case
 
 func readGolden(t *testing.T, path string) pi05Golden {
 	t.Helper()
-	f, err := safetensors.Open(path)
+	g, err := pi05golden.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	f32 := func(n string) []float32 {
-		v, err := f.Float32(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return append([]float32(nil), v...)
-	}
-	raw := func(n string) []byte {
-		b, err := f.Bytes(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	bools := func(n string) []bool {
-		b := raw(n)
-		out := make([]bool, len(b))
-		for i, v := range b {
-			out[i] = v != 0
-		}
-		return out
-	}
-	i32 := func(n string) []int32 {
-		b := raw(n)
-		out := make([]int32, len(b)/4)
-		for i := range out {
-			out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		return out
-	}
-	g := pi05Golden{name: strings.TrimSuffix(filepath.Base(path), ".safetensors"),
-		images: f32("images"), noise: f32("noise"), camMask: bools("image_masks"), tokMask: bools("token_masks"),
-		tokens: i32("tokens"), steps: int(i32("steps")[0]), imageTokens: f32("image_tokens"),
-		pk: f32("prefix_k"), pv: f32("prefix_v"), actions: f32("actions"), actionsBF16: f32("actions_bf16")}
-	info, _ := f.Info("noise")
-	g.horizon = info.Shape[0]
-	info, _ = f.Info("prefix_k")
-	g.prefixLen = info.Shape[2]
 	return g
 }
 
 func pi05Goldens(t *testing.T) []pi05Golden {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(pi05Testdata, "*.safetensors"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no goldens in %s: %v", pi05Testdata, err)
+	gs, err := pi05golden.ReadDir(pi05Testdata)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out []pi05Golden
-	for _, p := range paths {
-		out = append(out, readGolden(t, p))
-	}
-	return out
+	return gs
 }
 
 // tinyDims reads the tiny checkpoint's config.json (HF key names) over the defaults, as models/pi05
@@ -176,10 +125,10 @@ func loadTiny(t *testing.T, prec Pi05Precision, isa string) *Pi05Model {
 
 func presetFor(g pi05Golden, batch int) Pi05Preset {
 	rows := 64
-	if g.horizon <= 32 {
+	if g.Horizon <= 32 {
 		rows = 32
 	}
-	return Pi05Preset{Cams: len(g.camMask), TextBucket: len(g.tokens), ActionRows: rows, MaxBatch: batch}
+	return Pi05Preset{Cams: len(g.CamMask), TextBucket: len(g.Tokens), ActionRows: rows, MaxBatch: batch}
 }
 
 func maxAbsDiff(a, b []float32) float64 {
@@ -212,13 +161,13 @@ func runGolden(t *testing.T, m *Pi05Model, g pi05Golden) (*Pi05Slab, []float32) 
 		t.Fatal(err)
 	}
 	t.Cleanup(slab.Close)
-	if err := prog.Vision(slab, g.images, g.camMask); err != nil {
+	if err := prog.Vision(slab, g.Images, g.CamMask); err != nil {
 		t.Fatal(err)
 	}
-	if err := prog.Prefix(slab, g.tokens, g.tokMask); err != nil {
+	if err := prog.Prefix(slab, g.Tokens, g.TokMask); err != nil {
 		t.Fatal(err)
 	}
-	act, err := prog.Expert(slab, g.noise, g.horizon, g.steps)
+	act, err := prog.Expert(slab, g.Noise, g.Horizon, g.Steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,24 +181,24 @@ func checkStages(t *testing.T, m *Pi05Model, g pi05Golden, slab *Pi05Slab, act [
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := maxAbsDiff(img, g.imageTokens); d > tol {
+	if d := maxAbsDiff(img, g.ImageTokens); d > tol {
 		t.Errorf("image tokens: max |diff| %.3g > %.g", d, tol)
 	}
-	if slab.PrefixLen() != g.prefixLen {
-		t.Fatalf("prefix length %d, reference %d", slab.PrefixLen(), g.prefixLen)
+	if slab.PrefixLen() != g.PrefixLen {
+		t.Fatalf("prefix length %d, reference %d", slab.PrefixLen(), g.PrefixLen)
 	}
 	d := m.Dims()
-	per := d.KVHeads * g.prefixLen * d.HeadDim
+	per := d.KVHeads * g.PrefixLen * d.HeadDim
 	for l := 0; l < d.Layers; l++ {
 		k, v, err := slab.KV(l)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dk, dv := maxAbsDiff(k, g.pk[l*per:(l+1)*per]), maxAbsDiff(v, g.pv[l*per:(l+1)*per]); dk > tol || dv > tol {
+		if dk, dv := maxAbsDiff(k, g.PrefixK[l*per:(l+1)*per]), maxAbsDiff(v, g.PrefixV[l*per:(l+1)*per]); dk > tol || dv > tol {
 			t.Errorf("layer %d K/V: max |diff| %.3g / %.3g > %.g", l, dk, dv, tol)
 		}
 	}
-	if dd := maxAbsDiff(act, g.actions); dd > tol {
+	if dd := maxAbsDiff(act, g.Actions); dd > tol {
 		t.Errorf("actions: max |diff| %.3g > %.g", dd, tol)
 	} else {
 		t.Logf("actions: max |diff| %.3g vs the fp32 reference", dd)
@@ -275,7 +224,7 @@ func TestPi05ParityFP32(t *testing.T) {
 	for _, pth := range paths {
 		m := loadTiny(t, pth.prec, pth.isa)
 		for _, g := range goldens {
-			t.Run(fmt.Sprintf("%s-%s/%s", pth.prec, m.ISA(), g.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s-%s/%s", pth.prec, m.ISA(), g.Name), func(t *testing.T) {
 				slab, act := runGolden(t, m, g)
 				checkStages(t, m, g, slab, act, 1e-4)
 			})
@@ -297,12 +246,12 @@ func TestPi05ParityBF16(t *testing.T) {
 	for _, isa := range isas {
 		m := loadTiny(t, Pi05BF16, isa)
 		for _, g := range goldens {
-			t.Run(fmt.Sprintf("%s/%s", m.ISA(), g.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s", m.ISA(), g.Name), func(t *testing.T) {
 				_, act := runGolden(t, m, g)
-				if d := maxAbsDiff(act, g.actionsBF16); d > 2e-2 {
+				if d := maxAbsDiff(act, g.ActionsBF16); d > 2e-2 {
 					t.Errorf("actions: max |diff| %.3g > 2e-2 vs the bf16 reference", d)
 				} else {
-					t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.actions))
+					t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.Actions))
 				}
 			})
 		}
@@ -314,11 +263,11 @@ func TestPi05ParityBF16(t *testing.T) {
 func TestPi05ExpertBatch(t *testing.T) {
 	var base pi05Golden
 	for _, g := range pi05Goldens(t) {
-		if g.name == "c2_t50_h50_s5" {
+		if g.Name == "c2_t50_h50_s5" {
 			base = g
 		}
 	}
-	if base.name == "" {
+	if base.Name == "" {
 		t.Fatal("golden c2_t50_h50_s5 missing")
 	}
 	for _, prec := range []Pi05Precision{Pi05Ref, Pi05BF16} {
@@ -337,29 +286,29 @@ func TestPi05ExpertBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			img := append([]float32(nil), base.images...)
+			img := append([]float32(nil), base.Images...)
 			for i := range img {
 				img[i] *= 1 - 0.2*float32(r)
 			}
-			tok, mask := append([]int32(nil), base.tokens...), append([]bool(nil), base.tokMask...)
+			tok, mask := append([]int32(nil), base.Tokens...), append([]bool(nil), base.TokMask...)
 			for i := 0; i < 10*r; i++ { // request r drops its last 10r real tokens
 				mask[30-i] = false
 			}
-			if err := prog.Vision(s, img, base.camMask); err != nil {
+			if err := prog.Vision(s, img, base.CamMask); err != nil {
 				t.Fatal(err)
 			}
 			if err := prog.Prefix(s, tok, mask); err != nil {
 				t.Fatal(err)
 			}
 			slabs = append(slabs, s)
-			for _, v := range base.noise {
+			for _, v := range base.Noise {
 				noise = append(noise, v*(1+0.1*float32(r)))
 			}
 		}
-		per := base.horizon * m.Dims().ActionDim
+		per := base.Horizon * m.Dims().ActionDim
 		var single []float32
 		for r, s := range slabs {
-			a, err := prog.Expert(s, noise[r*per:(r+1)*per], base.horizon, base.steps)
+			a, err := prog.Expert(s, noise[r*per:(r+1)*per], base.Horizon, base.Steps)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -368,7 +317,7 @@ func TestPi05ExpertBatch(t *testing.T) {
 		if maxAbsDiff(single[:per], single[per:2*per]) == 0 {
 			t.Fatal("requests 0 and 1 gave the same actions: the test inputs do not differ")
 		}
-		exact, err := prog.ExpertBatch(slabs, noise, base.horizon, base.steps, false)
+		exact, err := prog.ExpertBatch(slabs, noise, base.Horizon, base.Steps, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,10 +335,10 @@ func TestPi05ExpertBatch(t *testing.T) {
 		if err := cp.CopyFrom(slabs[1]); err != nil {
 			t.Fatal(err)
 		}
-		if a, err := prog.Expert(cp, noise[per:2*per], base.horizon, base.steps); err != nil || maxAbsDiff(a, single[per:2*per]) != 0 {
+		if a, err := prog.Expert(cp, noise[per:2*per], base.Horizon, base.Steps); err != nil || maxAbsDiff(a, single[per:2*per]) != 0 {
 			t.Fatalf("%s: copied slab: err %v, max |diff| %.3g", prec, err, maxAbsDiff(a, single[per:2*per]))
 		}
-		packed, err := prog.ExpertBatch(slabs, noise, base.horizon, base.steps, true)
+		packed, err := prog.ExpertBatch(slabs, noise, base.Horizon, base.Steps, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -505,7 +454,7 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 	defer f.Close()
 	var g pi05Golden
 	for _, c := range pi05Goldens(t) {
-		if c.name == "c3_mid_masked_t100_h20_s10" {
+		if c.Name == "c3_mid_masked_t100_h20_s10" {
 			g = c
 		}
 	}
@@ -557,7 +506,7 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 		_, err := m.SetTensor(name, "F32", shape, buf[1:])
 		return err
 	})
-	if d := maxAbsDiff(misaligned, g.actions); d > 1e-4 {
+	if d := maxAbsDiff(misaligned, g.Actions); d > 1e-4 {
 		t.Errorf("misaligned F32 checkpoint (fast fp32 path, packed in place): max |diff| %.3g from the reference", d)
 	}
 }
@@ -567,18 +516,18 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 func TestPi05StepCountChanges(t *testing.T) {
 	var g pi05Golden
 	for _, c := range pi05Goldens(t) {
-		if c.name == "c1_t20_h50_s10" {
+		if c.Name == "c1_t20_h50_s10" {
 			g = c
 		}
 	}
 	m := loadTiny(t, Pi05BF16, "")
 	slab, ten := runGolden(t, m, g) // 10 steps on a fresh program
 	prog := slab.p
-	five, err := prog.Expert(slab, g.noise, g.horizon, 5)
+	five, err := prog.Expert(slab, g.Noise, g.Horizon, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := prog.Expert(slab, g.noise, g.horizon, 10)
+	again, err := prog.Expert(slab, g.Noise, g.Horizon, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +535,7 @@ func TestPi05StepCountChanges(t *testing.T) {
 		t.Errorf("10 steps after 5: max |diff| %.3g from the first 10-step call", maxAbsDiff(again, ten))
 	}
 	g5 := g
-	g5.steps = 5
+	g5.Steps = 5
 	_, fresh5 := runGolden(t, m, g5)
 	if maxAbsDiff(five, fresh5) != 0 {
 		t.Errorf("5 steps after 10: max |diff| %.3g from a fresh program", maxAbsDiff(five, fresh5))
@@ -631,7 +580,7 @@ func TestPi05ExternalGolden(t *testing.T) {
 		slab, act := runGolden(t, m, g)
 		if prec == Pi05F32 {
 			checkStages(t, m, g, slab, act, 1e-3)
-		} else if dd := maxAbsDiff(act, g.actionsBF16); dd > 2e-2 {
+		} else if dd := maxAbsDiff(act, g.ActionsBF16); dd > 2e-2 {
 			t.Errorf("bf16 actions: max |diff| %.3g > 2e-2", dd)
 		} else {
 			t.Logf("bf16 actions: max |diff| %.3g vs the bf16 reference", dd)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ttmodel/tt-model/models/pi05"
 	"github.com/ttmodel/tt-model/native"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // PI05MaxBodyBytes bounds a pi0.5 request: four 640x480 frames as JSON arrays are about 15 MB.
@@ -141,7 +142,7 @@ func (m *PI05) ModelCards() []ModelCard {
 }
 
 // Info is the body of GET /info.
-func (m *PI05) Info() any {
+func (m *PI05) Info() map[string]any {
 	p, dir := m.current()
 	presets := []map[string]any{}
 	for _, b := range pi05.PromptBuckets(m.srv.NumImages) {
@@ -158,7 +159,6 @@ func (m *PI05) Info() any {
 		"presets":  presets,
 		"weights":  map[string]any{"dir": nilIfEmpty(dir), "revision": nilIfEmpty(m.srv.Revision)},
 		"hardware": "cpu",
-		"routes":   m.routePaths(),
 		"server":   map[string]any{"name": "tt-model-server", "version": m.opts.Version},
 	}
 	if p != nil {
@@ -179,27 +179,13 @@ func (m *PI05) Info() any {
 	return info
 }
 
-// routePaths lists the paths the server answers for this model, the common ones first.
-func (m *PI05) routePaths() []string {
-	paths := []string{"/health", "/info", "/v1/models", "/metrics"}
-	for _, r := range m.Routes() {
-		paths = append(paths, r.Path)
-	}
-	return paths
-}
-
-// Routes are the model endpoints.
+// Routes binds the pi0.5 routes of the route table (api.ModelRoutes) to their handlers.
 func (m *PI05) Routes() []Route {
-	return []Route{
-		{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, Handler: m.predict},
-		{Method: http.MethodPost, Path: "/v1/actions/generations", Name: "actions_generations", Counts: true, Handler: m.generate},
-		{Method: http.MethodGet, Path: "/v1/actions/metadata", Name: "actions_metadata", Handler: m.metadata},
-		{Method: http.MethodGet, Path: "/v1/actions/realtime", Name: "actions_realtime", Stream: true, Handler: m.realtime},
-		{Method: http.MethodGet, Path: "/openpi/policy", Name: "openpi_policy", Stream: true, Handler: m.openpi},
-		// Stock OpenPI clients (WebsocketClientPolicy(host, port)) connect to the root path.
-		{Method: http.MethodGet, Path: "/", Name: "openpi_policy_root", Stream: true, Handler: m.openpi},
-		{Method: http.MethodGet, Path: "/healthz", Name: "openpi_healthz", Handler: m.healthz},
-	}
+	return bindRoutes(api.KindPI05, map[string]RouteHandler{
+		"predict": m.predict, "actions_generations": m.generate, "actions_metadata": m.metadata,
+		"actions_realtime": m.realtime, "openpi_policy": m.openpi, "openpi_policy_root": m.openpi,
+		"openpi_healthz": m.healthz,
+	})
 }
 
 // apiError is an HTTP error with its status.

@@ -22,13 +22,12 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
 	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/server"
+	"github.com/ttmodel/tt-model/server/api"
 )
-
-// version is stamped by the builder (-ldflags "-X main.version=…").
-var version = "0.1.0"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -61,7 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	if *showVersion {
-		fmt.Fprintln(stdout, "tt-model-server", version)
+		fmt.Fprintln(stdout, "tt-model-server", version.Version)
 		return 0
 	}
 	if err := cfg.resolve(getenv, *level); err != nil {
@@ -125,7 +124,7 @@ func (c *config) print(w io.Writer) {
 	if model == "" {
 		model = "chosen at start (" + c.kindErr + ")"
 	}
-	fmt.Fprintf(w, "tt-model-server %s\n", version)
+	fmt.Fprintf(w, "tt-model-server %s\n", version.Version)
 	fmt.Fprintf(w, "model:     %s\n", model)
 	fmt.Fprintf(w, "listen:    %s\n", net.JoinHostPort(c.host, c.port))
 	fmt.Fprintf(w, "precision: %s (RFDETR_PRECISION)\n", c.precision)
@@ -137,14 +136,14 @@ func (c *config) print(w io.Writer) {
 func serve(ctx context.Context, c config, getenv func(string) string, log *slog.Logger) int {
 	var m server.Model
 	switch c.kind {
-	case server.KindRFDETR:
+	case api.KindRFDETR:
 		m = server.NewRFDETR(server.RFDETROptions{
 			Getenv:  getenv,
 			Build:   rfdetrnative.Builder(native.RFDETROptions{Precision: c.precision, Threads: c.threads}),
 			Device:  c.device(),
-			Version: version,
+			Version: version.Version,
 		})
-	case server.KindPI05:
+	case api.KindPI05:
 		pm, err := pi05Model(getenv)
 		if err != nil {
 			log.Error("pi05 settings", "err", err)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
+
+	"github.com/ttmodel/tt-model/internal/version"
 )
 
 func freePort(t *testing.T) string {
@@ -195,7 +197,7 @@ func TestFlags(t *testing.T) {
 		code int
 		out  string
 	}{
-		{[]string{"--version"}, nil, 0, "tt-model-server " + version},
+		{[]string{"--version"}, nil, 0, "tt-model-server " + version.Version},
 		{[]string{"--verify"}, map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}, 0, "model:     rf-detr"},
 		{[]string{"--verify"}, nil, 0, "weights:   not opened"},
 		{[]string{"--verify", "--model", "yolo"}, nil, 2, `--model "yolo"`},

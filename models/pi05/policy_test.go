@@ -2,14 +2,13 @@ package pi05
 
 import (
 	"context"
-	"encoding/binary"
 	"io"
 	"log/slog"
 	"math"
 	"path/filepath"
 	"testing"
 
-	"github.com/ttmodel/tt-model/models/safetensors"
+	"github.com/ttmodel/tt-model/internal/pi05golden"
 	"github.com/ttmodel/tt-model/native"
 )
 
@@ -38,76 +37,25 @@ func loadTiny(t *testing.T, cams, horizon int, prec native.Pi05Precision) *Polic
 	return p
 }
 
-type goldenCase struct {
-	images         []float32
-	camMask        []bool
-	tokens         []int32
-	tokMask        []bool
-	noise, actions []float32
-	actionsBF16    []float32
-	cams, horizon  int
-	steps          int
-}
-
-func readGoldenCase(t *testing.T, path string) goldenCase {
-	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	floats := func(name string) []float32 {
-		v, err := f.Float32(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return append([]float32(nil), v...)
-	}
-	raw := func(name string) []byte {
-		b, err := f.Bytes(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var g goldenCase
-	g.images, g.noise, g.actions, g.actionsBF16 = floats("images"), floats("noise"), floats("actions"), floats("actions_bf16")
-	for _, b := range raw("image_masks") {
-		g.camMask = append(g.camMask, b != 0)
-	}
-	for _, b := range raw("token_masks") {
-		g.tokMask = append(g.tokMask, b != 0)
-	}
-	tk := raw("tokens")
-	for i := 0; i < len(tk); i += 4 {
-		g.tokens = append(g.tokens, int32(binary.LittleEndian.Uint32(tk[i:])))
-	}
-	g.steps = int(binary.LittleEndian.Uint32(raw("steps")))
-	info, _ := f.Info("noise")
-	g.cams, g.horizon = len(g.camMask), info.Shape[0]
-	return g
-}
-
 // Loading through this package (names, dims from shapes + config.json, streaming) must give the
 // reference's actions: the fp32 kernels within 1e-4 of PyTorch's fp32 run, the bf16 kernels (the
 // F32 checkpoint converted while loading) within 2e-2 of PyTorch's bf16 run.
 func TestPolicyMatchesReference(t *testing.T) {
-	cases, err := filepath.Glob(filepath.Join(goldenDir, "c*.safetensors"))
-	if err != nil || len(cases) == 0 {
-		t.Fatalf("no golden cases in %s: %v", goldenDir, err)
+	cases, err := pi05golden.ReadDir(goldenDir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, path := range cases {
-		g := readGoldenCase(t, path)
+	for _, g := range cases {
 		for _, tc := range []struct {
 			prec native.Pi05Precision
 			want []float32
 			tol  float64
-		}{{native.Pi05F32, g.actions, 1e-4}, {native.Pi05BF16, g.actionsBF16, 2e-2}} {
-			t.Run(filepath.Base(path)+"/"+tc.prec.String(), func(t *testing.T) {
-				p := loadTiny(t, g.cams, g.horizon, tc.prec)
+		}{{native.Pi05F32, g.Actions, 1e-4}, {native.Pi05BF16, g.ActionsBF16, 2e-2}} {
+			t.Run(g.Name+"/"+tc.prec.String(), func(t *testing.T) {
+				p := loadTiny(t, len(g.CamMask), g.Horizon, tc.prec)
 				res, err := p.Run(context.Background(), &Prepared{
-					Images: g.images, CameraMask: g.camMask, Tokens: g.tokens, TokenMask: g.tokMask,
-					Noise: g.noise, Steps: g.steps,
+					Images: g.Images, CameraMask: g.CamMask, Tokens: g.Tokens, TokenMask: g.TokMask,
+					Noise: g.Noise, Steps: g.Steps,
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -121,7 +69,7 @@ func TestPolicyMatchesReference(t *testing.T) {
 						worst = max(worst, math.Abs(float64(v-tc.want[r*32+c])))
 					}
 				}
-				if len(res.Actions) != g.horizon || worst > tc.tol {
+				if len(res.Actions) != g.Horizon || worst > tc.tol {
 					t.Errorf("%d rows, max |diff| %g vs the reference, want <= %g", len(res.Actions), worst, tc.tol)
 				}
 			})
