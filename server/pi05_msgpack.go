@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/tinylib/msgp/msgp"
 
@@ -72,7 +73,13 @@ func (m *PI05) decodeActionMsgpack(body []byte, msgpackOut bool) (*actionRequest
 			merged.keys, merged.vals = append(merged.keys, k), append(merged.vals, input.vals[i])
 		}
 	}
-	ar.field = func(f string) string { return observationKey(merged, f) }
+	rtcInParameters := ar.req.RTC != nil
+	ar.field = func(f string) string {
+		if rtcInParameters && strings.HasPrefix(f, "rtc.") {
+			return "parameters." + f
+		}
+		return observationKey(merged, f)
+	}
 	if err := decodeObservation(p, merged, ar); err != nil {
 		return nil, wireAPIError(err)
 	}
@@ -97,7 +104,7 @@ func observationKey(obs mpMap, f string) string {
 			return obs.at(c)
 		}
 	}
-	if len(f) > 4 && f[:4] == "rtc." {
+	if strings.HasPrefix(f, "rtc.") { // an observation carries lerobot's keyword arguments as keys
 		return obs.at(f[4:])
 	}
 	return obs.at(f)

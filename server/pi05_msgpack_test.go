@@ -424,3 +424,38 @@ func FuzzPI05MsgpackAction(f *testing.F) {
 		}
 	})
 }
+
+// Real-time chunking in a msgpack request: under parameters.rtc (SGLang's envelope) or as an
+// observation's own keys (OpenPI); a bad value is named where it was sent.
+func TestPI05MsgpackRealTimeChunking(t *testing.T) {
+	ts := newPI05TestServer(t, nil)
+	url := ts.URL + "/v1/actions/generations"
+	o := newTestObservation(t)
+	prev := make([]float32, 4*32)
+	rtc := map[string]any{"prev_chunk_left_over": float32Array(prev, 4, 32), "inference_delay": 2, "execution_horizon": 5}
+	env := func(rtc map[string]any) []byte {
+		m := map[string]any{"input": map[string]any{"task": o.task, "observation": map[string]any{"images": o.images(),
+			"state": float32Array(o.state, len(o.state)), "noise": float32Array(o.noise, 10, 32)}}, "parameters": map[string]any{"rtc": rtc}}
+		return mustPack(t, m)
+	}
+	mp := []string{"Content-Type", "application/msgpack"}
+	status, _, a := postBody(t, url, env(rtc), mp...)
+	status2, _, b := postBody(t, url, mustPack(t, o.bareObservation(t, rtc)), mp...)
+	if status != http.StatusOK || status2 != http.StatusOK || fmt.Sprint(envelopeActions(t, unpack(t, a))) != fmt.Sprint(envelopeActions(t, unpack(t, b))) {
+		t.Fatalf("parameters.rtc %d and observation keys %d differ", status, status2)
+	}
+	bad := map[string]any{"prev_chunk_left_over": float32Array(prev, 4, 32), "inference_delay": 40}
+	for _, tc := range []struct {
+		body []byte
+		want string
+	}{
+		{env(bad), "parameters.rtc.inference_delay: 40 is outside 0..10"},
+		{mustPack(t, o.bareObservation(t, bad)), "inference_delay: 40 is outside 0..10"},
+		{env(map[string]any{"inference_delay": 1}), "parameters.rtc.prev_chunk_left_over: required"},
+	} {
+		status, _, body := postBody(t, url, tc.body, mp...)
+		if status != http.StatusBadRequest || !strings.Contains(string(body), tc.want) {
+			t.Errorf("status %d %s, want 400 with %q", status, body, tc.want)
+		}
+	}
+}
