@@ -4,18 +4,20 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/models/pi05/golden"
 )
 
 // goldenNamed returns the committed golden case of that name.
-func goldenNamed(t *testing.T, name string) pi05Golden {
+func goldenNamed(t *testing.T, name string) golden.Case {
 	t.Helper()
 	for _, g := range pi05Goldens(t) {
-		if g.name == name {
+		if g.Name == name {
 			return g
 		}
 	}
 	t.Fatalf("golden %s missing", name)
-	return pi05Golden{}
+	return golden.Case{}
 }
 
 // rowDistance is the RMS distance of rows [0, rows) of two [horizon][ad] chunks.
@@ -36,7 +38,7 @@ func TestPi05ExpertGuided(t *testing.T) {
 	ad := tinyDims(t).ActionDim
 	const d = 5
 	// The previous chunk: a far-off constant, so the pull is unmistakable.
-	prev := make([]float32, g.horizon*ad)
+	prev := make([]float32, g.Horizon*ad)
 	for i := range prev {
 		prev[i] = 0.75
 	}
@@ -50,17 +52,17 @@ func TestPi05ExpertGuided(t *testing.T) {
 			weights[r*ad+c] = w
 		}
 	}
-	guided := map[Pi05Precision][]float32{}
-	for _, prec := range []Pi05Precision{Pi05Ref, Pi05F32, Pi05BF16} {
-		t.Run(prec.String(), func(t *testing.T) {
+	guided := map[Precision][]float32{}
+	for _, prec := range []Precision{Ref, FP32, BF16} {
+		t.Run(string(prec), func(t *testing.T) {
 			m := loadTiny(t, prec, "")
 			slab, plain := runGolden(t, m, g)
 			prog := slab.p
-			none, err := prog.ExpertGuided(slab, g.noise, g.horizon, g.steps, nil)
+			none, err := prog.ExpertGuided(slab, g.Noise, g.Horizon, g.Steps, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			zero, err := prog.ExpertGuided(slab, g.noise, g.horizon, g.steps,
+			zero, err := prog.ExpertGuided(slab, g.Noise, g.Horizon, g.Steps,
 				&Pi05Guide{Prev: prev, Weights: make([]float32, len(prev)), MaxGuidance: 10})
 			if err != nil {
 				t.Fatal(err)
@@ -70,7 +72,7 @@ func TestPi05ExpertGuided(t *testing.T) {
 					t.Fatalf("value %d: plain %v, no guide %v, zero weights %v: want bit-identical", i, plain[i], none[i], zero[i])
 				}
 			}
-			on, err := prog.ExpertGuided(slab, g.noise, g.horizon, g.steps, &Pi05Guide{Prev: prev, Weights: weights, MaxGuidance: 10})
+			on, err := prog.ExpertGuided(slab, g.Noise, g.Horizon, g.Steps, &Pi05Guide{Prev: prev, Weights: weights, MaxGuidance: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,14 +81,14 @@ func TestPi05ExpertGuided(t *testing.T) {
 			if after > 0.5*before {
 				t.Errorf("guidance moved the first %d rows from %.4f to %.4f of the previous chunk, want at least halfway", d, before, after)
 			}
-			tail := g.horizon - 10 // rows with weight 0 move only through attention to the guided rows
+			tail := g.Horizon - 10 // rows with weight 0 move only through attention to the guided rows
 			if dt := rowDistance(on[10*ad:], plain[10*ad:], tail, ad); dt > before {
 				t.Errorf("unguided rows moved by %.4f, more than the guided pull %.4f", dt, before)
 			}
 			guided[prec] = on
 		})
 	}
-	if a, b := guided[Pi05Ref], guided[Pi05F32]; a != nil && b != nil {
+	if a, b := guided[Ref], guided[FP32]; a != nil && b != nil {
 		if diff := maxAbsDiff(a, b); diff > 1e-4 {
 			t.Errorf("guided actions: reference vs fast fp32 differ by %.3g", diff)
 		}
@@ -95,9 +97,9 @@ func TestPi05ExpertGuided(t *testing.T) {
 
 func TestPi05ExpertGuideErrors(t *testing.T) {
 	g := goldenNamed(t, "c2_t50_h50_s5")
-	m := loadTiny(t, Pi05F32, "")
+	m := loadTiny(t, FP32, "")
 	slab, _ := runGolden(t, m, g)
-	n := g.horizon * m.Dims().ActionDim
+	n := g.Horizon * m.Dims().ActionDim
 	bad := make([]float32, n)
 	bad[7] = float32(math.NaN())
 	for _, tc := range []struct {
@@ -108,7 +110,7 @@ func TestPi05ExpertGuideErrors(t *testing.T) {
 		{&Pi05Guide{Prev: bad, Weights: make([]float32, n), MaxGuidance: 10}, "not finite"},
 		{&Pi05Guide{Prev: make([]float32, n), Weights: make([]float32, n), MaxGuidance: 0}, "max_guidance"},
 	} {
-		if _, err := slab.p.ExpertGuided(slab, g.noise, g.horizon, g.steps, tc.guide); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := slab.p.ExpertGuided(slab, g.Noise, g.Horizon, g.Steps, tc.guide); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("guide error %v, want %q", err, tc.want)
 		}
 	}
@@ -118,8 +120,8 @@ func TestPi05ExpertGuideErrors(t *testing.T) {
 // "device") gives bit-identical actions; a blob of another model's layout is refused by name.
 func TestPi05SlabSaveLoad(t *testing.T) {
 	g := goldenNamed(t, "c3_mid_masked_t100_h20_s10")
-	for _, prec := range []Pi05Precision{Pi05Ref, Pi05BF16} {
-		t.Run(prec.String(), func(t *testing.T) {
+	for _, prec := range []Precision{Ref, BF16} {
+		t.Run(string(prec), func(t *testing.T) {
 			m := loadTiny(t, prec, "")
 			src, want := runGolden(t, m, g)
 			blob, err := src.SavePrefix()
@@ -142,7 +144,7 @@ func TestPi05SlabSaveLoad(t *testing.T) {
 			if dst.PrefixLen() != src.PrefixLen() {
 				t.Fatalf("prefix length %d after load, %d saved", dst.PrefixLen(), src.PrefixLen())
 			}
-			got, err := other.Expert(dst, g.noise, g.horizon, g.steps)
+			got, err := other.Expert(dst, g.Noise, g.Horizon, g.Steps)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,8 +153,36 @@ func TestPi05SlabSaveLoad(t *testing.T) {
 					t.Fatalf("value %d: %v from the loaded prefix, %v from the computed one", i, got[i], want[i])
 				}
 			}
+			// A slab copy across the two programs (same model, same preset) is bit-identical too; a
+			// program of another preset is refused.
+			copied, err := other.NewSlab()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer copied.Close()
+			if err := copied.CopyFrom(src); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := other.Expert(copied, g.Noise, g.Horizon, g.Steps); err != nil || maxAbsDiff(got, want) != 0 {
+				t.Errorf("expert on a slab copied from another program: %v, max |diff| %v", err, maxAbsDiff(got, want))
+			}
+			wider := presetFor(g, 1)
+			wider.TextBucket = 224
+			third, err := m.NewProgram(wider, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer third.Close()
+			elsewhere, err := third.NewSlab()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer elsewhere.Close()
+			if err := elsewhere.CopyFrom(src); err == nil || !strings.Contains(err.Error(), "preset") {
+				t.Errorf("copy into a program of another preset: %v", err)
+			}
 			// The loaded slab has no image tokens: a PREFIX needs a VISION first.
-			if err := other.Prefix(dst, g.tokens, g.tokMask); err == nil || !strings.Contains(err.Error(), "vision") {
+			if err := other.Prefix(dst, g.Tokens, g.TokMask); err == nil || !strings.Contains(err.Error(), "vision") {
 				t.Errorf("prefix after load: %v", err)
 			}
 			if err := dst.LoadPrefix(blob[:len(blob)-1]); err == nil || !strings.Contains(err.Error(), "bytes") {
@@ -161,13 +191,13 @@ func TestPi05SlabSaveLoad(t *testing.T) {
 		})
 	}
 	// Across precisions the packed layouts differ: refused, naming the field.
-	ref := loadTiny(t, Pi05Ref, "")
+	ref := loadTiny(t, Ref, "")
 	src, _ := runGolden(t, ref, g)
 	blob, err := src.SavePrefix()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast := loadTiny(t, Pi05BF16, "")
+	fast := loadTiny(t, BF16, "")
 	prog, err := fast.NewProgram(presetFor(g, 1), 1)
 	if err != nil {
 		t.Fatal(err)

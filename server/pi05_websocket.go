@@ -30,12 +30,13 @@ type wsProtocol struct {
 }
 
 // wsHub tracks the open websockets: a count per protocol for /metrics, and a channel closed at
-// shutdown that ends every connection with 1001.
+// shutdown that ends every connection with 1001 once its request in progress is answered.
 type wsHub struct {
 	open      sync.Map // protocol name -> *atomic.Int64
 	seq       atomic.Int64
 	done      chan struct{}
 	closeOnce sync.Once
+	running   sync.WaitGroup // the connection loops
 }
 
 func newWSHub() *wsHub { return &wsHub{done: make(chan struct{})} }
@@ -46,6 +47,29 @@ func (h *wsHub) counter(name string) *atomic.Int64 {
 }
 
 func (h *wsHub) shutdown() { h.closeOnce.Do(func() { close(h.done) }) }
+
+// wait waits up to limit for every connection loop to end; false when some still run.
+func (h *wsHub) wait(limit time.Duration) bool {
+	ended := make(chan struct{})
+	go func() {
+		h.running.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return true
+	case <-time.After(limit):
+		return false
+	}
+}
+
+// takeTurn waits for the server's turn when rec offers one (Turns); tests pass plain Recorders.
+func takeTurn(rec Recorder) (done func(ok bool)) {
+	if t, ok := rec.(Turns); ok {
+		return t.Turn()
+	}
+	return func(bool) {}
+}
 
 // robotID is the identity of the robot behind a connection: the client's own (header X-Robot-ID or
 // query robot_id), else one per connection ("openpi-3").
@@ -76,6 +100,8 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 		return // Accept answered the client (426 for a plain GET, 403 for a foreign Origin)
 	}
 	defer conn.CloseNow()
+	m.ws.running.Add(1)
+	defer m.ws.running.Done()
 	conn.SetReadLimit(PI05MaxBodyBytes)
 	robot := m.ws.robotID(r, proto.name)
 	open := m.ws.counter(proto.name)
@@ -116,20 +142,26 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 		var f wsFrame
 		var ok bool
 		select {
+		case <-m.ws.done:
 		case f, ok = <-frames:
 			if !ok {
 				return
 			}
-		case <-m.ws.done:
+		}
+		select {
+		case <-m.ws.done: // also when a frame was ready at the same moment
 			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
 			return
+		default:
 		}
 		start := time.Now()
 		reply, aerr := []byte(nil), (*apiError)(nil)
 		if f.typ != websocket.MessageBinary {
 			aerr = &apiError{http.StatusBadRequest, "a text frame: send each request as a binary msgpack frame"}
 		} else {
+			done := takeTurn(rec)
 			reply, aerr = proto.handle(ctx, f.data, prevTotal, rec)
+			done(aerr == nil)
 		}
 		if aerr != nil {
 			if ctx.Err() != nil { // the client left while its request waited

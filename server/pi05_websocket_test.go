@@ -1,8 +1,10 @@
 package server
 
 import (
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"sync"
 
 	"context"
 	"errors"
@@ -235,5 +237,49 @@ func TestPI05PythonRobotClients(t *testing.T) {
 	}
 	if n := strings.Count(string(out), `"ok": true`); n != 18 {
 		t.Errorf("%d checks passed, want 18", n)
+	}
+}
+
+// Websocket and HTTP requests at once take turns on the one device: every reply is the
+// observation's own (a request running over another's would mix their prefixes), and websocket
+// predictions count for the fault switch.
+func TestPI05WebsocketAndHTTPTakeTurns(t *testing.T) {
+	ts := newPI05TestServer(t, nil)
+	o := newTestObservation(t)
+	var want [][]uint32
+	for k := range 2 {
+		_, env := postJSON(t, ts.URL+"/v1/actions/generations", o.scaled(k).jsonBody(""))
+		want = append(want, envelopeActions(t, env))
+	}
+	errs := make(chan string, 64)
+	var wg sync.WaitGroup
+	for c := range 2 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			conn := dialWS(t, ts.URL+"/openpi/policy")
+			readMsgpackFrame(t, conn)
+			for range 4 {
+				send(t, conn, websocket.MessageBinary, mustPack(t, o.scaled(c).bareObservation(t, nil)))
+				if got := actionBits(t, readMsgpackFrame(t, conn)["actions"]); fmt.Sprint(got) != fmt.Sprint(want[c]) {
+					errs <- fmt.Sprintf("websocket %d: another request's actions", c)
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				status, _, body := postBody(t, ts.URL+"/v1/actions/generations", []byte(o.scaled(1-c).jsonBody("")), "Content-Type", "application/json")
+				var env map[string]any
+				if status != http.StatusOK || json.Unmarshal(body, &env) != nil || fmt.Sprint(envelopeActions(t, env)) != fmt.Sprint(want[1-c]) {
+					errs <- fmt.Sprintf("HTTP %d: status %d or another request's actions", c, status)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

@@ -72,7 +72,7 @@ enum {
     PI05_ESTATE = -5,   /* called in the wrong order (e.g. EXPERT before PREFIX on this slab) */
 };
 
-enum { PI05_DT_F32 = 0, PI05_DT_BF16 = 1 }; /* tensor dtypes accepted by pi05_model_set */
+enum { PI05_DT_F32 = 0, PI05_DT_BF16 = 1 }; /* tensor dtypes of pi05_model_set: tt_dtype's TT_F32, TT_BF16 */
 
 enum { PI05_MAX_CAMS = 4, PI05_MAX_STEPS = 32 };
 
@@ -122,8 +122,9 @@ pi05_slab *pi05_slab_new(pi05_program *p, char *err, size_t errlen);
 size_t pi05_slab_bytes(const pi05_slab *s);
 void pi05_slab_free(pi05_slab *s);
 
-/* Copies src's state (image tokens, prefix K/V) into dst, a slab of the same program: one prefix,
- * several expert runs (e.g. a prefix cache, or benchmarks of nb requests). */
+/* Copies src's state (image tokens, prefix K/V) into dst, a slab of the same program or of another
+ * program of the same model and preset (several programs of one model run concurrently): one
+ * prefix, several expert runs. Slabs of two models or presets are refused (PI05_EINVAL). */
 int pi05_slab_copy(pi05_slab *dst, const pi05_slab *src, char *err, size_t errlen);
 
 /* A slab's prefix (its valid prefix length and the per-layer K/V) as a self-describing blob, so that one

@@ -7,16 +7,14 @@ import (
 	"math"
 	"sync"
 	"time"
-
-	"github.com/ttmodel/tt-model/native"
 )
 
 // PrefixCache is the exact full-prefix cache (SGLang's global prefix cache): a request whose
 // pre-processed images (after resize and scaling), camera mask, prompt tokens and token mask are
 // identical to an earlier one's reuses that request's per-layer K/V and skips VISION and PREFIX.
 // There is no partial reuse: pi0.5 attends bidirectionally over images and text, so any change moves
-// every deeper layer's K/V. Entries are saved prefixes (native.Pi05Slab.SavePrefix): they load into a
-// slab of any program of the policy's model, whichever device ran the miss. Bounded in bytes, least
+// every deeper layer's K/V. Entries are saved prefixes (Program.SavePrefix): they load into a slab
+// of any program of the policy's kernels, whichever device ran the miss. Bounded in bytes, least
 // recently used out first; safe for concurrent use.
 type PrefixCache struct {
 	limit int64
@@ -146,7 +144,7 @@ func (c *PrefixCache) put(k prefixKey, blob []byte) {
 
 // prefix leaves in's prefix K/V in slab: loaded from the cache on a hit, else computed by VISION and
 // PREFIX (and saved when the request may use the cache). The timing of a hit is all PREFIX (the load).
-func (p *Policy) prefix(prog *native.Pi05Program, slab *native.Pi05Slab, in *Prepared, t *Timing) (hit bool, err error) {
+func (p *Policy) prefix(prog Program, slab Slab, in *Prepared, t *Timing) (hit bool, err error) {
 	cache := p.Cache
 	if !in.PrefixCache {
 		cache = nil
@@ -156,7 +154,7 @@ func (p *Policy) prefix(prog *native.Pi05Program, slab *native.Pi05Slab, in *Pre
 	if cache != nil {
 		key = keyOf(in)
 		// A blob this slab cannot take (another device's preset holds fewer rows) is a miss.
-		if blob := cache.get(key); blob != nil && slab.LoadPrefix(blob) == nil {
+		if blob := cache.get(key); blob != nil && prog.LoadPrefix(slab, blob) == nil {
 			cache.count(true)
 			t.Prefix = time.Since(t0)
 			return true, nil
@@ -171,7 +169,7 @@ func (p *Policy) prefix(prog *native.Pi05Program, slab *native.Pi05Slab, in *Pre
 		return false, err
 	}
 	if cache != nil {
-		blob, err := slab.SavePrefix()
+		blob, err := prog.SavePrefix(slab)
 		if err != nil {
 			return false, err
 		}
