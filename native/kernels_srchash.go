@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "266172934fa3debb3a900de656da139620f7012e11da0c03310cd1d634c14c34"
+const kernelSourcesSHA256 = "9b8a4c0d3d0171c59577838021a85d69ad814910439c48fd5afdc15a65e93616"

@@ -55,6 +55,18 @@ type Route struct {
 	Handler RouteHandler
 }
 
+// PredictionCounter is the Recorder a Stream route's handler gets: each request it answers on its
+// connection counts as a prediction for the exit fault switch, as an HTTP request does.
+type PredictionCounter interface {
+	Recorder
+	Predicted()
+}
+
+// MetricsSource is a Model with series of its own for /metrics (e.g. a cache's hits).
+type MetricsSource interface {
+	Collectors() []prometheus.Collector
+}
+
 // RouteHandler serves one model route; rec takes the request's stage times.
 type RouteHandler func(w http.ResponseWriter, r *http.Request, rec Recorder)
 
@@ -118,10 +130,4 @@ type HangWatcher interface {
 	Exit() <-chan int
 	Hung() bool
 	HangExitCode() int
-}
-
-// MetricsProvider is a model with series of its own (per device), added to
-// /metrics once loaded.
-type MetricsProvider interface {
-	Collectors() []prometheus.Collector
 }

@@ -54,17 +54,18 @@ type inference struct {
 }
 
 // infer validates and pre-processes req, then has the scheduler run it for robot ("" = an
-// anonymous robot of one request). fieldName maps the canonical field names of pi05.RequestError
-// to the API's own keys. At most PI05_HTTP_THREADS requests are prepared or run at once.
-func (m *PI05) infer(ctx context.Context, robot string, req *pi05.Request, fieldName func(string) string, rec Recorder) (*inference, *apiError) {
-	start := time.Now()
+// anonymous robot of one request). start is when the request arrived (its preprocess time runs from
+// there); fieldName maps the canonical field names of pi05.RequestError to the API's own keys. At
+// most PI05_HTTP_THREADS requests are prepared or run at once.
+func (m *PI05) infer(ctx context.Context, start time.Time, robot string, req *pi05.Request, fieldName func(string) string, rec Recorder) (*inference, *apiError) {
 	select {
 	case m.slots <- struct{}{}:
 		defer func() { <-m.slots }()
 	case <-ctx.Done():
 		return nil, &apiError{status: statusClientClosed}
 	}
-	p, eng, _ := m.current()
+	p, _ := m.current()
+	eng := m.running()
 	prep, err := p.Prepare(req)
 	if err != nil {
 		var re *pi05.RequestError
@@ -100,12 +101,9 @@ func (m *PI05) infer(ctx context.Context, robot string, req *pi05.Request, field
 	return &inference{prep: prep, res: res, device: ans.Device, queued: ans.Queued, preprocess: pre, imageSize: p.Dims.Image}, nil
 }
 
-// readPI05Body reads a JSON body whole (bounded in size, time and rate) and makes Python's
-// NaN/Infinity parseable.
+// readPI05Body reads a request body whole, bounded in size, time and rate (JSON or msgpack; the
+// route decodes it).
 func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	if ct := r.Header.Get("Content-Type"); strings.Contains(ct, "msgpack") {
-		return nil, &apiError{status: http.StatusUnsupportedMediaType, detail: "Content-Type " + ct + ": this server takes JSON bodies (msgpack is not supported yet)"}
-	}
 	body, berr := readBody(w, r, PI05MaxBodyBytes, fmt.Sprintf("%d bytes (64 MiB)", PI05MaxBodyBytes))
 	if berr != nil {
 		if berr.clientGone {
@@ -113,7 +111,7 @@ func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 		}
 		return nil, &apiError{status: berr.status, detail: berr.detail}
 	}
-	return quoteNonFinite(body), nil
+	return body, nil
 }
 
 // decodeObject decodes a JSON object body, rejecting trailing data.
@@ -127,19 +125,31 @@ func decodeObject(body []byte, v any) *apiError {
 // robotID is the request's robot: robot_id in the body (a string or an integer), else the
 // X-Robot-Id header, else "" (an anonymous robot of one request).
 func robotID(raw json.RawMessage, r *http.Request) (string, *apiError) {
-	if len(raw) > 0 && !isNull(raw) {
-		var s string
-		if err := json.Unmarshal(raw, &s); err == nil && s != "" {
-			return s, nil
-		}
-		var n int64
-		if err := json.Unmarshal(raw, &n); err == nil {
-			return strconv.FormatInt(n, 10), nil
-		}
-		return "", &apiError{status: http.StatusBadRequest, detail: "robot_id: want a non-empty string or an integer"}
+	id, aerr := robotIDValue(raw)
+	if id == "" && aerr == nil {
+		id = robotHeader(r)
 	}
-	return strings.TrimSpace(r.Header.Get("X-Robot-Id")), nil
+	return id, aerr
 }
+
+// robotIDValue reads a JSON robot_id: a non-empty string or an integer ("" when absent).
+func robotIDValue(raw json.RawMessage) (string, *apiError) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil && s != "" {
+		return s, nil
+	}
+	var n int64
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return strconv.FormatInt(n, 10), nil
+	}
+	return "", &apiError{status: http.StatusBadRequest, detail: "robot_id: want a non-empty string or an integer"}
+}
+
+// robotHeader is the X-Robot-Id header (header names are case-insensitive: X-Robot-ID too).
+func robotHeader(r *http.Request) string { return strings.TrimSpace(r.Header.Get("X-Robot-Id")) }
 
 // answerHeaders tells the client where its request ran.
 func answerHeaders(w http.ResponseWriter, inf *inference) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -33,7 +32,7 @@ var pi05TestEnv = map[string]string{
 }
 
 // loadPI05 loads the tiny checkpoint with the test environment plus overrides and the fault.
-func loadPI05(t *testing.T, overrides map[string]string, fault Fault) *PI05 {
+func loadPI05(t testing.TB, overrides map[string]string, fault Fault) *PI05 {
 	t.Helper()
 	env := map[string]string{}
 	for k, v := range pi05TestEnv {
@@ -51,26 +50,34 @@ func loadPI05(t *testing.T, overrides map[string]string, fault Fault) *PI05 {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if !m.Hung() {
+		if !m.Hung() { // a stuck device is never closed
 			_ = m.Close()
 		}
 	})
 	return m
 }
 
-// newPI05TestServer serves the tiny checkpoint through the handler alone (no Run: a hang does not
-// end anything, /health can be watched).
 func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
 	t.Helper()
-	return pi05Handler(t, loadPI05(t, overrides, Fault{Device: -1}))
+	ts, _ := startPI05(t, overrides)
+	return ts
 }
 
-func pi05Handler(t *testing.T, m *PI05) *httptest.Server {
+// startPI05 serves the tiny checkpoint through the handler alone (no Run: a hang ends nothing and
+// /health can be watched); the websockets are ended before the model is closed.
+func startPI05(t testing.TB, overrides map[string]string) (*httptest.Server, *PI05) {
+	t.Helper()
+	m := loadPI05(t, overrides, Fault{Device: -1})
+	return pi05Handler(t, m), m
+}
+
+func pi05Handler(t testing.TB, m *PI05) *httptest.Server {
 	t.Helper()
 	s := New(m, Options{Log: discardLog()})
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
+	t.Cleanup(m.ws.shutdown)
 	return ts
 }
 
@@ -93,7 +100,7 @@ func runPI05(t *testing.T, overrides map[string]string, opts Options) (string, *
 }
 
 // pi05Frame is a w x h frame as a base64 PNG and as the HxWx3 array SGLang clients send.
-func pi05Frame(t *testing.T, w, h, salt int) (string, [][][3]int) {
+func pi05Frame(t testing.TB, w, h, salt int) (string, [][][3]int) {
 	t.Helper()
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
 	arr := make([][][3]int, h)
@@ -117,25 +124,12 @@ func pi05Frame(t *testing.T, w, h, salt int) (string, [][][3]int) {
 
 func postJSON(t *testing.T, url, body string, header ...string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	status, _, raw := postBody(t, url, []byte(body), append([]string{"Content-Type", "application/json"}, header...)...)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("status %d, body %q is not a JSON object", resp.StatusCode, raw)
+		t.Fatalf("status %d, body %q is not a JSON object", status, raw)
 	}
-	return resp.StatusCode, out
+	return status, out
 }
 
 func matrix(t *testing.T, v any) [][]float64 {
@@ -266,9 +260,9 @@ func TestPI05BadRequestsNameTheField(t *testing.T) {
 			}
 		})
 	}
-	status, out := postJSON(t, ts.URL+"/v1/actions/generations", `{}`, "Content-Type", "application/msgpack")
+	status, out := postJSON(t, ts.URL+"/predict", `{}`, "Content-Type", "application/msgpack")
 	if status != http.StatusUnsupportedMediaType {
-		t.Errorf("msgpack body: %d %v", status, out)
+		t.Errorf("msgpack body to /predict: %d %v", status, out)
 	}
 
 	// An over-long prompt is truncated to PI05_TOKEN_LEN and reported, not refused.

@@ -74,6 +74,9 @@ func New(m Model, opts Options) *Server {
 		opts.Body = DefaultBodyLimits
 	}
 	s := &Server{model: m, opts: opts, log: opts.Log, metrics: newMetrics(m.Name()), fault: make(chan struct{})}
+	if src, ok := m.(MetricsSource); ok {
+		s.metrics.registry.MustRegister(src.Collectors()...)
+	}
 	s.handler = s.routes()
 	return s
 }
@@ -156,15 +159,15 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController (read deadlines) and websocket upgrades reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
-
-// Unwrap lets http.ResponseController reach the connection (read deadlines).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // statusClientClosed labels requests whose client went away before its
 // answer (nginx's 499): their own outcome on /metrics, never a 500.
@@ -217,13 +220,35 @@ func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 		}
 		sw := &statusWriter{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), bodyLimitsKey{}, s.opts.Body))
+		if rt.Stream { // a websocket counts each request it answers (PredictionCounter)
+			rt.Handler(sw, r, streamRecorder{stageRecorder{s.metrics}, s, rt.Counts})
+			return
+		}
 		rt.Handler(sw, r, stageRecorder{s.metrics})
 		if rt.Counts && sw.status == http.StatusOK {
-			n := s.predictions.Add(1)
-			if s.opts.Fault.Kind == "exit" && n >= int64(s.opts.Fault.After) {
-				s.faultOnce.Do(func() { close(s.fault) })
-			}
+			s.predicted()
 		}
+	}
+}
+
+// predicted counts an answered prediction; the exit fault switch fires at its count.
+func (s *Server) predicted() {
+	n := s.predictions.Add(1)
+	if s.opts.Fault.Kind == "exit" && n >= int64(s.opts.Fault.After) {
+		s.faultOnce.Do(func() { close(s.fault) })
+	}
+}
+
+// streamRecorder is a Stream route's PredictionCounter.
+type streamRecorder struct {
+	stageRecorder
+	s      *Server
+	counts bool
+}
+
+func (r streamRecorder) Predicted() {
+	if r.counts {
+		r.s.predicted()
 	}
 }
 
@@ -288,9 +313,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		start := time.Now()
 		err := s.model.Load(ctx, s.log)
 		if err == nil {
-			if c, ok := s.model.(MetricsProvider); ok {
-				s.metrics.registry.MustRegister(c.Collectors()...)
-			}
 			s.metrics.loadSecs.Set(time.Since(start).Seconds())
 			s.metrics.ready.Set(1)
 			s.ready.Store(true)

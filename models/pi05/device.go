@@ -79,10 +79,11 @@ type Timing struct {
 
 // Result is one action chunk.
 type Result struct {
-	Actions    [][]float32 // [horizon][action dim]
-	Normalized bool        // true when no action statistics were applied
-	Timing     Timing
-	BatchedAs  int // the requests its EXPERT ran with (1 = alone)
+	Actions        [][]float32 // [horizon][action dim]
+	Normalized     bool        // true when no action statistics were applied
+	PrefixCacheHit bool        // VISION and PREFIX were skipped: the prefix came from the cache
+	Timing         Timing
+	BatchedAs      int // the requests its EXPERT ran with (1 = alone)
 }
 
 // Run executes VISION, PREFIX and EXPERT for one prepared request in slot 0.
@@ -90,7 +91,7 @@ func (d *Device) Run(ctx context.Context, in *Prepared) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t, err := d.Prefix(0, in)
+	t, hit, err := d.Prefix(0, in)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (d *Device) Run(ctx context.Context, in *Prepared) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res[0].Timing.Vision, res[0].Timing.Prefix = t.Vision, t.Prefix
+	res[0].Timing.Vision, res[0].Timing.Prefix, res[0].PrefixCacheHit = t.Vision, t.Prefix, hit
 	return res[0], nil
 }
 
@@ -112,21 +113,15 @@ func (d *Device) slot(i int) (Slab, error) {
 	return d.slabs[i], nil
 }
 
-// Prefix runs VISION and PREFIX for one request into a slot; the Timing has Vision and Prefix.
-func (d *Device) Prefix(slot int, in *Prepared) (Timing, error) {
+// Prefix leaves one request's prefix in a slot: VISION and PREFIX, or the policy's prefix cache
+// (hit reports it); the Timing has Vision and Prefix.
+func (d *Device) Prefix(slot int, in *Prepared) (t Timing, hit bool, err error) {
 	s, err := d.slot(slot)
 	if err != nil {
-		return Timing{}, err
+		return Timing{}, false, err
 	}
-	t0 := time.Now()
-	if err := d.prog.Vision(s, in.Images, in.CameraMask); err != nil {
-		return Timing{}, err
-	}
-	t1 := time.Now()
-	if err := d.prog.Prefix(s, in.Tokens, in.TokenMask); err != nil {
-		return Timing{}, err
-	}
-	return Timing{Vision: t1.Sub(t0), Prefix: time.Since(t1)}, nil
+	hit, err = d.policy.prefix(d.prog, s, in, &t)
+	return t, hit, err
 }
 
 // Expert runs the batched EXPERT over the requests whose prefixes are in slots: one call per
@@ -149,6 +144,7 @@ func (d *Device) Expert(slots []int, ins []*Prepared, pack bool) ([]*Result, err
 		var group []int
 		var slabs []Slab
 		var noise []float32
+		var guides []*Guide // nil unless a request of the group has real-time chunking
 		for i, in := range ins {
 			if in.Steps != st {
 				continue
@@ -158,9 +154,15 @@ func (d *Device) Expert(slots []int, ins []*Prepared, pack bool) ([]*Result, err
 				return nil, err
 			}
 			group, slabs, noise = append(group, i), append(slabs, s), append(noise, in.Noise...)
+			if in.Guide != nil && guides == nil {
+				guides = make([]*Guide, len(group)-1, len(ins))
+			}
+			if guides != nil {
+				guides = append(guides, in.Guide)
+			}
 		}
 		t0 := time.Now()
-		flat, err := d.prog.ExpertBatch(slabs, noise, h, st, pack)
+		flat, err := d.prog.ExpertBatch(slabs, noise, h, st, pack, guides)
 		if err != nil {
 			return nil, err
 		}

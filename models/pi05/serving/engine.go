@@ -19,8 +19,8 @@ import (
 // Device is what the engine schedules: one program with its slots (a *pi05.Device through
 // PolicyDevice, or a fake in tests). The engine calls a device from one OS thread of its own.
 type Device interface {
-	// Prefix runs VISION and PREFIX for one request into a slot.
-	Prefix(slot int, in *pi05.Prepared) (pi05.Timing, error)
+	// Prefix leaves one request's prefix in a slot (VISION and PREFIX, or a prefix cache hit).
+	Prefix(slot int, in *pi05.Prepared) (t pi05.Timing, cacheHit bool, err error)
 	// Expert runs the batched EXPERT over the requests in slots (results in the order of ins).
 	Expert(slots []int, ins []*pi05.Prepared, pack bool) ([]*pi05.Result, error)
 	// Adopt copies the prefix in src's slot srcSlot into slot dst of this device (pd).
@@ -94,6 +94,7 @@ type request struct {
 	prefix   *device // pd: the prefix device holding its slab
 	slot     int     // pd: the slot on prefix
 	pre      pi05.Timing
+	hit      bool          // its prefix came from the prefix cache
 	started  time.Time     // its (last) call started
 	took     time.Duration // that call's duration
 	pin      *device       // warm-up and calibration: the device that must run it
@@ -497,9 +498,10 @@ func (e *Engine) run(d *device, j *job) {
 	start := time.Now()
 	var results []*pi05.Result
 	var pt pi05.Timing
+	var hit bool
 	err := guard(func() (err error) {
 		if d.role == rolePrefix {
-			pt, err = d.dev.Prefix(j.slot, j.reqs[0].in)
+			pt, hit, err = d.dev.Prefix(j.slot, j.reqs[0].in)
 		} else {
 			results, err = e.batch(d, j)
 		}
@@ -529,7 +531,7 @@ func (e *Engine) run(d *device, j *job) {
 			}
 		} else {
 			r.prefix, r.slot = d, j.slot
-			r.timing(pt)
+			r.timing(pt, hit)
 			e.expertQ = append(e.expertQ, r)
 		}
 		e.cond.Broadcast()
@@ -542,7 +544,7 @@ func (e *Engine) run(d *device, j *job) {
 			continue
 		}
 		res := results[i]
-		res.Timing.Vision, res.Timing.Prefix = r.pre.Vision, r.pre.Prefix
+		res.Timing.Vision, res.Timing.Prefix, res.PrefixCacheHit = r.pre.Vision, r.pre.Prefix, r.hit
 		if !r.internal {
 			e.met.request(d, time.Since(r.arrived))
 		}
@@ -567,17 +569,18 @@ func (e *Engine) batch(d *device, j *job) ([]*pi05.Result, error) {
 			e.mu.Unlock()
 			continue
 		}
-		t, err := d.dev.Prefix(i, r.in)
+		t, hit, err := d.dev.Prefix(i, r.in)
 		if err != nil {
 			return nil, err
 		}
-		r.timing(t)
+		r.timing(t, hit)
 	}
 	return d.dev.Expert(slots, ins, e.cfg.Pack)
 }
 
-// timing records a request's VISION and PREFIX times, for its result.
-func (r *request) timing(t pi05.Timing) { r.pre = t }
+// timing records a request's VISION and PREFIX times and whether its prefix was cached, for its
+// result.
+func (r *request) timing(t pi05.Timing, hit bool) { r.pre, r.hit = t, hit }
 
 // guard turns a panic inside a device call into an error for that call's requests: the worker,
 // and the server, keep going.

@@ -34,9 +34,9 @@ func newFake(prefix, expert time.Duration, slots int) *fakeDevice {
 
 func (f *fakeDevice) Slots() int { return f.slots }
 
-func (f *fakeDevice) Prefix(slot int, in *pi05.Prepared) (pi05.Timing, error) {
+func (f *fakeDevice) Prefix(slot int, in *pi05.Prepared) (pi05.Timing, bool, error) {
 	time.Sleep(f.prefix)
-	return pi05.Timing{Prefix: f.prefix}, nil
+	return pi05.Timing{Prefix: f.prefix}, false, nil
 }
 
 func (f *fakeDevice) Expert(slots []int, ins []*pi05.Prepared, pack bool) ([]*pi05.Result, error) {
