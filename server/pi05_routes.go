@@ -84,7 +84,7 @@ func NewPI05(opts PI05Options) (*PI05, error) {
 	m := &PI05{opts: opts, srv: srv, cfg: cfg, log: slog.Default(), slots: make(chan struct{}, cfg.HTTPThreads),
 		exit: make(chan int, 1), notices: cfg.Notices, ws: newWSHub()}
 	if opts.Environ != nil {
-		notices, err := checkEnviron(opts.Environ(), read)
+		notices, err := pi05Env(read).check(opts.Environ())
 		if err != nil {
 			return nil, err
 		}

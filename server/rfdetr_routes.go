@@ -26,6 +26,9 @@ type RFDETROptions struct {
 	Warmup int                 // forwards before ready; 0 means 2
 	// Version is the server binary's version, reported by /info.
 	Version string
+	// Notices are said at start and on /info: the environment's settings without effect here
+	// (RFDETREnvironment).
+	Notices []string
 }
 
 // RFDETR serves seed 003's API: POST /predict on one image.
@@ -47,12 +50,20 @@ func NewRFDETR(opts RFDETROptions) *RFDETR {
 	return &RFDETR{opts: opts}
 }
 
+// RFDETREnvironment checks the PI05_* and TT_* variables of environ for an RF-DETR server: the
+// notices to say for those without effect, or an error naming a bad value of one the supervisor
+// reads.
+func RFDETREnvironment(environ []string) ([]string, error) { return rfdetrEnv().check(environ) }
+
 func (m *RFDETR) Name() string { return RFDETRName }
 
 // Load finds the weights, checks and compiles them, and runs the warm-up
 // forwards.
 func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.log = log
+	for _, n := range m.opts.Notices {
+		log.Warn("configuration notice", "notice", n)
+	}
 	src, err := rfdetr.FindWeights(m.opts.Getenv)
 	if err != nil {
 		return err
@@ -143,6 +154,7 @@ func (m *RFDETR) Info() map[string]any {
 		"labels":     labels,
 		"server":     map[string]any{"name": "tt-model-server", "version": m.opts.Version},
 		"serialized": true,
+		"notices":    m.opts.Notices,
 	}
 }
 

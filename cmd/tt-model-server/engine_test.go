@@ -429,3 +429,27 @@ func processCPUsForTest() []int {
 	out := make([]int, set.Count())
 	return out
 }
+
+// PI05_HTTP_THREADS bounds the requests being prepared or run at once: with one, two devices never
+// run at the same time.
+func TestPI05HTTPThreadsBound(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := start(t, ctx, pi05Env(map[string]string{"TT_CPU_DEVICES": "2", "TT_NUM_THREADS": "2", "PI05_HTTP_THREADS": "1",
+		"TT_MODEL_FAULT": "delay:ms=200"}))
+	waitPI05(t, r)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if a := predictAs(t, r.base, "", i, framePNG(t, i)); a.status != 200 {
+				t.Errorf("request %d: %d %s", i, a.status, a.body)
+			}
+		}()
+	}
+	wg.Wait()
+	if m := metricsText(t, r.base); !strings.Contains(m, "tt_model_pi05_devices_busy_peak 1") {
+		t.Errorf("PI05_HTTP_THREADS=1: devices ran at once:\n%s", grepLines(m, "busy"))
+	}
+}

@@ -164,7 +164,13 @@ func serve(ctx context.Context, c config, env environment, log *slog.Logger) int
 	var m server.Model
 	switch c.kind {
 	case api.KindRFDETR:
+		notices, err := server.RFDETREnvironment(env.list())
+		if err != nil {
+			log.Error("rf-detr settings", "err", err)
+			return 2
+		}
 		m = server.NewRFDETR(server.RFDETROptions{
+			Notices: notices,
 			Getenv:  getenv,
 			Build:   rfdetrnative.Builder(native.RFDETROptions{Precision: c.precision, Threads: c.threads}),
 			Device:  c.device(),

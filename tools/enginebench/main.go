@@ -6,8 +6,8 @@
 //	sp       one device holding every thread (PI05_LAYOUT=sp)
 //	dp       2 devices x 1 thread (TT_CPU_DEVICES=2)
 //	pd       1 prefix device + 1 expert device (PI05_LAYOUT=pd)
-//	slo-b4   dp with PI05_SLO_MS = 2x a lone request's latency (measured in "today"), batches of 4,
-//	         R_max+1 robots: every admitted robot within the SLO, the extra one's 503 time
+//	slo-b4   dp with PI05_SLO_MS = --slo-factor (2) x a lone robot's latency on dp (measured in "dp"),
+//	         batches of 4, R_max+1 robots: every admitted robot within the SLO, the extra one's 503 time
 //	slo-b1   the same with PI05_MAX_BATCH=1
 //
 // and reports throughput at saturation, latencies, 503s and each server's peak RSS (VmHWM), with
@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -41,6 +42,7 @@ type options struct {
 	server, weights, tokenizer string
 	duration                   time.Duration
 	saturation                 int
+	sloFactor                  float64
 	scenarios                  string
 	jsonOut                    string
 }
@@ -64,6 +66,7 @@ type Result struct {
 	Session   robots.Session    `json:"session"`
 	VsToday   float64           `json:"throughput_vs_today,omitempty"`
 	LoadAvgAt string            `json:"loadavg_at_start"`
+	Refused   string            `json:"refused,omitempty"` // the server\'s reason when it did not start
 }
 
 func main() {
@@ -73,7 +76,8 @@ func main() {
 	flag.StringVar(&o.tokenizer, "tokenizer", "models/pi05/spm/testdata/bpe_tiny.model", "tokenizer.model")
 	flag.DurationVar(&o.duration, "duration", 60*time.Second, "each session's length")
 	flag.IntVar(&o.saturation, "robots", 4, "robots of the saturation scenarios (today, sp, dp, pd)")
-	flag.StringVar(&o.scenarios, "scenarios", "today,sp,dp,pd,slo-b4,slo-b1", "scenarios to run, in order (slo-* need today)")
+	flag.Float64Var(&o.sloFactor, "slo-factor", 2, "PI05_SLO_MS of the slo-* scenarios in lone dp requests (PI05_SLO_P99_MS: 1.25x that)")
+	flag.StringVar(&o.scenarios, "scenarios", "today,sp,dp,pd,slo-b4,slo-b1", "scenarios to run, in order (slo-* need dp)")
 	flag.StringVar(&o.jsonOut, "json", "", "write the results as JSON to this file")
 	flag.Parse()
 	if o.weights == "" {
@@ -103,7 +107,7 @@ func run(ctx context.Context, o options) error {
 	}
 	var results []Result
 	var today *Result
-	var lone time.Duration // one robot alone on "today": the cycle the SLO is set from
+	var lone time.Duration // one robot alone on "dp": the cycle the SLO is set from
 	for _, name := range strings.Split(o.scenarios, ",") {
 		extra, ok := scenarios[name]
 		if !ok {
@@ -119,14 +123,15 @@ func run(ctx context.Context, o options) error {
 		slo := strings.HasPrefix(name, "slo-")
 		if slo {
 			if lone == 0 {
-				return fmt.Errorf("%s needs the today scenario first (its lone request sets the SLO)", name)
+				return fmt.Errorf("%s needs the dp scenario first (its lone request sets the SLO)", name)
 			}
-			env["PI05_SLO_MS"] = strconv.FormatInt(2*lone.Milliseconds(), 10)
-			env["PI05_SLO_P99_MS"] = strconv.FormatInt(5*lone.Milliseconds()/2, 10)
+			slo := time.Duration(o.sloFactor * float64(lone))
+			env["PI05_SLO_MS"] = strconv.FormatInt(slo.Milliseconds(), 10)
+			env["PI05_SLO_P99_MS"] = strconv.FormatInt(slo.Milliseconds()*5/4, 10)
 		}
 		r, first, err := scenario(ctx, o, name, env, func(url string) ([]int, error) {
 			switch {
-			case name == "today": // a lone robot first: its latency sets the SLO scenarios'
+			case name == "dp": // a lone robot first: its latency sets the SLO scenarios'
 				return []int{1, o.saturation}, nil
 			case !slo:
 				return []int{o.saturation}, nil
@@ -134,12 +139,16 @@ func run(ctx context.Context, o options) error {
 			rmax, err := rMax(url)
 			return []int{rmax + 1}, err
 		})
-		if err != nil {
+		var refused *startError
+		switch {
+		case errors.As(err, &refused) && slo: // the SLO policy's refusal is a result
+			r = Result{Scenario: name, Env: env, Refused: refused.log}
+		case err != nil:
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if name == "today" {
+		if name == "dp" {
 			lone = time.Duration(first.PerRobot[0].P50MS * float64(time.Millisecond))
-			fmt.Fprintf(os.Stderr, "enginebench: a lone request takes %s: the SLO scenarios use %s / %s\n", lone, 2*lone, 5*lone/2)
+			fmt.Fprintf(os.Stderr, "enginebench: a lone request on dp takes %s: the SLO scenarios use x%g\n", lone, o.sloFactor)
 		}
 		results = append(results, r)
 		if name == "today" {
@@ -220,7 +229,8 @@ func startServer(o options, env map[string]string) (*server, error) {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	var out tail
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(os.Stderr, &out), io.MultiWriter(os.Stderr, &out)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -229,7 +239,7 @@ func startServer(o options, env map[string]string) (*server, error) {
 	for deadline := time.Now().Add(15 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		select {
 		case err := <-s.done:
-			return nil, fmt.Errorf("the server exited while starting: %v", err)
+			return nil, &startError{err: err, log: out.last()}
 		default:
 		}
 		if resp, err := http.Get(s.url + "/health"); err == nil {
@@ -292,6 +302,10 @@ func printResults(w io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\trobots\tcompleted\treq/s\tvs today\tp50 ms\tp99 ms\t503s\t503 after ms\twithin SLO\tpeak RSS MB")
 	for _, r := range rs {
+		if r.Refused != "" {
+			fmt.Fprintf(tw, "%s\trefused to start: %s\n", r.Scenario, r.Refused)
+			continue
+		}
 		vs, within, rej := "-", "-", "-"
 		if r.VsToday > 0 {
 			vs = fmt.Sprintf("%.2fx", r.VsToday)
@@ -318,4 +332,40 @@ func printResults(w io.Writer, rs []Result) {
 	if one > 0 && two > 0 {
 		fmt.Fprintf(w, "peak RSS of 2 devices / 1 device: %.3f\n", two/one)
 	}
+}
+
+// startError is a server that exited while starting, with its last log line.
+type startError struct {
+	err error
+	log string
+}
+
+func (e *startError) Error() string {
+	return fmt.Sprintf("the server exited while starting (%v): %s", e.err, e.log)
+}
+
+// tail keeps the last line written to it.
+type tail struct {
+	mu   sync.Mutex
+	line []byte
+	cur  []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, b := range p {
+		if b == '\n' {
+			t.line, t.cur = append(t.line[:0], t.cur...), t.cur[:0]
+			continue
+		}
+		t.cur = append(t.cur, b)
+	}
+	return len(p), nil
+}
+
+func (t *tail) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.line)
 }

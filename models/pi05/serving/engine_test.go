@@ -493,3 +493,36 @@ func TestCalibrationAtStart(t *testing.T) {
 		t.Errorf("an SLO no robot can meet: %v, want 'no robot fits'", err)
 	}
 }
+
+// PI05_JOIN=lateness: a free device with one request waits for a bound robot expected back (its
+// last answer plus its usual think time) within the deadline, so their EXPERTs share one call.
+func TestLatenessJoin(t *testing.T) {
+	cfg := sloConfig(t, 1, 2, 800*time.Millisecond, 900*time.Millisecond)
+	cfg.Join = JoinLateness
+	devs, fs := fakes(1, 0, 10*time.Millisecond, 2)
+	e := start(t, cfg, devs, Fault{DelayDevice: -1})
+	calibrated(e, time.Millisecond, msd(10, 15))
+	for i := range 3 { // b thinks 300 ms between its requests
+		if _, _, err := submit(t, e, "b", float32(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		a, err := e.Submit(context.Background(), "a", prepared(9))
+		if err == nil && a.Result.BatchedAs != 2 {
+			err = errors.New("robot a's request ran alone")
+		}
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // b comes back on time
+	if _, _, err := submit(t, e, "b", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("%v; EXPERT calls %v", err, fs[0].calls())
+	}
+}

@@ -219,8 +219,9 @@ func (e *Engine) recompute() {
 }
 
 // lateness is when a batch of n (< MaxBatch) waiting on d should start under PI05_JOIN=lateness:
-// when the bound robots that are expected (their last answer plus their usual think time) before
-// the earliest waiting request must start to make its deadline have arrived, else now.
+// once the bound robots expected back (their last answer plus their usual think time, give or take
+// a quarter of it) before the earliest waiting request must start to make its deadline have
+// arrived, else now.
 func (e *Engine) lateness(d *device, q []*request, n int, now time.Time) time.Time {
 	latest := q[0].deadline.Add(-e.cyc(d, min(n+1, e.cfg.MaxBatch)))
 	if !latest.After(now) {
@@ -231,11 +232,23 @@ func (e *Engine) lateness(d *device, q []*request, n int, now time.Time) time.Ti
 		if rb.dev != d || rb.inFlight > 0 || rb.gap == 0 {
 			continue
 		}
-		if t := rb.lastDone.Add(rb.gap); t.After(now) && !t.After(latest) && t.After(wake) {
-			wake = t
+		t := rb.lastDone.Add(rb.gap + max(rb.gap/4, 5*time.Millisecond))
+		if rb.lastDone.Add(rb.gap).After(latest) || !t.After(now) {
+			continue // not expected in time, or overdue
 		}
+		if t.After(latest) {
+			t = latest
+		}
+		wake = later(wake, t)
 	}
 	return wake
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // steal finds, for the idle device d, a request waiting on another device that is predicted to
