@@ -98,6 +98,19 @@ func health(t *testing.T, base string) (int, map[string]any) {
 	return resp.StatusCode, h
 }
 
+// getInfo decodes GET /info into v.
+func getInfo(t *testing.T, base string, v any) {
+	t.Helper()
+	resp, err := http.Get(base + "/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func metricsText(t *testing.T, base string) string {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
@@ -164,15 +177,10 @@ func TestPI05TwoDevicesRunTogether(t *testing.T) {
 			} `json:"slo"`
 		} `json:"megakernel"`
 	}
-	resp, err := http.Get(r.base + "/info")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(resp.Body).Decode(&info)
-	resp.Body.Close()
+	getInfo(t, r.base, &info)
 	mk := info.Megakernel
-	if err != nil || mk.Layout != "dp" || len(mk.Devices) != 2 || len(mk.Scratch) != 2 || mk.Scratch[1] <= 0 || len(mk.SLO.Robots) != 3 {
-		t.Errorf("/info megakernel: %+v, %v", mk, err)
+	if mk.Layout != "dp" || len(mk.Devices) != 2 || len(mk.Scratch) != 2 || mk.Scratch[1] <= 0 || len(mk.SLO.Robots) != 3 {
+		t.Errorf("/info megakernel: %+v", mk)
 	}
 }
 
@@ -374,15 +382,7 @@ func TestPI05Profiles(t *testing.T) {
 					} `json:"slo"`
 				} `json:"megakernel"`
 			}
-			resp, err := http.Get(r.base + "/info")
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = json.NewDecoder(resp.Body).Decode(&info)
-			resp.Body.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			getInfo(t, r.base, &info)
 			mk := info.Megakernel
 			var roles []string
 			for _, d := range mk.Devices {

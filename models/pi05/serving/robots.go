@@ -202,7 +202,18 @@ func (e *Engine) unbind(rb *robot) {
 
 // janitor releases robots silent for PI05_ROBOT_IDLE_S.
 func (e *Engine) janitor() {
-	t := time.NewTicker(max(10*time.Millisecond, min(time.Second, e.cfg.RobotIdle/4)))
+	e.every(max(10*time.Millisecond, min(time.Second, e.cfg.RobotIdle/4)), func(now time.Time) {
+		for _, rb := range e.robots {
+			if rb.inFlight == 0 && now.Sub(rb.lastSeen) >= e.cfg.RobotIdle {
+				e.unbind(rb)
+			}
+		}
+	})
+}
+
+// every runs f under e.mu each period until the engine stops.
+func (e *Engine) every(period time.Duration, f func(now time.Time)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -210,11 +221,7 @@ func (e *Engine) janitor() {
 			return
 		case now := <-t.C:
 			e.mu.Lock()
-			for _, rb := range e.robots {
-				if rb.inFlight == 0 && now.Sub(rb.lastSeen) >= e.cfg.RobotIdle {
-					e.unbind(rb)
-				}
-			}
+			f(now)
 			e.mu.Unlock()
 		}
 	}

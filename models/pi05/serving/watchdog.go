@@ -15,23 +15,13 @@ import (
 // is abandoned, never waited for: its OS thread stays blocked until the process exits.
 
 func (e *Engine) watchdog() {
-	period := min(max(e.cfg.Hang.After/20, 10*time.Millisecond), 250*time.Millisecond)
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case now := <-t.C:
-			e.mu.Lock()
-			for _, d := range e.devs {
-				if d.busy() && !d.quarantined && now.Sub(d.jobStart) > e.cfg.Hang.After {
-					e.hang(d, now)
-				}
+	e.every(min(max(e.cfg.Hang.After/20, 10*time.Millisecond), 250*time.Millisecond), func(now time.Time) {
+		for _, d := range e.devs {
+			if d.busy() && !d.quarantined && now.Sub(d.jobStart) > e.cfg.Hang.After {
+				e.hang(d, now)
 			}
-			e.mu.Unlock()
 		}
-	}
+	})
 }
 
 // hang quarantines d (under e.mu) and decides between degrading and exiting.
