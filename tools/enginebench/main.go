@@ -6,12 +6,14 @@
 //	sp       one device holding every thread (PI05_LAYOUT=sp)
 //	dp       2 devices x 1 thread (TT_CPU_DEVICES=2)
 //	pd       1 prefix device + 1 expert device (PI05_LAYOUT=pd)
-//	slo-b4   dp with PI05_SLO_MS = --slo-factor (2) x a lone robot's latency on dp (measured in "dp"),
-//	         batches of 4, R_max+1 robots: every admitted robot within the SLO, the extra one's 503 time
+//	slo-b4   dp with PI05_SLO_MS = --slo-factor (2) x one request's cycle on dp (the p50 of one robot
+//	         per device, measured in "dp"), batches of 4, R_max+1 robots: every admitted robot within
+//	         the SLO, the extra one's 503 time
 //	slo-b1   the same with PI05_MAX_BATCH=1
 //
-// and reports throughput at saturation, latencies, 503s and each server's peak RSS (VmHWM), with
-// the ratios against "today" and the RSS of 2 devices against 1. Table on stdout, JSON with --json.
+// and reports throughput at saturation, latencies, 503s and each server's resident memory (VmRSS
+// after its sessions, and the peak VmHWM, which the weights' loading sets), with the ratios against
+// "today" and the RSS of 2 devices against 1. Table on stdout, JSON with --json.
 //
 // Example: go run ./tools/enginebench --server bin/tt-model-server --weights build/pi05-v3l2 --duration 60s
 package main
@@ -63,6 +65,7 @@ type Result struct {
 	SLOMS     float64           `json:"slo_ms,omitempty"`
 	RMax      int               `json:"r_max,omitempty"`
 	PeakRSSMB float64           `json:"peak_rss_mb"`
+	RSSMB     float64           `json:"rss_mb_after"`
 	Session   robots.Session    `json:"session"`
 	VsToday   float64           `json:"throughput_vs_today,omitempty"`
 	LoadAvgAt string            `json:"loadavg_at_start"`
@@ -107,7 +110,7 @@ func run(ctx context.Context, o options) error {
 	}
 	var results []Result
 	var today *Result
-	var lone time.Duration // one robot alone on "dp": the cycle the SLO is set from
+	var lone time.Duration // one request's cycle on "dp" (one robot per device): the SLO is set from it
 	for _, name := range strings.Split(o.scenarios, ",") {
 		extra, ok := scenarios[name]
 		if !ok {
@@ -131,8 +134,8 @@ func run(ctx context.Context, o options) error {
 		}
 		r, first, err := scenario(ctx, o, name, env, func(url string) ([]int, error) {
 			switch {
-			case name == "dp": // a lone robot first: its latency sets the SLO scenarios'
-				return []int{1, o.saturation}, nil
+			case name == "dp": // one robot per device first: its latency sets the SLO scenarios'
+				return []int{2, o.saturation}, nil
 			case !slo:
 				return []int{o.saturation}, nil
 			}
@@ -147,8 +150,10 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		if name == "dp" {
-			lone = time.Duration(first.PerRobot[0].P50MS * float64(time.Millisecond))
-			fmt.Fprintf(os.Stderr, "enginebench: a lone request on dp takes %s: the SLO scenarios use x%g\n", lone, o.sloFactor)
+			for _, rb := range first.PerRobot {
+				lone = max(lone, time.Duration(rb.P50MS*float64(time.Millisecond)))
+			}
+			fmt.Fprintf(os.Stderr, "enginebench: one request per device on dp takes %s: the SLO scenarios use x%g\n", lone, o.sloFactor)
 		}
 		results = append(results, r)
 		if name == "today" {
@@ -191,7 +196,8 @@ func scenario(ctx context.Context, o options, name string, env map[string]string
 	}
 	s, n := sessions[len(sessions)-1], ns[len(ns)-1]
 	r := Result{Scenario: name, Env: env, Robots: n, Completed: s.Completed, PerSecond: s.Throughput, Rejected: s.Rejected,
-		Errors: s.Errors, WithinSLO: s.WithinSLO, SLOMS: s.SLOMS, RMax: s.RMax, Session: s, PeakRSSMB: srv.peakRSSMB(),
+		Errors: s.Errors, WithinSLO: s.WithinSLO, SLOMS: s.SLOMS, RMax: s.RMax, Session: s, PeakRSSMB: srv.statusMB("VmHWM:"),
+		RSSMB:     srv.statusMB("VmRSS:"),
 		LoadAvgAt: strings.TrimSpace(string(load))}
 	var p50s []float64
 	for _, rb := range s.PerRobot {
@@ -255,14 +261,14 @@ func startServer(o options, env map[string]string) (*server, error) {
 	return nil, errors.New("the server was not ready in 15 minutes")
 }
 
-// peakRSSMB is the server's VmHWM.
-func (s *server) peakRSSMB() float64 {
+// statusMB is a memory line of the server's /proc status (VmHWM:, VmRSS:) in MB.
+func (s *server) statusMB(field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}
@@ -300,7 +306,7 @@ func rMax(url string) (int, error) {
 
 func printResults(w io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\trobots\tcompleted\treq/s\tvs today\tp50 ms\tp99 ms\t503s\t503 after ms\twithin SLO\tpeak RSS MB")
+	fmt.Fprintln(tw, "scenario\trobots\tcompleted\treq/s\tvs today\tp50 ms\tp99 ms\t503s\t503 after ms\twithin SLO\tRSS MB\tpeak RSS MB")
 	for _, r := range rs {
 		if r.Refused != "" {
 			fmt.Fprintf(tw, "%s\trefused to start: %s\n", r.Scenario, r.Refused)
@@ -316,21 +322,21 @@ func printResults(w io.Writer, rs []Result) {
 		if r.RejectMS > 0 {
 			rej = fmt.Sprintf("%.1f", r.RejectMS)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t%.0f\t%.0f\t%d\t%s\t%s\t%.0f\n", r.Scenario, r.Robots, r.Completed, r.PerSecond, vs,
-			r.P50MS, r.P99MS, r.Rejected, rej, within, r.PeakRSSMB)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t%.0f\t%.0f\t%d\t%s\t%s\t%.0f\t%.0f\n", r.Scenario, r.Robots, r.Completed, r.PerSecond, vs,
+			r.P50MS, r.P99MS, r.Rejected, rej, within, r.RSSMB, r.PeakRSSMB)
 	}
 	tw.Flush()
-	var one, two float64
+	var one, two Result
 	for _, r := range rs {
 		switch r.Scenario {
 		case "today":
-			one = r.PeakRSSMB
+			one = r
 		case "dp":
-			two = r.PeakRSSMB
+			two = r
 		}
 	}
-	if one > 0 && two > 0 {
-		fmt.Fprintf(w, "peak RSS of 2 devices / 1 device: %.3f\n", two/one)
+	if one.RSSMB > 0 && two.RSSMB > 0 {
+		fmt.Fprintf(w, "RSS after serving, 2 devices / 1 device: %.3f; peak (loading): %.3f\n", two.RSSMB/one.RSSMB, two.PeakRSSMB/one.PeakRSSMB)
 	}
 }
 
