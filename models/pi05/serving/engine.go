@@ -2,7 +2,6 @@ package serving
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -191,7 +190,7 @@ func (e *Engine) Close() {
 	}
 	e.stopped = true
 	close(e.stop)
-	e.failAll(errors.New("pi05: the server is shutting down"))
+	e.failAll(e.unavailable("stopped", e.restartEstimate(), "pi05: the server is shutting down"))
 	e.cond.Broadcast()
 }
 
