@@ -139,6 +139,12 @@ func DefaultLockDir() string {
 	return os.TempDir()
 }
 
+// ResetBudget is the longest one chip reset may take: every attempt's reset
+// command and chip check running to their timeouts.
+func (c *Config) ResetBudget() time.Duration {
+	return time.Duration(c.ResetAttempts) * (c.ResetTimeout + c.ChipCheckTimeout)
+}
+
 // resetsWithoutChips says whether a host without chips still runs the reset
 // command after a hang. A site's own --reset-cmd does (it may not need device
 // nodes: a BMC power cycle, a test's recorder), with {chips} empty; the
