@@ -3,13 +3,8 @@ package commands
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +16,7 @@ import (
 	"github.com/ttmodel/tt-model/internal/systemdtest"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
 // Paths inside the systemd test host. The binaries sit where `make build`
@@ -195,7 +191,7 @@ func testLiveRFDETR(t *testing.T, h *systemdtest.Host) {
 
 	// Exit 75: the supervisor resets (the test reset command) and starts the
 	// server again; systemd's unit stays active with the same main process.
-	if n, err := predictRFDETR(fmt.Sprintf("http://%s:8000/predict", h.IP)); err != nil || n < 1 {
+	if n, err := runnertest.PredictRFDETR(fmt.Sprintf("http://%s:8000/predict", h.IP)); err != nil || n < 1 {
 		t.Fatalf("/predict: %d detections, %v", n, err)
 	}
 	deadline = time.Now().Add(3 * time.Minute)
@@ -374,39 +370,4 @@ func healthOK(url string) bool {
 		Status string `json:"status"`
 	}
 	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&body) == nil && body.Status == "ok"
-}
-
-// predictRFDETR posts a small generated PNG and returns the number of
-// detections.
-func predictRFDETR(url string) (int, error) {
-	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
-	for y := range 48 {
-		for x := range 64 {
-			img.Set(x, y, color.RGBA{uint8(x * 4), uint8(y * 5), 128, 255})
-		}
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		return 0, err
-	}
-	body, err := json.Marshal(map[string]any{"image": base64.StdEncoding.EncodeToString(buf.Bytes()), "threshold": 0.0, "max_detections": 5})
-	if err != nil {
-		return 0, err
-	}
-	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Post(url, "application/json", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
-	}
-	var out struct {
-		Detections []json.RawMessage `json:"detections"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return 0, fmt.Errorf("decode %s: %w", b, err)
-	}
-	return len(out.Detections), nil
 }

@@ -3,15 +3,9 @@ package runner
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"github.com/ttmodel/tt-model/internal/testenv"
-	"image"
-	"image/color"
-	"image/png"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +16,7 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/models/rfdetr"
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
 // rfdetrPin is the weights revision models/rf-detr/tt-model.yaml pins.
@@ -188,36 +183,7 @@ func (e *rfdetrE2E) serve(t *testing.T, profile string, supervisorFlags []string
 	return inst
 }
 
-// predict posts a small generated PNG and returns the number of detections.
+// predict posts a picture to the server on port (see runnertest.PredictRFDETR).
 func predict(port int) (int, error) {
-	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
-	for y := 0; y < 48; y++ {
-		for x := 0; x < 64; x++ {
-			img.Set(x, y, color.RGBA{uint8(x * 4), uint8(y * 5), 128, 255})
-		}
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		return 0, err
-	}
-	body, err := json.Marshal(map[string]any{"image": base64.StdEncoding.EncodeToString(buf.Bytes()), "threshold": 0.0, "max_detections": 5})
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/predict", port), "application/json", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Detections []json.RawMessage `json:"detections"`
-	}
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return 0, fmt.Errorf("decode %s: %w", b, err)
-	}
-	return len(out.Detections), nil
+	return runnertest.PredictRFDETR(fmt.Sprintf("http://127.0.0.1:%d/predict", port))
 }
