@@ -5,12 +5,14 @@
 # fetches the packages from Debian's mirror and `docker import` turns the tree into an image.
 #
 # Usage: scripts/systemd-testhost-image.sh        (needs root, debootstrap and a Docker engine)
-# Prints the image tag as the last line of stdout.
+# Prints the image tag as the last line of stdout. Exit 3: the image is not built and cannot be
+# built here (not root, or no debootstrap); any other failure exits 1.
 #
-# Cache: the tag is systemd-testhost:<12 hex of this file's sha256>. Every input of the image (the
-# suite, the mirror, the package list, the setup below) is written in this file, so an edit makes a
-# new tag and an unchanged file finds its image in the engine and exits at once. Old tags are left
-# for their owner to remove (`docker image rm systemd-testhost:<old>`).
+# Cache: the tag is systemd-testhost:<12 hex of the sha256 of this file's lines that are not
+# comments>. Every input of the image (the suite, the mirror, the package list, the setup below) is
+# written in this file, so a change to any makes a new tag, and an unchanged file finds its image in
+# the engine and exits at once. Old tags are left for their owner to remove (`docker image rm
+# systemd-testhost:<old>`). The Debian packages are those of the day the tag was first built.
 set -euo pipefail
 
 suite=bookworm
@@ -23,7 +25,7 @@ test_user=tester
 test_uid=1000
 
 self=$(readlink -f "$0")
-tag=systemd-testhost:$(sha256sum "$self" | cut -c1-12)
+tag=systemd-testhost:$(grep -v '^[[:space:]]*#' "$self" | sha256sum | cut -c1-12)
 
 if docker image inspect "$tag" >/dev/null 2>&1; then
   echo "$tag"
@@ -39,18 +41,22 @@ if docker image inspect "$tag" >/dev/null 2>&1; then
   exit 0
 fi
 
-[ "$(id -u)" = 0 ] || { echo "systemd-testhost-image: debootstrap needs root" >&2; exit 1; }
-command -v debootstrap >/dev/null || { echo "systemd-testhost-image: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "systemd-testhost-image: $tag is not built, and debootstrap needs root" >&2; exit 3; }
+command -v debootstrap >/dev/null || PATH=$PATH:/usr/sbin:/sbin
+command -v debootstrap >/dev/null || { echo "systemd-testhost-image: $tag is not built, and debootstrap is not installed (apt-get install debootstrap)" >&2; exit 3; }
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/systemd-testhost-root.XXXXXX")
 trap 'rm -rf "$root"' EXIT
 
-echo "systemd-testhost-image: debootstrap $suite ($packages) from $mirror (about a minute)" >&2
-debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$mirror" >"$root.log" 2>&1 || {
+echo "systemd-testhost-image: debootstrap $suite ($packages) from $mirror (a few minutes)" >&2
+# Progress: debootstrap's stage lines, not one line per package.
+if ! debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$mirror" 2>&1 | tee "$root.log" |
+  { grep --line-buffered -vE '^I: (Retrieving|Validating|Extracting|Unpacking|Configuring) [a-z0-9]' || true; } >&2; then
+  echo "systemd-testhost-image: debootstrap failed; the end of its log:" >&2
   tail -n 30 "$root.log" >&2
   rm -f "$root.log"
   exit 1
-}
+fi
 rm -f "$root.log"
 
 # Units that have nothing to do in a container without a console or devices to manage. They
