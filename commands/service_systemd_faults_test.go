@@ -74,6 +74,28 @@ func testLiveWatchdog(t *testing.T, h *systemdtest.Host) {
 	u.systemctl(t, 0, "stop", u.name)
 }
 
+// An exit 75 whose restart takes longer than WatchdogSec stays inside the
+// unit: the supervisor keeps pinging while it resets and starts the server
+// again, so systemd sees neither a watchdog timeout nor a restart.
+func testLiveRestartOutlastsWatchdog(t *testing.T, h *systemdtest.Host) {
+	u := liveUnit{h: h, name: "tt-model-slow-restart"}
+	record := "/run/" + u.name + ".record"
+	installTestServer(t, u, 8108, []string{"--watchdog", "4s"},
+		"--record", record, "--plan", "exit:75,ready", "--exit-after", "1s", "--ready-after", "10s")
+	u.systemctl(t, 0, "start", u.name)
+	first := u.show(t, "MainPID")
+	st := u.waitShow(t, "the second server", 2*time.Minute, func(m map[string]string) bool {
+		return m["StatusText"] == "ready: server ready (start 2)" || m["ActiveState"] != "active"
+	}, "ActiveState", "StatusText", "MainPID", "NRestarts")
+	if st["ActiveState"] != "active" || st["MainPID"] != first["MainPID"] || st["NRestarts"] != "0" {
+		t.Errorf("systemd saw the in-unit restart: %v (main PID was %s)", st, first["MainPID"])
+	}
+	if j := u.journal(t); strings.Contains(j, "Watchdog timeout") || !strings.Contains(j, `status="exit 75"`) {
+		t.Errorf("want an exit 75 and no watchdog timeout:\n%s", j)
+	}
+	u.systemctl(t, 0, "stop", u.name)
+}
+
 // A server that never gets ready makes the supervisor give up after
 // --max-restarts restarts and exit with the server's code; systemd then
 // restarts the supervisor (Restart=on-failure, after RestartSec) until the

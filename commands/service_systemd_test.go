@@ -64,11 +64,12 @@ func TestServiceUnderSystemd(t *testing.T) {
 
 	t.Run("units", func(t *testing.T) {
 		for name, f := range map[string]func(*testing.T, *systemdtest.Host){
-			"rfdetr-ready-hang-stop": testLiveRFDETR,
-			"watchdog":               testLiveWatchdog,
-			"stop-grace":             testLiveStopGrace,
-			"bad-settings":           testLiveBadSettings,
-			"user-unit":              testLiveUserUnit,
+			"rfdetr-ready-hang-stop":    testLiveRFDETR,
+			"watchdog":                  testLiveWatchdog,
+			"restart-outlasts-watchdog": testLiveRestartOutlastsWatchdog,
+			"stop-grace":                testLiveStopGrace,
+			"bad-settings":              testLiveBadSettings,
+			"user-unit":                 testLiveUserUnit,
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()

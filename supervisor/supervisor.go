@@ -41,7 +41,10 @@ type Supervisor struct {
 
 	state     State
 	everReady bool // READY=1 was sent once: systemd left the start timeout
-	lastCode  int  // the code to give up with
+	// firstReady is closed with the first READY=1, when systemd arms its
+	// watchdog (pingWatchdog waits for it).
+	firstReady chan struct{}
+	lastCode   int // the code to give up with
 	// shuttingDown and reloading add STOPPING=1 / RELOADING=1 to the next
 	// "stopping" datagram.
 	shuttingDown, reloading bool
@@ -54,15 +57,16 @@ func New(cfg Config, log *slog.Logger, stdout, stderr *os.File) (*Supervisor, er
 		return nil, err
 	}
 	return &Supervisor{
-		cfg:    cfg,
-		log:    log,
-		stdout: stdout,
-		stderr: stderr,
-		notify: notifier{log: log},
-		client: &http.Client{Timeout: cfg.ProbeTimeout},
-		host:   chipHost{devDir: cfg.DevDir, sysfsDir: cfg.SysfsDir},
-		policy: newRestartPolicy(cfg),
-		state:  -1,
+		cfg:        cfg,
+		log:        log,
+		stdout:     stdout,
+		stderr:     stderr,
+		notify:     notifier{log: log},
+		client:     &http.Client{Timeout: cfg.ProbeTimeout},
+		host:       chipHost{devDir: cfg.DevDir, sysfsDir: cfg.SysfsDir},
+		policy:     newRestartPolicy(cfg),
+		state:      -1,
+		firstReady: make(chan struct{}),
 	}, nil
 }
 
@@ -106,6 +110,11 @@ func (s *Supervisor) Run(ctx context.Context) (int, error) {
 		defer stop()
 	}
 	s.watchdog = watchdogInterval(s.log)
+	if s.watchdog > 0 {
+		wctx, stopWatchdog := context.WithCancel(ctx)
+		defer stopWatchdog()
+		go s.pingWatchdog(wctx)
+	}
 
 	return s.loop(ctx)
 }
@@ -223,13 +232,11 @@ func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why stri
 		}
 	}
 
-	s.everReady = true
-	s.enter(StateReady, "server ready (start %d)", s.board.snapshot().Starts)
-	if s.watchdog > 0 {
-		wctx, stopWatchdog := context.WithCancel(ctx)
-		defer stopWatchdog()
-		go s.pingWatchdog(wctx, srv)
+	if !s.everReady {
+		s.everReady = true
+		close(s.firstReady)
 	}
+	s.enter(StateReady, "server ready (start %d)", s.board.snapshot().Starts)
 	for {
 		select {
 		case st := <-srv.exit:
@@ -438,14 +445,24 @@ func (s *Supervisor) markHang(why string) {
 	s.log.Info("hang marker written", "path", s.cfg.HangMarker, "reason", why)
 }
 
-// pingWatchdog sends WATCHDOG=1 at half the systemd interval, but only
-// while the server answers its readiness probe (or, with --ready-line, while
-// it runs): a hung server stops the pings and systemd steps in.
-func (s *Supervisor) pingWatchdog(ctx context.Context, srv *server) {
+// pingWatchdog sends WATCHDOG=1 at half the systemd interval for the
+// supervisor's whole run. While a server is ready it pings only when the
+// server answers its readiness probe (with --ready-line, while it runs): a
+// server that hangs while serving stops the pings and systemd steps in. In
+// every other state the supervisor is itself resetting, starting or
+// stopping a server under its own timeouts, and pings: an in-unit restart
+// longer than WatchdogSec is not a hang. Pings start with the first
+// READY=1, when systemd arms the watchdog; a frozen supervisor sends none.
+func (s *Supervisor) pingWatchdog(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-s.firstReady:
+	}
 	t := time.NewTicker(s.watchdog / 2)
 	defer t.Stop()
 	for {
-		if srv.lines != nil || probeURL(ctx, s.client, s.cfg.ReadyURL) == nil {
+		if s.board.snapshot().State != StateReady || s.cfg.ReadyLine != "" || probeURL(ctx, s.client, s.cfg.ReadyURL) == nil {
 			s.notify.send("WATCHDOG=1")
 		} else if ctx.Err() == nil {
 			s.log.Warn("server does not answer its readiness probe: withholding the watchdog ping")
