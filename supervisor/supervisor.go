@@ -232,11 +232,12 @@ func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why stri
 		}
 	}
 
-	if !s.everReady {
-		s.everReady = true
-		close(s.firstReady)
-	}
+	first := !s.everReady
+	s.everReady = true
 	s.enter(StateReady, "server ready (start %d)", s.board.snapshot().Starts)
+	if first {
+		close(s.firstReady) // after READY=1 went out: no ping precedes it
+	}
 	for {
 		select {
 		case st := <-srv.exit:
