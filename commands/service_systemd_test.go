@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/systemdtest"
+	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/runner/runnertest"
@@ -123,7 +124,7 @@ func writeRFDETRFixture(t *testing.T, dir string) {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: Version}).WriteFile(out); err != nil {
+	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: version.Version}).WriteFile(out); err != nil {
 		t.Fatal(err)
 	}
 }
