@@ -30,20 +30,7 @@ const (
 	liveTestSrv  = liveBin + "/testserver"
 	liveRFDETR   = liveData + "/rf-detr/" + manifest.WireFile
 	liveUserPath = liveBin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	rfdetrRev    = "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"
 )
-
-// rfdetrHangProfile is appended to a copy of models/rf-detr/tt-model.yaml:
-// the server's test-only fault switch makes it exit 75 (a device hang)
-// after each prediction.
-const rfdetrHangProfile = `
-serve_profiles:
-  - name: hang
-    description: test only; the server exits 75 after each prediction
-    env:
-      TT_MODEL_FAULT_EXIT_AFTER: "1"
-default_profile: hang
-`
 
 // TestServiceUnderSystemd installs units with the real tt-model in a
 // container whose PID 1 is systemd and checks what systemd does with them:
@@ -61,7 +48,7 @@ func TestServiceUnderSystemd(t *testing.T) {
 	writeRFDETRFixture(t, data)
 	h := systemdtest.Boot(t, bin+":"+liveBin+":ro", data+":"+liveData+":ro")
 	// As a user would: the weights go into root's Hugging Face cache.
-	h.Must(t, liveTTModel, "weights", "import", liveData+"/checkpoint", "Roboflow/rf-detr-base@"+rfdetrRev)
+	h.Must(t, liveTTModel, "weights", "import", liveData+"/checkpoint", "Roboflow/rf-detr-base@"+runnertest.RFDETRPin)
 
 	t.Run("units", func(t *testing.T) {
 		for name, f := range map[string]func(*testing.T, *systemdtest.Host){
@@ -113,7 +100,7 @@ func writeRFDETRFixture(t *testing.T, dir string) {
 		t.Fatal("models/rf-detr/tt-model.yaml has serve_profiles now; merge the hang profile into them")
 	}
 	src := filepath.Join(t.TempDir(), "tt-model.yaml")
-	if err := os.WriteFile(src, append(yaml, rfdetrHangProfile...), 0o644); err != nil {
+	if err := os.WriteFile(src, append(yaml, runnertest.RFDETRHangProfile()...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m, err := manifest.Load(src, manifest.Options{})

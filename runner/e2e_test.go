@@ -19,9 +19,6 @@ import (
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
-// rfdetrPin is the weights revision models/rf-detr/tt-model.yaml pins.
-const rfdetrPin = "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"
-
 // TestRFDETREndToEnd packages models/rf-detr with this tree's tt-model and
 // tt-model-server, puts a random full-size checkpoint in the HF cache at the
 // pinned revision (its detections are meaningless), serves it on the Docker
@@ -118,7 +115,7 @@ func packageRFDETR(t *testing.T, d *Docker, tag, base, extra string) *rfdetrE2E 
 	}
 	home := t.TempDir()
 	cfg := hub.Config{Endpoint: "http://127.0.0.1:1", HFHome: home, CacheDir: filepath.Join(home, "hub")}
-	if _, err := (hub.Cache{Dir: cfg.CacheDir}).Import("Roboflow/rf-detr-base", rfdetrPin, ckpt); err != nil {
+	if _, err := (hub.Cache{Dir: cfg.CacheDir}).Import("Roboflow/rf-detr-base", runnertest.RFDETRPin, ckpt); err != nil {
 		t.Fatal(err)
 	}
 	snaps, err := PullWeights(ctx, hub.NewClient(cfg), pkg, io.Discard)

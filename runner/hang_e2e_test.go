@@ -30,19 +30,6 @@ const (
 	testHangMarker  = "/cache/hang_marker"
 )
 
-// hangProfile is appended to the copy of models/rf-detr/tt-model.yaml: the
-// server's test-only fault switch makes it exit 75 after each prediction,
-// and the hang marker lives on the /cache mount (as pi05's does).
-const hangProfile = `
-serve_profiles:
-  - name: hang
-    description: test only; the server exits 75 after each prediction
-    env:
-      TT_MODEL_FAULT_EXIT_AFTER: "1"
-      PI05_HANG_MARKER: ` + testHangMarker + `
-default_profile: hang
-`
-
 // TestRFDETRHangChain is issue 7's hang chain on the Docker engine: the
 // package's base image (a docker-archive written here) holds a test reset
 // command, the server is served with `--reset-cmd` naming it, and each
@@ -57,7 +44,8 @@ func TestRFDETRHangChain(t *testing.T) {
 	ctx := context.Background()
 	base := filepath.Join(t.TempDir(), "test-reset-base.tar")
 	writeResetBase(t, base)
-	e := packageRFDETR(t, d, "hang", base, hangProfile)
+	// The hang marker lives on the /cache mount, as pi05's does.
+	e := packageRFDETR(t, d, "hang", base, runnertest.RFDETRHangProfile("PI05_HANG_MARKER: "+testHangMarker))
 	inst := e.serve(t, "hang", []string{"--reset-cmd", testResetBin + " " + testResetRecord + " " + testHangMarker + " {chips}"})
 
 	hostCache := filepath.Join(e.cacheRoot, e.pkg.Wire.Name, "cache")

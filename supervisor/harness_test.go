@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -367,6 +368,13 @@ func (n *notifySocket) messages() []string {
 		out = append(out, strings.Join(lines, "\n"))
 	}
 	return out
+}
+
+// all is every datagram received so far, in order.
+func (n *notifySocket) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.msgs)
 }
 
 func (n *notifySocket) pings() int {

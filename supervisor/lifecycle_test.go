@@ -396,21 +396,11 @@ func TestWatchdogPingsThroughARestart(t *testing.T) {
 	n := h.listenNotify(false)
 	s := h.start("WATCHDOG_USEC=100000")
 	eventually(t, s, "the second READY=1", func() bool {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		ready := 0
-		for _, m := range n.msgs {
-			if strings.HasPrefix(m, "READY=1") {
-				ready++
-			}
-		}
-		return ready == 2
+		return len(slices.DeleteFunc(n.all(), func(m string) bool { return !strings.HasPrefix(m, "READY=1") })) == 2
 	})
 	s.signal(t, syscall.SIGTERM)
 	s.wait(t)
-	n.mu.Lock()
-	msgs := slices.Clone(n.msgs)
-	n.mu.Unlock()
+	msgs := n.all()
 	// Pings between leaving the first ready state and the second READY=1.
 	left := slices.IndexFunc(msgs, func(m string) bool { return strings.Contains(m, "STATUS=resetting:") })
 	again := slices.IndexFunc(msgs, func(m string) bool { return strings.HasPrefix(m, "READY=1\nSTATUS=ready: server ready (start 2)") })
@@ -444,9 +434,7 @@ func TestExtendTimeoutRepeatsUntilReady(t *testing.T) {
 	eventually(t, s, "ready", func() bool { return n.has("READY=1") })
 	s.signal(t, syscall.SIGTERM)
 	s.wait(t)
-	n.mu.Lock()
-	msgs := slices.Clone(n.msgs)
-	n.mu.Unlock()
+	msgs := n.all()
 	ready := slices.IndexFunc(msgs, func(m string) bool { return strings.HasPrefix(m, "READY=1") })
 	extends := 0
 	for i, m := range msgs {
