@@ -166,6 +166,10 @@ func testLiveStopGrace(t *testing.T, h *systemdtest.Host) {
 		t.Errorf("TimeoutStopUSec: %v", st)
 	}
 	u.systemctl(t, 0, "stop", "--no-block", u.name)
+	// The grace gives `service status` 4 s to see the stop in progress.
+	u.waitShow(t, "the stop to begin", 10*time.Second, func(m map[string]string) bool {
+		return m["ActiveState"] == "deactivating"
+	}, "ActiveState")
 	if s := u.ttModel(t, 0, "service", "status", "--name", u.name); !strings.Contains(s, "deactivating (stop-sigterm); stopping: stopping the server: received SIGTERM") {
 		t.Errorf("service status during the stop: %q", s)
 	}

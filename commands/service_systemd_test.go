@@ -148,7 +148,8 @@ func testLiveRFDETR(t *testing.T, h *systemdtest.Host) {
 			}
 			break
 		}
-		if st["ActiveState"] != "activating" || time.Now().After(deadline) {
+		// inactive: the start job is queued but has not run yet (--no-block).
+		if (st["ActiveState"] != "activating" && st["ActiveState"] != "inactive") || time.Now().After(deadline) {
 			t.Fatalf("waiting for active: unit is %s (%s)\n%s", st["ActiveState"], st["SubState"], u.journal(t))
 		}
 		if !ok {
