@@ -22,9 +22,12 @@ import (
 	"github.com/ttmodel/tt-model/manifest"
 )
 
+// ContainerHF is where the host's HF_HOME is mounted inside a container, as
+// upstream's serve.
+const ContainerHF = "/hf"
+
 // Mount points inside the container, as upstream's serve.
 const (
-	containerHF          = "/hf"
 	containerMetalCache  = "/cache"
 	containerWeightCache = "/weight-cache"
 	hugepagesDir         = "/dev/hugepages-1G"
@@ -170,10 +173,10 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 	if err != nil {
 		return nil, nil, err
 	}
-	binds := []string{spec.HF.HFHome + ":" + containerHF}
+	binds := []string{spec.HF.HFHome + ":" + ContainerHF}
 	if spec.HF.CacheDir != filepath.Join(spec.HF.HFHome, "hub") {
 		// HF_HUB_CACHE lives elsewhere: show it where HF_HOME=/hf expects it.
-		binds = append(binds, spec.HF.CacheDir+":"+containerHF+"/hub")
+		binds = append(binds, spec.HF.CacheDir+":"+ContainerHF+"/hub")
 	}
 	binds = append(binds, metal+":"+containerMetalCache, weights+":"+containerWeightCache)
 	host := &container.HostConfig{
@@ -200,7 +203,7 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 	cfg := &container.Config{
 		Image:        tag,
 		User:         user,
-		Env:          SortedEnv(spec.ServerEnv(containerHF, containerHF+"/hub", containerMetalCache)),
+		Env:          SortedEnv(spec.ServerEnv(ContainerHF, ContainerHF+"/hub", containerMetalCache)),
 		Cmd:          spec.Launch.Argv,
 		Entrypoint:   ep,
 		ExposedPorts: network.PortSet{port: {}},

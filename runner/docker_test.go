@@ -126,6 +126,7 @@ func TestContainerConfig(t *testing.T) {
 		HF:       hub.Config{HFHome: filepath.Join(state, "hf"), CacheDir: filepath.Join(state, "hubcache"), Token: "secret"},
 		StateDir: filepath.Join(state, "m"), Hugepages: true,
 	}
+	spec.WeightsDir = filepath.Join(spec.HF.CacheDir, "models--org--w", "snapshots", rev)
 	cfg, host, err := d.containerConfig(ctx, spec, "tt-model/m:1", []string{"/usr/local/bin/tt-model", "supervise", "--"})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ type Spec struct {
 	// package declares none.
 	Weights []*hub.Snapshot
 	HF      hub.Config
+	// WeightsDir is the host snapshot folder the server reads its weights
+	// from (ServedWeights); "" leaves HF_MODEL as the profile sets it.
+	WeightsDir string
 	// StateDir is ~/.cache/tt-model/<package>: cache/ (TT_METAL_CACHE) and
 	// weights/ (the weight cache) live there.
 	StateDir  string
@@ -111,9 +114,9 @@ func DefaultCacheRoot() (string, error) {
 }
 
 // ServerEnv is the server's environment for a runner that shows HF_HOME at
-// hfHome, the hub cache at hubCache and the kernel cache at metalCache. When
-// the primary weights are pinned and HF_MODEL names their repo, HF_MODEL
-// becomes the pinned snapshot folder, so the server reads exactly the
+// hfHome, the hub cache at hubCache and the kernel cache at metalCache. With
+// a WeightsDir, HF_MODEL becomes that snapshot folder as the server sees it
+// (upstream's rewrite of a pinned repo id), so the server reads exactly the
 // validated files and never asks the Hub.
 func (s *Spec) ServerEnv(hfHome, hubCache, metalCache string) map[string]string {
 	env := map[string]string{}
@@ -125,9 +128,10 @@ func (s *Spec) ServerEnv(hfHome, hubCache, metalCache string) map[string]string 
 	if s.HF.Token != "" {
 		env["HF_TOKEN"] = s.HF.Token
 	}
-	w := s.Package.Wire.Weights
-	if w != nil && w.Revision != nil && *w.Revision != "" && len(s.Weights) > 0 && env["HF_MODEL"] == w.Repo {
-		env["HF_MODEL"] = filepath.Join(hubCache, hub.RepoFolderName(w.Repo), "snapshots", s.Weights[0].Commit)
+	if s.WeightsDir != "" {
+		if rel, err := filepath.Rel(s.HF.CacheDir, s.WeightsDir); err == nil && filepath.IsLocal(rel) {
+			env["HF_MODEL"] = filepath.Join(hubCache, rel)
+		}
 	}
 	return env
 }

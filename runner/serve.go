@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -20,6 +21,9 @@ func Serve(ctx context.Context, r Runner, pkg *Package, others []Instance, opts 
 		}
 		if err := prepare(spec); err != nil {
 			return spec, nil, err
+		}
+		if spec.WeightsDir, err = ServedWeights(pkg, spec.Launch.Env, spec.HF, spec.Weights); err != nil {
+			return spec, nil, fmt.Errorf("%s profile %s: %w", pkg.Wire.Name, spec.Profile.Name, err)
 		}
 		inst, err := r.Start(ctx, spec, progress)
 		if err != nil && opts.Port == 0 && attempt < 4 && isPortConflict(err) {
