@@ -36,7 +36,6 @@ func PullWeights(ctx context.Context, c *hub.Client, p *Package, progress io.Wri
 	return snaps, nil
 }
 
-
 // ServedWeights applies tt-model's weights rule (hub.ServerWeights.Locate,
 // the one the model servers load by) to a profile's server env over the
 // host's HF cache, and returns the host snapshot folder HF_MODEL becomes, or
