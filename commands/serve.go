@@ -16,6 +16,9 @@ import (
 // exitRunning is serve's exit code when the package profile already runs.
 const exitRunning = 3
 
+// detachWatch is how long `serve --detach` watches a start for a crash.
+const detachWatch = 10 * time.Second
+
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
 	var hostMode, detach bool
@@ -30,7 +33,10 @@ func newServeCmd() *cobra.Command {
 			"pinned snapshot, /dev/tenstorrent chips not used by other tt-model servers are passed in, the first\n" +
 			"free port from 20000 is published. With --host, or when no engine answers, it runs\n" +
 			"`tt-model supervise -- tt-model-server` on the host with the same env. It follows the logs until\n" +
-			"the server is ready and prints how to reach it. Exit 3 when that package profile already runs.",
+			"the server is ready and prints how to reach it. A server that crashes while starting (the supervisor\n" +
+			"backs off, or the engine restarts the container) stops the wait at once: its last lines are printed\n" +
+			"with the commands to see the rest and to stop it, and serve exits 1. Exit 3 when that package\n" +
+			"profile already runs.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -99,7 +105,13 @@ func newServeCmd() *cobra.Command {
 				return &ExitError{Code: 1, Err: err}
 			}
 			if detach {
-				printCard(stdout, spec, inst, false)
+				// A server that cannot start mostly fails in its first
+				// seconds: watch that long before saying it is starting.
+				ready, err := runner.WatchStart(ctx, r, inst, spec.Launch, detachWatch)
+				if err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				printCard(stdout, spec, inst, ready)
 				return nil
 			}
 			fmt.Fprintf(stderr, "waiting up to %s for %s to be ready (its output follows)\n", timeout, inst.Name)
@@ -117,7 +129,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&hostMode, "host", false, "run on the bare host under `tt-model supervise` instead of the Docker engine")
 	f.DurationVar(&timeout, "timeout", 7*time.Minute, "how long to wait for the server to be ready (it keeps starting after)")
 	f.StringVar(&resetCmd, "reset-cmd", "", "chip reset command for the supervisor, {chips} becomes the chip list (default: tt-smi -r {chips}; in a container it runs inside the image)")
-	f.BoolVar(&detach, "detach", false, "return once the server is started, without waiting for it to be ready")
+	f.BoolVar(&detach, "detach", false, "return without waiting for the server to be ready (after watching its first 10 s for a crash)")
 	return cmd
 }
 

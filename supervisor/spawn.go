@@ -56,7 +56,7 @@ func (s *Supervisor) spawn() (*server, error) {
 	}
 	srv := &server{child: c, started: time.Now(), lines: lines}
 	s.board.update(func(st *Status) { st.Starts++; st.ServerPID = c.pid })
-	s.log.Info("server spawned", "pid", c.pid, "argv", s.cfg.Argv)
+	s.log.Info(LogSpawned, "pid", c.pid, "argv", s.cfg.Argv)
 	return srv, nil
 }
 

@@ -307,7 +307,7 @@ func (s *Supervisor) stopForRestart(srv *server, why string, hang bool) (outcome
 func (s *Supervisor) exited(srv *server, st exitStatus) (outcome, int, string) {
 	srv.killStragglers(s.log)
 	s.recordExit(st)
-	s.log.Info("server exited", "pid", srv.pid, "status", st.String())
+	s.log.Info(LogExited, "pid", srv.pid, "status", st.String())
 	switch {
 	case st.Code() == 0:
 		return outDone, 0, "server exited 0"
@@ -392,7 +392,7 @@ func (s *Supervisor) enter(state State, format string, args ...any) {
 		from = s.state.String()
 	}
 	s.state = state
-	s.log.Info("state "+state.String(), "from", from, "detail", detail)
+	s.log.Info(LogState(state), "from", from, "detail", detail)
 	s.board.update(func(st *Status) {
 		st.State, st.Detail, st.Since = state, detail, time.Now()
 	})
