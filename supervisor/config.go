@@ -82,6 +82,10 @@ type Config struct {
 	ExtendInterval time.Duration `json:"extend_interval"`
 
 	StatusAddr string `json:"status_addr,omitempty"`
+	// StateFile, when set, is kept equal to the status JSON (the
+	// supervisor's and the server's pid and start time, the state, and at
+	// the end the exit code): the host runner's stop and ps read it.
+	StateFile string `json:"state_file,omitempty"`
 }
 
 // Defaults returns the production settings for a server on port; the hang

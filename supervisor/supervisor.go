@@ -17,6 +17,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/procfs"
 )
 
 // Supervisor runs one server under the policy of its Config. Run owns every
@@ -33,6 +35,7 @@ type Supervisor struct {
 
 	host     chipHost
 	chips    []int
+	locks    *chipLocks // inherited by every server, so they outlive a killed supervisor as long as it does
 	policy   *restartPolicy
 	reaper   *reaper
 	sigs     chan os.Signal
@@ -70,7 +73,13 @@ func New(cfg Config, log *slog.Logger, stdout, stderr *os.File) (*Supervisor, er
 // signal or ctx), or it gives up; it returns the exit code the supervisor
 // should end with. Run must be the only code in the process that waits for
 // child processes (see reaper).
-func (s *Supervisor) Run(ctx context.Context) (int, error) {
+func (s *Supervisor) Run(ctx context.Context) (code int, err error) {
+	s.board.file, s.board.log = s.cfg.StateFile, s.log
+	s.board.update(func(st *Status) { st.Supervisor = procfs.Self(os.Getpid()) })
+	defer func() {
+		final := code
+		s.board.update(func(st *Status) { st.ExitCode = &final })
+	}()
 	chips := s.cfg.Chips
 	if chips == nil {
 		found, err := s.host.discover()
@@ -87,6 +96,7 @@ func (s *Supervisor) Run(ctx context.Context) (int, error) {
 			return 1, err
 		}
 		defer locks.release()
+		s.locks = locks
 	} else {
 		s.log.Info("no Tenstorrent chips on this host: chip locks and checks are skipped, and the reset too unless --reset-cmd is a site's own", "dev", s.cfg.DevDir)
 	}
@@ -182,6 +192,10 @@ func (s *Supervisor) loop(ctx context.Context) (int, error) {
 // the supervisor would exit with because of it, a reason (for a hang: why
 // to reset), and how long the server was ready.
 func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why string, readyFor time.Duration, err error) {
+	if held := s.portHolder(); held != "" {
+		s.log.Error("not starting the server: "+held, "ready_url", s.cfg.ReadyURL)
+		return outCrash, 1, held, 0, nil
+	}
 	srv, err := s.spawn()
 	if err != nil {
 		return outStuck, 127, "", 0, err
@@ -194,7 +208,7 @@ func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why stri
 	if srv.lines != nil {
 		ready = srv.lines.seen
 	} else {
-		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, ready)
+		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, func() bool { return s.ownsReadyPort(srv) }, ready)
 	}
 	startTimer := time.NewTimer(s.cfg.StartTimeout)
 	defer startTimer.Stop()
@@ -427,7 +441,7 @@ func (s *Supervisor) recordExit(st exitStatus) {
 		info.Signal = signalName(st.ws.Signal())
 	}
 	s.lastCode = st.Code()
-	s.board.update(func(b *Status) { b.LastExit, b.ServerPID = info, 0 })
+	s.board.update(func(b *Status) { b.LastExit, b.ServerPID, b.ServerStartTick = info, 0, "" })
 }
 
 func (s *Supervisor) markHang(why string) {
