@@ -1,7 +1,12 @@
 package commands
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/spf13/cobra"
+
+	"github.com/ttmodel/tt-model/runner"
 )
 
 func newLogsCmd() *cobra.Command {
@@ -21,7 +26,13 @@ func newLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout()); err != nil {
+			err = r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout())
+			var ended *runner.FollowEnded
+			if errors.As(err, &ended) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "logs: %s\n", ended.Reason)
+				return nil
+			}
+			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
 			return nil

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/procfs"
 )
 
 // Labels every instance carries (the first three are upstream's).
@@ -36,7 +38,7 @@ type Runner interface {
 	// Stop sends SIGTERM, waits up to grace, kills, and removes the instance.
 	Stop(ctx context.Context, inst *Instance, grace time.Duration, progress io.Writer) (StopResult, error)
 	// Logs copies the instance's output to w, following it when asked, until
-	// ctx ends or the instance stops.
+	// ctx ends (nil) or the instance stops for good (*FollowEnded).
 	Logs(ctx context.Context, inst *Instance, follow bool, w io.Writer) error
 	Close() error
 }
@@ -55,15 +57,35 @@ type Instance struct {
 	ExitCode int // the last exit code, when the runner knows it
 	Restarts int // how often the engine restarted it (restart policy)
 	Started  time.Time
+	// Orphan is a host server still running without its supervisor.
+	Orphan *procfs.Process
+	// PortHolders are the processes listening on Port while the instance
+	// does not run (-1: one this user cannot see): what ps and stop warn of.
+	PortHolders []int
 }
 
-// StopResult says how a stop went.
+// StopResult says how a stop went: what this stop did, never more.
 type StopResult struct {
-	ExitCode int
-	Killed   bool // the grace ran out and the server was SIGKILLed
+	ExitCode int  // the instance's exit code, -1 when unknown
+	Killed   bool // this stop's grace ran out and it SIGKILLed the server
+	// AlreadyExited: the instance had ended before this stop (it only
+	// removed it); ExitCode is how it ended.
+	AlreadyExited bool
 	// Reset describes the chip reset done after a kill ("" when none was needed).
 	Reset string
+	// Detail holds anything else the user must know (an orphan stopped, a
+	// port still held by another process).
+	Detail []string
 }
+
+// FollowEnded ends a followed Logs: the instance stopped for good (or was
+// removed), and Reason says so.
+type FollowEnded struct {
+	Instance *Instance
+	Reason   string
+}
+
+func (e *FollowEnded) Error() string { return "stopped following " + e.Instance.Name + ": " + e.Reason }
 
 // InstanceName is the container (or host state) name of a package profile:
 // tt-model-<name>-<profile>, as upstream names its containers.
