@@ -10,7 +10,7 @@ import (
 )
 
 func newLogsCmd() *cobra.Command {
-	var profile string
+	var sel selector
 	var follow bool
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
@@ -22,7 +22,7 @@ func newLogsCmd() *cobra.Command {
 				return err
 			}
 			defer set.Close()
-			r, inst, err := set.resolve(cmd, args[0], profile)
+			r, inst, err := set.resolve(cmd, args[0], sel)
 			if err != nil {
 				return err
 			}
@@ -38,7 +38,7 @@ func newLogsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&profile, "profile", "", "the profile, when NAME runs under several")
+	sel.bind(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until interrupted")
 	return cmd
 }

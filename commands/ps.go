@@ -21,7 +21,7 @@ func newPsCmd() *cobra.Command {
 				return err
 			}
 			defer set.Close()
-			insts, err := set.list(cmd)
+			insts, err := set.listAll(cmd.Context())
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}

@@ -11,7 +11,7 @@ import (
 )
 
 func newStopCmd() *cobra.Command {
-	var profile string
+	var sel selector
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "stop NAME",
@@ -26,7 +26,7 @@ func newStopCmd() *cobra.Command {
 				return err
 			}
 			defer set.Close()
-			r, inst, err := set.resolve(cmd, args[0], profile)
+			r, inst, err := set.resolve(cmd, args[0], sel)
 			if err != nil {
 				return err
 			}
@@ -41,7 +41,7 @@ func newStopCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&profile, "profile", "", "the profile, when NAME runs under several")
+	sel.bind(cmd)
 	cmd.Flags().DurationVar(&grace, "grace", runner.StopGrace, "time between SIGTERM and SIGKILL")
 	return cmd
 }

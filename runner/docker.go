@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,6 +70,15 @@ func (d *Docker) Find(ctx context.Context, name string) (*Instance, error) {
 	}
 	inst := instanceFromLabels(strings.TrimPrefix(c.Name, "/"), c.ID, c.Config.Labels)
 	inst.Restarts = c.RestartCount
+	if c.HostConfig != nil {
+		for _, b := range c.HostConfig.PortBindings {
+			for _, hb := range b {
+				if hb.HostIP.IsValid() && !hb.HostIP.IsUnspecified() {
+					inst.Bind = hb.HostIP.String()
+				}
+			}
+		}
+	}
 	if c.State != nil {
 		inst.State = string(c.State.Status)
 		inst.Running = c.State.Running || c.State.Restarting
@@ -141,6 +151,12 @@ func (d *Docker) Start(ctx context.Context, spec *Spec, progress io.Writer) (*In
 		return nil, err
 	}
 	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host})
+	if cerrdefs.IsConflict(err) {
+		// Another tt-model created it between our check and our create.
+		if cur, ferr := d.Find(ctx, spec.Name); ferr == nil && cur != nil {
+			return nil, &RunningError{Instance: cur}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)
 	}
@@ -185,7 +201,7 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 	binds = append(binds, metal+":"+containerMetalCache, weights+":"+containerWeightCache)
 	host := &container.HostConfig{
 		Binds:         binds,
-		PortBindings:  network.PortMap{port: {{HostPort: strconv.Itoa(spec.Port)}}},
+		PortBindings:  network.PortMap{port: {{HostIP: bindAddr(spec.Bind), HostPort: strconv.Itoa(spec.Port)}}},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyOnFailure},
 	}
 	host.Devices = chipDevices(spec.Chips)
@@ -219,6 +235,16 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 		},
 	}
 	return cfg, host, nil
+}
+
+// bindAddr is the engine's HostIP for a --bind address (zero: every
+// interface).
+func bindAddr(bind string) netip.Addr {
+	a, err := netip.ParseAddr(bind)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a
 }
 
 // chipDevices passes exactly these chips, not the whole /dev/tenstorrent:

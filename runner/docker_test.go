@@ -57,12 +57,8 @@ func TestDockerServeStop(t *testing.T) {
 	}
 	start := func(profile string) (*Spec, *Instance, string) {
 		t.Helper()
-		others, err := d.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		opts := PlanOptions{Profile: profile, CacheRoot: t.TempDir(), DevDir: filepath.Join(t.TempDir(), "none")}
-		spec, inst, err := Serve(ctx, d, pkg, others, opts, func(s *Spec) error {
+		spec, inst, err := Serve(ctx, d, pkg, d.List, opts, func(s *Spec) error {
 			s.HF, s.Weights = cfg, snaps
 			return nil
 		}, io.Discard)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,7 @@ type hostState struct {
 	PID       int       `json:"pid"`        // the supervisor's
 	StartTick string    `json:"start_tick"` // /proc/<pid>/stat field 22, to tell a reused pid
 	Port      int       `json:"port"`
+	Bind      string    `json:"bind,omitempty"`
 	Chips     []int     `json:"chips,omitempty"`
 	Started   time.Time `json:"started"`
 	Argv      []string  `json:"argv"`
@@ -88,7 +90,7 @@ func (h *Host) Find(_ context.Context, name string) (*Instance, error) {
 	}
 	inst := &Instance{
 		Name: st.Name, Package: st.Package, Profile: st.Profile, Runner: "host", ID: strconv.Itoa(st.PID),
-		Port: st.Port, Chips: st.Chips, Started: st.Started, State: "exited", ExitCode: -1,
+		Port: st.Port, Bind: st.Bind, Chips: st.Chips, Started: st.Started, State: "exited", ExitCode: -1,
 	}
 	sup, _ := supervisor.ReadStateFile(h.supervisorStatePath(name))
 	server := procfs.Process{PID: sup.ServerPID, StartTick: sup.ServerStartTick}
@@ -212,7 +214,7 @@ func (h *Host) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Inst
 	go func() { _ = cmd.Wait() }()
 	st := hostState{
 		Name: spec.Name, Package: spec.Package.Wire.Name, Profile: spec.Profile.Name, PID: cmd.Process.Pid,
-		StartTick: procfs.Self(cmd.Process.Pid).StartTick, Port: spec.Port, Chips: spec.Chips, Started: time.Now().UTC(), Argv: argv,
+		StartTick: procfs.Self(cmd.Process.Pid).StartTick, Port: spec.Port, Bind: spec.Bind, Chips: spec.Chips, Started: time.Now().UTC(), Argv: argv,
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -226,11 +228,19 @@ func (h *Host) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Inst
 	return h.Find(ctx, spec.Name)
 }
 
-// serverArgv is the launch argv with tt-model-server resolved on this host.
+// serverArgv is the launch argv with tt-model-server resolved on this host,
+// and, with --bind, the listen address every kind writes as 0.0.0.0
+// replaced by the bind address (a container keeps 0.0.0.0: the engine
+// publishes the port on the bind address instead).
 func (h *Host) serverArgv(spec *Spec) []string {
 	server := append([]string{}, spec.Launch.Argv...)
 	if len(server) > 0 && server[0] == "tt-model-server" && h.Server != "" {
 		server[0] = h.Server
+	}
+	for i, a := range server {
+		if a == "0.0.0.0" && spec.Bind != "" {
+			server[i] = spec.Bind
+		}
 	}
 	return server
 }
@@ -242,7 +252,7 @@ func (h *Host) argv(spec *Spec, server []string) []string {
 	if spec.Launch.ReadyLine != "" {
 		argv = append(argv, "--ready-line", spec.Launch.ReadyLine)
 	} else if spec.Launch.ReadyPath != "" {
-		argv = append(argv, "--ready-url", fmt.Sprintf("http://127.0.0.1:%d%s", spec.Port, spec.Launch.ReadyPath))
+		argv = append(argv, "--ready-url", "http://"+net.JoinHostPort(reachHost(spec.Bind), strconv.Itoa(spec.Port))+spec.Launch.ReadyPath)
 	}
 	if len(spec.Chips) > 0 {
 		argv = append(argv, "--chips", joinChips(spec.Chips))

@@ -26,6 +26,7 @@ type Spec struct {
 	Launch  manifest.Launch // for Port, the server's argv says --port Port
 	Name    string
 	Port    int
+	Bind    string // host address the port is published on ("" = every interface)
 	Chips   []int // nil when the host has no /dev/tenstorrent
 	// Weights are the package's snapshots (primary first), nil when the
 	// package declares none.
@@ -47,6 +48,7 @@ type Spec struct {
 type PlanOptions struct {
 	Profile   string
 	Port      int    // 0: the first free from FirstPort
+	Bind      string // host address to publish the port on ("" = every interface, as upstream)
 	DeviceIDs string // "": the lowest free chips
 	DevDir    string // where chips appear; "" = /dev/tenstorrent
 	CacheRoot string // "" = ~/.cache/tt-model
@@ -59,8 +61,11 @@ func Plan(pkg *Package, others []Instance, opts PlanOptions) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := &Spec{Package: pkg, Profile: prof, Name: InstanceName(pkg.Wire.Name, prof.Name)}
-	if spec.Port, err = pickPort(opts.Port, others); err != nil {
+	spec := &Spec{Package: pkg, Profile: prof, Name: InstanceName(pkg.Wire.Name, prof.Name), Bind: opts.Bind}
+	if opts.Bind != "" && net.ParseIP(opts.Bind) == nil {
+		return nil, fmt.Errorf("--bind %q: want an IP address of this host, e.g. 127.0.0.1", opts.Bind)
+	}
+	if spec.Port, err = pickPort(opts.Port, opts.Bind, others); err != nil {
 		return nil, err
 	}
 	port := spec.Port
@@ -147,8 +152,8 @@ func SortedEnv(env map[string]string) []string {
 }
 
 // pickPort is the requested port, or the first port from FirstPort that no
-// instance holds and that can be bound now.
-func pickPort(requested int, others []Instance) (int, error) {
+// instance holds and that can be bound now on bind ("" = every interface).
+func pickPort(requested int, bind string, others []Instance) (int, error) {
 	taken := map[int]bool{}
 	for _, o := range others {
 		if o.Running {
@@ -159,21 +164,21 @@ func pickPort(requested int, others []Instance) (int, error) {
 		if requested < 1 || requested > 65535 {
 			return 0, fmt.Errorf("--port %d: want 1-65535", requested)
 		}
-		if taken[requested] || !portFree(requested) {
+		if taken[requested] || !portFree(bind, requested) {
 			return 0, fmt.Errorf("--port %d is in use", requested)
 		}
 		return requested, nil
 	}
 	for p := FirstPort; p < FirstPort+1000; p++ {
-		if !taken[p] && portFree(p) {
+		if !taken[p] && portFree(bind, p) {
 			return p, nil
 		}
 	}
 	return 0, fmt.Errorf("no free port in %d-%d", FirstPort, FirstPort+999)
 }
 
-func portFree(p int) bool {
-	l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+func portFree(bind string, p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(p)))
 	if err != nil {
 		return false
 	}

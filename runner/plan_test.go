@@ -101,14 +101,14 @@ func TestHostChipsAndHugepages(t *testing.T) {
 
 func TestPickPort(t *testing.T) {
 	others := []Instance{{Name: "a", Port: FirstPort, Running: true}, {Name: "b", Port: FirstPort + 1}}
-	p, err := pickPort(0, others)
+	p, err := pickPort(0, "", others)
 	if err != nil || p == FirstPort {
 		t.Errorf("pickPort = %d, %v; want a port other than the running instance's %d", p, err, FirstPort)
 	}
-	if _, err := pickPort(FirstPort, others); err == nil {
+	if _, err := pickPort(FirstPort, "", others); err == nil {
 		t.Error("a port a running instance holds was accepted")
 	}
-	if _, err := pickPort(70000, nil); err == nil {
+	if _, err := pickPort(70000, "", nil); err == nil {
 		t.Error("port 70000 accepted")
 	}
 }

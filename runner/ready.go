@@ -60,7 +60,7 @@ func watchStart(ctx context.Context, r Runner, inst *Instance, l manifest.Launch
 	defer wg.Wait()
 	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
-	url := fmt.Sprintf("http://127.0.0.1:%d%s", inst.Port, l.ReadyPath)
+	url := inst.URL() + l.ReadyPath
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {

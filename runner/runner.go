@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,7 @@ type Instance struct {
 	Runner   string // "docker" or "host"
 	ID       string // container id, or the supervisor's pid
 	Port     int
+	Bind     string // host address the port is published on ("" = every interface)
 	Chips    []int
 	State    string // running, restarting, exited, …
 	Running  bool
@@ -98,6 +100,22 @@ func (e *RunningError) Error() string {
 	i := e.Instance
 	return fmt.Sprintf("%s is already running (%s %s, port %d); stop it first: tt-model stop %s --profile %s",
 		i.Name, i.Runner, shortID(i.ID), i.Port, i.Package, i.Profile)
+}
+
+// ReachHost is the address a client on this host reaches the instance at:
+// its bind address, or 127.0.0.1 when it listens on every interface.
+func (i Instance) ReachHost() string { return reachHost(i.Bind) }
+
+func reachHost(bind string) string {
+	if ip := net.ParseIP(bind); ip == nil || ip.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return bind
+}
+
+// URL is http://<ReachHost>:<Port>.
+func (i Instance) URL() string {
+	return "http://" + net.JoinHostPort(i.ReachHost(), strconv.Itoa(i.Port))
 }
 
 // Uptime is how long the instance has run, rounded to seconds.

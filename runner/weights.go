@@ -40,12 +40,16 @@ func PullWeights(ctx context.Context, c *hub.Client, p *Package, progress io.Wri
 // the one the model servers load by) to a profile's server env over the
 // host's HF cache, and returns the host snapshot folder HF_MODEL becomes, or
 // "" when HF_MODEL stays as the profile sets it: the model's own folder
-// variable is set, HF_MODEL is a path, or (for kinds other than
-// tt-go-server) it names none of the package's weights. The revision is the
+// variable is set, HF_MODEL is a path, the package declares no weights, or
+// (for kinds other than tt-go-server) it names none of the package's
+// weights. The revision is the
 // env's TT_WEIGHTS_REVISION, else the pin that was pulled (snaps). A
 // tt-go-server whose weights the rule cannot find is refused here, with
 // every place looked, instead of crash-looping in its container.
 func ServedWeights(pkg *Package, env map[string]string, hf hub.Config, snaps []*hub.Snapshot) (string, error) {
+	if len(pkg.WeightRefs()) == 0 {
+		return "", nil // nothing pulled, nothing to point at (the image brings its own, or the env does)
+	}
 	w, known := hub.ServerWeights{Model: pkg.Wire.Name}, false
 	if pkg.Wire.Container != nil && pkg.Wire.Container.Kind == manifest.KindGoServer {
 		model, _ := pkg.Wire.Container.Runtime["model"].(string)
