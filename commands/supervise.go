@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ttmodel/tt-model/internal/chips"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -99,11 +100,11 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 	cfg.MaxRestarts, cfg.RestartWindow = f.maxRestarts, f.restartWindow
 	cfg.StatusAddr, cfg.StateFile = f.statusAddr, f.stateFile
 	if f.chips != "" {
-		chips, err := supervisor.ParseChips(f.chips)
+		ids, err := chips.Parse(f.chips)
 		if err != nil {
 			return supervisor.Config{}, fmt.Errorf("--chips: %w", err)
 		}
-		cfg.Chips = chips
+		cfg.Chips = ids
 	}
 	return cfg, cfg.Validate()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/internal/chips"
 	"github.com/ttmodel/tt-model/internal/engine"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -230,7 +231,7 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 		Labels: map[string]string{
 			LabelName:    spec.Package.Wire.Name,
 			LabelProfile: spec.Profile.Name,
-			LabelDevices: joinChips(spec.Chips),
+			LabelDevices: chips.Format(spec.Chips),
 			LabelPort:    strconv.Itoa(spec.Port),
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/chips"
 	"github.com/ttmodel/tt-model/internal/procfs"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -255,7 +256,7 @@ func (h *Host) argv(spec *Spec, server []string) []string {
 		argv = append(argv, "--ready-url", "http://"+net.JoinHostPort(reachHost(spec.Bind), strconv.Itoa(spec.Port))+spec.Launch.ReadyPath)
 	}
 	if len(spec.Chips) > 0 {
-		argv = append(argv, "--chips", joinChips(spec.Chips))
+		argv = append(argv, "--chips", chips.Format(spec.Chips))
 	}
 	argv = append(argv, "--stop-grace", StopGrace.String(), "--state-file", h.supervisorStatePath(spec.Name))
 	argv = append(argv, spec.SupervisorFlags...)

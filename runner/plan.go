@@ -2,9 +2,7 @@ package runner
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/chips"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -27,7 +26,7 @@ type Spec struct {
 	Name    string
 	Port    int
 	Bind    string // host address the port is published on ("" = every interface)
-	Chips   []int // nil when the host has no /dev/tenstorrent
+	Chips   []int  // nil when the host has no /dev/tenstorrent
 	// Weights are the package's snapshots (primary first), nil when the
 	// package declares none.
 	Weights []*hub.Snapshot
@@ -79,13 +78,13 @@ func Plan(pkg *Package, others []Instance, opts PlanOptions) (*Spec, error) {
 	}
 	devDir := opts.DevDir
 	if devDir == "" {
-		devDir = "/dev/tenstorrent"
+		devDir = chips.DevDir
 	}
 	need, ok := manifest.ChipCount(prof.Hardware)
 	if !ok || need < 1 {
 		need = 1
 	}
-	avail, err := hostChips(devDir)
+	avail, err := chips.Discover(devDir)
 	if err != nil {
 		return nil, err
 	}
@@ -186,25 +185,6 @@ func portFree(bind string, p int) bool {
 	return true
 }
 
-// hostChips lists the numbered device nodes; none when the folder is absent.
-func hostChips(devDir string) ([]int, error) {
-	entries, err := os.ReadDir(devDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list chips in %s: %w", devDir, err)
-	}
-	var chips []int
-	for _, e := range entries {
-		if n, err := strconv.Atoi(e.Name()); err == nil && n >= 0 {
-			chips = append(chips, n)
-		}
-	}
-	slices.Sort(chips)
-	return chips, nil
-}
-
 func usedChips(others []Instance) map[int]string {
 	used := map[int]string{}
 	for _, o := range others {
@@ -260,19 +240,12 @@ func busyList(used map[int]string) string {
 	return strings.Join(parts, ", ")
 }
 
-// parseDeviceIDs reads --device-id: distinct non-negative ids, as many as
-// the profile needs.
+// parseDeviceIDs reads --device-id in the one chip-list grammar
+// (internal/chips: "0,1", "0-3"), as many chips as the profile needs.
 func parseDeviceIDs(s string, need int, profile string) ([]int, error) {
-	var ids []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("--device-id %q: want comma-separated chip numbers", s)
-		}
-		if slices.Contains(ids, n) {
-			return nil, fmt.Errorf("--device-id %q names chip %d twice", s, n)
-		}
-		ids = append(ids, n)
+	ids, err := chips.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--device-id: %w", err)
 	}
 	if len(ids) != need {
 		return nil, fmt.Errorf("--device-id gives %d chip(s); profile %s needs %d", len(ids), profile, need)

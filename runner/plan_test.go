@@ -54,9 +54,10 @@ func TestParseDeviceIDs(t *testing.T) {
 	}{
 		{"0,1", 2, []int{0, 1}, ""},
 		{" 3 ", 1, []int{3}, ""},
+		{"0-3", 4, []int{0, 1, 2, 3}, ""}, // the grammar of supervise --chips (issue 10)
 		{"0,0", 2, nil, "twice"},
-		{"0,x", 2, nil, "comma-separated"},
-		{"-1", 1, nil, "comma-separated"},
+		{"0,x", 2, nil, "not a chip id"},
+		{"-1", 1, nil, "want a chip id"},
 		{"0", 2, nil, "needs 2"},
 	}
 	for _, c := range cases {
@@ -73,20 +74,7 @@ func TestParseDeviceIDs(t *testing.T) {
 	}
 }
 
-func TestHostChipsAndHugepages(t *testing.T) {
-	dev := t.TempDir()
-	for _, n := range []string{"3", "0", "1", "not-a-chip"} {
-		if err := os.WriteFile(filepath.Join(dev, n), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := hostChips(dev)
-	if err != nil || !reflect.DeepEqual(got, []int{0, 1, 3}) {
-		t.Errorf("hostChips = %v, %v", got, err)
-	}
-	if got, err := hostChips(filepath.Join(dev, "absent")); err != nil || got != nil {
-		t.Errorf("absent dir: %v, %v; want none", got, err)
-	}
+func TestHugepages(t *testing.T) {
 	cases := map[string]bool{
 		"none":    false,
 		"mounted": true,

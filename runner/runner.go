@@ -6,9 +6,9 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/chips"
 	"github.com/ttmodel/tt-model/internal/procfs"
 )
 
@@ -127,36 +127,23 @@ func (i Instance) Uptime(now time.Time) time.Duration {
 }
 
 // FormatChips renders chip ids as "0,1" ("-" for none).
-func FormatChips(chips []int) string {
-	if len(chips) == 0 {
+func FormatChips(ids []int) string {
+	if len(ids) == 0 {
 		return "-"
 	}
-	return joinChips(chips)
+	return chips.Format(ids)
 }
 
-// joinChips renders chip ids as "0,1" ("" for none), the devices label.
-func joinChips(chips []int) string {
-	s := make([]string, len(chips))
-	for i, c := range chips {
-		s[i] = strconv.Itoa(c)
-	}
-	return strings.Join(s, ",")
-}
-
-// parseChips reads a devices label; malformed values give nil.
+// parseChips reads a devices label; a malformed one gives nil.
 func parseChips(s string) []int {
 	if s == "" {
 		return nil
 	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || n < 0 {
-			return nil
-		}
-		out = append(out, n)
+	ids, err := chips.Parse(s)
+	if err != nil {
+		return nil
 	}
-	return out
+	return ids
 }
 
 func shortID(id string) string {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/chips"
 	"log/slog"
 	"net"
 	"net/http"
@@ -80,18 +81,14 @@ func (s *Supervisor) Run(ctx context.Context) (code int, err error) {
 		final := code
 		s.board.update(func(st *Status) { st.ExitCode = &final })
 	}()
-	chips := s.cfg.Chips
-	if chips == nil {
-		found, err := s.host.discover()
-		if err != nil {
-			return 1, err
-		}
-		chips = found
+	ids, err := s.chipsToHold()
+	if err != nil {
+		return 1, err
 	}
-	s.chips = chips
-	s.board.update(func(st *Status) { st.Chips = chips })
-	if len(chips) > 0 {
-		locks, err := lockChips(s.cfg.LockDir, chips)
+	s.chips = ids
+	s.board.update(func(st *Status) { st.Chips = ids })
+	if len(ids) > 0 {
+		locks, err := lockChips(s.cfg.LockDir, ids)
 		if err != nil {
 			return 1, err
 		}
@@ -118,6 +115,23 @@ func (s *Supervisor) Run(ctx context.Context) (code int, err error) {
 	s.watchdog = watchdogInterval(s.log)
 
 	return s.loop(ctx)
+}
+
+// chipsToHold is --chips, checked against the host's device nodes before
+// anything is created for them, or every chip of the host.
+func (s *Supervisor) chipsToHold() ([]int, error) {
+	found, err := chips.Discover(s.cfg.DevDir)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Chips == nil {
+		return found, nil
+	}
+	if missing := chips.Missing(s.cfg.Chips, found); len(found) > 0 && len(missing) > 0 {
+		return nil, fmt.Errorf("--chips %s: chip %s is not on this host (%s has %s)",
+			chips.Format(s.cfg.Chips), chips.Format(missing), s.cfg.DevDir, chips.Format(found))
+	}
+	return s.cfg.Chips, nil
 }
 
 // outcome is how one server's life ended, as far as the restart policy cares.
@@ -151,7 +165,7 @@ func (s *Supervisor) loop(ctx context.Context) (int, error) {
 				return s.lastCode, nil
 			}
 			if !ok {
-				s.enter(StateFailed, "chips %s cannot be recovered", chipList(s.chips))
+				s.enter(StateFailed, "%s cannot be recovered", s.chipsName())
 				return HangExitCode, nil
 			}
 			resetWhy = ""
@@ -394,6 +408,14 @@ func (s *Supervisor) backoff(ctx context.Context, d time.Duration, why string) (
 			}
 		}
 	}
+}
+
+// chipsName is "chips 0,1" for messages, or "the chips" when there are none.
+func (s *Supervisor) chipsName() string {
+	if len(s.chips) == 0 {
+		return "the chips"
+	}
+	return "chips " + chips.Format(s.chips)
 }
 
 // enter moves to state: one log line, one STATUS= datagram (with READY=1 on
