@@ -204,7 +204,10 @@ func (h *Host) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Inst
 	}
 	defer log.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), SortedEnv(spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, metal))...)
+	env := hostPaths(spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, metal), map[string]string{
+		containerMetalCache: metal, containerWeightCache: filepath.Join(spec.StateDir, "weights"), ContainerHF: spec.HF.HFHome,
+	})
+	cmd.Env = append(os.Environ(), SortedEnv(env)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this command and its terminal
 	if err := cmd.Start(); err != nil {
@@ -227,6 +230,21 @@ func (h *Host) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Inst
 	}
 	fmt.Fprintf(progress, "started %s (pid %d), output in %s\n", spec.Name, st.PID, h.logPath(spec.Name))
 	return h.Find(ctx, spec.Name)
+}
+
+// hostPaths rewrites the env values that name a container mount point (a
+// profile written for the container, e.g. PI05_HANG_MARKER=/cache/…) to the
+// host folder behind that mount, so the file lands where the container's
+// would and never in a root-level /cache of the host.
+func hostPaths(env, mounts map[string]string) map[string]string {
+	for k, v := range env {
+		for mount, host := range mounts {
+			if v == mount || strings.HasPrefix(v, mount+"/") {
+				env[k] = host + strings.TrimPrefix(v, mount)
+			}
+		}
+	}
+	return env
 }
 
 // serverArgv is the launch argv with tt-model-server resolved on this host,

@@ -130,3 +130,15 @@ func TestHostStartNeedsServer(t *testing.T) {
 		t.Errorf("err = %v, want a hint to build the server", err)
 	}
 }
+
+func TestHostPaths(t *testing.T) {
+	env := hostPaths(map[string]string{
+		"PI05_HANG_MARKER": "/cache/pi05_hang_marker", "X": "/cachex/y", "W": "/weight-cache", "HF_MODEL": "/hf/hub/m", "N": "2",
+	}, map[string]string{"/cache": "/home/u/.cache/tt-model/p/cache", "/weight-cache": "/w", "/hf": "/home/u/hf"})
+	want := map[string]string{
+		"PI05_HANG_MARKER": "/home/u/.cache/tt-model/p/cache/pi05_hang_marker", "X": "/cachex/y", "W": "/w", "HF_MODEL": "/home/u/hf/hub/m", "N": "2",
+	}
+	if !reflect.DeepEqual(env, want) {
+		t.Errorf("hostPaths = %v\nwant %v", env, want)
+	}
+}
