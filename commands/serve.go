@@ -146,6 +146,9 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	}
 	fmt.Fprintf(w, "  try      curl -s %s/health\n", url)
 	fmt.Fprintf(w, "           curl -s %s/v1/models\n", url)
+	if spec.Package.Wire.Container.Runtime["model"] == "pi05" {
+		fmt.Fprintf(w, "           curl -s %s/v1/actions/metadata\n", url)
+	}
 	if spec.Package.Wire.Container.Runtime["model"] == "rf-detr" {
 		fmt.Fprintf(w, "           curl -s %s/predict -H 'Content-Type: application/json' -d \"{\\\"image\\\": \\\"$(base64 -w0 photo.jpg)\\\"}\"\n", url)
 	}
