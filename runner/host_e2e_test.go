@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,19 +23,6 @@ import (
 	"github.com/ttmodel/tt-model/runner/runnertest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
-
-// buildTTModel compiles this module's tt-model (the supervisor host mode runs).
-func buildTTModel(t *testing.T) string {
-	t.Helper()
-	_, self, _, _ := runtime.Caller(0)
-	out := filepath.Join(t.TempDir(), "tt-model")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/tt-model")
-	cmd.Dir = filepath.Join(filepath.Dir(self), "..")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build tt-model: %v\n%s", err, b)
-	}
-	return out
-}
 
 // TestHostServeStop runs a package on the bare host under the real
 // `tt-model supervise`, with the stand-in server reading its pinned

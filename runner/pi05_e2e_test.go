@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -76,21 +75,6 @@ type pi05E2E struct {
 	pkgDir   string // build/<name>
 	env      []string
 	profiles []string
-}
-
-// buildBinaries compiles tt-model and tt-model-server into one folder, as
-// `make build` does: `package` then takes the server from beside tt-model,
-// and `serve --host` runs it.
-func buildBinaries(t *testing.T) string {
-	t.Helper()
-	_, self, _, _ := runtime.Caller(0)
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "./cmd/tt-model", "./cmd/tt-model-server")
-	cmd.Dir = filepath.Join(filepath.Dir(self), "..")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build tt-model and tt-model-server: %v\n%s", err, b)
-	}
-	return filepath.Join(dir, "tt-model")
 }
 
 func packagePI05(t *testing.T, d *Docker) *pi05E2E {
