@@ -30,7 +30,7 @@ func TestRemoveStaleTempDirs(t *testing.T) {
 		t.Fatalf("the child made %q", dead)
 	}
 	other := filepath.Join(dir, ".other.partial-1-1-x") // another package's
-	foreign := filepath.Join(dir, prefix+"abc")          // not one of ours
+	foreign := filepath.Join(dir, prefix+"abc")         // not one of ours
 	for _, d := range []string{other, foreign} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
