@@ -177,7 +177,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	server, tool, err := locateBinaries(ctx, binaryPlan{
 		ServerPath: serverPath, Executable: opts.Executable,
 		SearchDirs: []string{filepath.Dir(absPath(workDir, m.File)), workDir},
-		BuildDir:   buildDir, Version: opts.ToolVersion, Log: p.writer(),
+		BuildDir:   buildDir, Log: p.writer(),
 	})
 	if err != nil {
 		return nil, err
