@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ttmodel/tt-model/hub/hubtest"
 	"github.com/ttmodel/tt-model/internal/testenv"
 
 	"github.com/moby/moby/client"
@@ -21,33 +22,9 @@ import (
 // through the CLI on the Docker engine, then serves again with the Hub gone
 // (the pinned weights are complete in the cache).
 func TestServeOnDocker(t *testing.T) {
-	ctx := context.Background()
-	testenv.Require(t, "docker")
-	d, err := runner.ConnectDocker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Close()
-	server := runnertest.BuildHealthServer(t) // before XDG_CACHE_HOME moves the Go build cache
-	srv, commit := runnertest.WeightsHub(t)
-	t.Setenv("HF_ENDPOINT", srv.URL)
-	t.Setenv("HF_HOME", t.TempDir())
-	t.Setenv("HF_HUB_CACHE", "")
-	t.Setenv("HF_TOKEN", "")
-	t.Setenv("HF_HUB_OFFLINE", "")
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	name := fmt.Sprintf("clitest-%d", os.Getpid())
-	dir, tag := runnertest.StagedPackage(t, name, server, commit)
+	st := cliStandIn(t, "clitest")
+	dir, name, srv, commit := st.dir, st.name, st.hub, st.commit
 	instance := runner.InstanceName(name, "default")
-	t.Cleanup(func() {
-		c, err := client.New(client.FromEnv)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		c.ContainerRemove(ctx, instance, client.ContainerRemoveOptions{Force: true})
-		c.ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true})
-	})
 	code, out, errOut := runCLI("serve", dir, "--timeout", "2m")
 	if code != 0 || !strings.Contains(out, name+" is ready: profile default, container "+instance) || !strings.Contains(out, "url      http://127.0.0.1:") {
 		t.Fatalf("serve: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -90,35 +67,13 @@ func TestServeOnDocker(t *testing.T) {
 // publishes the port on that address only.
 func TestServeTwinsAndBind(t *testing.T) {
 	ctx := context.Background()
-	testenv.Require(t, "docker")
+	st := cliStandIn(t, "twintest")
+	dir, name, cacheHome := st.dir, st.name, st.cacheHome
 	d, err := runner.ConnectDocker(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	server := runnertest.BuildHealthServer(t)
-	srv, commit := runnertest.WeightsHub(t)
-	t.Setenv("HF_ENDPOINT", srv.URL)
-	t.Setenv("HF_HOME", t.TempDir())
-	t.Setenv("HF_HUB_CACHE", "")
-	t.Setenv("HF_TOKEN", "")
-	t.Setenv("HF_HUB_OFFLINE", "")
-	cacheHome := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", cacheHome)
-	name := fmt.Sprintf("twintest-%d", os.Getpid())
-	dir, tag := runnertest.StagedPackage(t, name, server, commit)
-	t.Cleanup(func() {
-		c, err := client.New(client.FromEnv)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		for _, p := range []string{"default", "stubborn"} {
-			c.ContainerRemove(ctx, runner.InstanceName(name, p), client.ContainerRemoveOptions{Force: true})
-		}
-		c.ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true})
-	})
-
 	code, out, errOut := runCLI("serve", dir, "--bind", "127.0.0.1", "--timeout", "2m")
 	if code != 0 || !strings.Contains(out, "exposed  port") || !strings.Contains(out, "on 127.0.0.1 only") {
 		t.Fatalf("serve --bind: exit %d\n%s%s", code, out, errOut)
@@ -174,4 +129,48 @@ func TestServeTwinsAndBind(t *testing.T) {
 			t.Errorf("stop --runner docker --profile %s: exit %d\n%s%s", p, code, out, errOut)
 		}
 	}
+}
+
+// cliStandIn stages the runner's stand-in package (runnertest) as
+// <tag>-<pid> for the CLI on the Docker engine: a local Hub with its
+// weights, a fresh HF_HOME and tt-model cache (XDG_CACHE_HOME). Its
+// containers and image are removed when the test ends.
+type standInPackage struct {
+	dir, name, commit string
+	hub               *hubtest.Server
+	cacheHome         string
+}
+
+func cliStandIn(t *testing.T, tag string) standInPackage {
+	t.Helper()
+	ctx := context.Background()
+	testenv.Require(t, "docker")
+	d, err := runner.ConnectDocker(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	server := runnertest.BuildHealthServer(t) // before XDG_CACHE_HOME moves the Go build cache
+	srv, commit := runnertest.WeightsHub(t)
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	cacheHome := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cacheHome)
+	name := fmt.Sprintf("%s-%d", tag, os.Getpid())
+	dir, imageTag := runnertest.StagedPackage(t, name, server, commit)
+	t.Cleanup(func() {
+		c, err := client.New(client.FromEnv)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for _, p := range []string{"default", "stubborn", "broken", "flaky"} {
+			c.ContainerRemove(ctx, runner.InstanceName(name, p), client.ContainerRemoveOptions{Force: true})
+		}
+		c.ImageRemove(ctx, imageTag, client.ImageRemoveOptions{Force: true})
+	})
+	return standInPackage{dir: dir, name: name, commit: commit, hub: srv, cacheHome: cacheHome}
 }

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,39 +30,11 @@ func weightsCache(t *testing.T) (hub.Config, string) {
 
 func TestDockerServeStop(t *testing.T) {
 	ctx := context.Background()
-	testenv.Require(t, "docker")
-	d, err := ConnectDocker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	cfg, commit := weightsCache(t)
-	name := fmt.Sprintf("rtest-%d", os.Getpid())
-	dir, _ := runnertest.StagedPackage(t, name, runnertest.BuildHealthServer(t), commit)
-	pkg, err := LoadPackage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, p := range []string{"default", "stubborn"} {
-			d.c.ContainerRemove(ctx, InstanceName(name, p), client.ContainerRemoveOptions{Force: true})
-		}
-		d.c.ImageRemove(ctx, pkg.Wire.Container.Image.Tag, client.ImageRemoveOptions{Force: true})
-	})
-	snaps, err := PullWeights(ctx, hub.NewClient(cfg), pkg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, si := dockerStandIn(t, "rtest")
+	name := si.pkg.Wire.Name
 	start := func(profile string) (*Spec, *Instance, string) {
 		t.Helper()
-		opts := PlanOptions{Profile: profile, CacheRoot: t.TempDir(), DevDir: filepath.Join(t.TempDir(), "none")}
-		spec, inst, err := Serve(ctx, d, pkg, d.List, opts, func(s *Spec) error {
-			s.HF, s.Weights = cfg, snaps
-			return nil
-		}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		spec, inst := si.start(t, profile)
 		var logs bytes.Buffer
 		if err := WaitReady(ctx, d, inst, spec.Launch, 2*time.Minute, &logs); err != nil {
 			t.Fatalf("%v\n%s", err, logs.String())
@@ -73,7 +43,7 @@ func TestDockerServeStop(t *testing.T) {
 	}
 
 	spec, inst, logs := start("default")
-	wantModel := "HF_MODEL=/hf/hub/models--org--weights/snapshots/" + commit
+	wantModel := "HF_MODEL=/hf/hub/models--org--weights/snapshots/" + si.snaps[0].Commit
 	if !strings.Contains(logs, wantModel) {
 		t.Errorf("server output lacks %q:\n%s", wantModel, logs)
 	}
@@ -138,42 +108,13 @@ func waitNotRunning(t *testing.T, d *Docker, inst *Instance) {
 // across the restart, and ends saying why when the container stops for good.
 func TestDockerCrashLoopAndFollow(t *testing.T) {
 	ctx := context.Background()
-	testenv.Require(t, "docker")
-	d, err := ConnectDocker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	cfg, commit := weightsCache(t)
-	name := fmt.Sprintf("rcrash-%d", os.Getpid())
-	dir, _ := runnertest.StagedPackage(t, name, runnertest.BuildHealthServer(t), commit)
-	pkg, err := LoadPackage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, p := range []string{"broken", "flaky"} {
-			d.c.ContainerRemove(ctx, InstanceName(name, p), client.ContainerRemoveOptions{Force: true})
-		}
-		d.c.ImageRemove(ctx, pkg.Wire.Container.Image.Tag, client.ImageRemoveOptions{Force: true})
-	})
-	snaps, err := PullWeights(ctx, hub.NewClient(cfg), pkg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func(profile string) (*Spec, *Instance) {
-		t.Helper()
-		opts := PlanOptions{Profile: profile, CacheRoot: t.TempDir(), DevDir: filepath.Join(t.TempDir(), "none")}
-		spec, inst, err := Serve(ctx, d, pkg, nil, opts, func(s *Spec) error { s.HF, s.Weights = cfg, snaps; return nil }, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return spec, inst
-	}
+	d, si := dockerStandIn(t, "rcrash")
+	name := si.pkg.Wire.Name
+	start := func(profile string) (*Spec, *Instance) { return si.start(t, profile) }
 
 	spec, inst := start("broken")
 	began := time.Now()
-	err = WaitReady(ctx, d, inst, spec.Launch, 2*time.Minute, io.Discard)
+	err := WaitReady(ctx, d, inst, spec.Launch, 2*time.Minute, io.Discard)
 	var crash *CrashError
 	if !errors.As(err, &crash) || !strings.Contains(err.Error(), runnertest.BrokenMessage) || !strings.Contains(err.Error(), "tt-model logs "+name+" --profile broken") {
 		t.Fatalf("WaitReady = %v; want a CrashError with the server's message and the logs command", err)

@@ -11,14 +11,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/procfs"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 	"github.com/ttmodel/tt-model/supervisor"
@@ -29,25 +27,9 @@ import (
 // snapshot from the host HF cache.
 func TestHostServeStop(t *testing.T) {
 	ctx := context.Background()
-	h := &Host{RunDir: t.TempDir(), Supervisor: []string{buildTTModel(t), "supervise"}, Server: runnertest.BuildHealthServer(t)}
-	t.Setenv("PI05_HANG_MARKER", filepath.Join(t.TempDir(), "hang_marker")) // no reset before the first start
-	cfg, commit := weightsCache(t)
-	dir, _ := runnertest.StagedPackage(t, "hosttest", h.Server, commit)
-	pkg, err := LoadPackage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := PullWeights(ctx, hub.NewClient(cfg), pkg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := PlanOptions{CacheRoot: t.TempDir(), DevDir: filepath.Join(t.TempDir(), "none")}
-	prepare := func(s *Spec) error { s.HF, s.Weights = cfg, snaps; return nil }
-	spec, inst, err := Serve(ctx, h, pkg, nil, opts, prepare, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Stop(ctx, inst, 5*time.Second, io.Discard)
+	h, si := hostStandIn(t)
+	spec, inst := si.start(t, "default")
+	snaps := si.snaps
 	var logs bytes.Buffer
 	if err := WaitReady(ctx, h, inst, spec.Launch, 2*time.Minute, &logs); err != nil {
 		t.Fatalf("%v\n%s", err, logs.String())
@@ -74,46 +56,12 @@ func TestHostServeStop(t *testing.T) {
 	}
 }
 
-// hostPackage stages the stand-in package for the host runner under the
-// real `tt-model supervise`, with its weights in a fresh HF cache.
-func hostPackage(t *testing.T) (*Host, *Package, func(*Spec) error) {
-	t.Helper()
-	h := &Host{RunDir: t.TempDir(), Supervisor: []string{buildTTModel(t), "supervise"}, Server: runnertest.BuildHealthServer(t)}
-	t.Setenv("PI05_HANG_MARKER", filepath.Join(t.TempDir(), "hang_marker")) // no reset before the first start
-	cfg, commit := weightsCache(t)
-	dir, _ := runnertest.StagedPackage(t, "hosttest", h.Server, commit)
-	pkg, err := LoadPackage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := PullWeights(context.Background(), hub.NewClient(cfg), pkg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, pkg, func(s *Spec) error { s.HF, s.Weights = cfg, snaps; return nil }
-}
-
-func hostServe(t *testing.T, h *Host, pkg *Package, prepare func(*Spec) error, profile string) (*Spec, *Instance) {
-	t.Helper()
-	opts := PlanOptions{Profile: profile, CacheRoot: t.TempDir(), DevDir: filepath.Join(t.TempDir(), "none")}
-	spec, inst, err := Serve(context.Background(), h, pkg, nil, opts, prepare, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cur, _ := h.Find(context.Background(), inst.Name); cur != nil {
-			h.Stop(context.Background(), cur, 5*time.Second, io.Discard)
-		}
-	})
-	return spec, inst
-}
-
 // Issue 21, item 3, on the bare host: the supervisor backs off after the
 // server's first failed start, and WaitReady returns a CrashError with the
 // server's own message at once instead of waiting out its timeout.
 func TestHostCrashLoop(t *testing.T) {
-	h, pkg, prepare := hostPackage(t)
-	spec, inst := hostServe(t, h, pkg, prepare, "broken")
+	h, si := hostStandIn(t)
+	spec, inst := si.start(t, "broken")
 	began := time.Now()
 	err := WaitReady(context.Background(), h, inst, spec.Launch, 2*time.Minute, io.Discard)
 	var crash *CrashError
@@ -128,8 +76,8 @@ func TestHostCrashLoop(t *testing.T) {
 // rather than exited cleanly, and stop says it had already stopped.
 func TestHostKilledSupervisor(t *testing.T) {
 	ctx := context.Background()
-	h, pkg, prepare := hostPackage(t)
-	spec, inst := hostServe(t, h, pkg, prepare, "default")
+	h, si := hostStandIn(t)
+	spec, inst := si.start(t, "default")
 	if err := WaitReady(ctx, h, inst, spec.Launch, 2*time.Minute, io.Discard); err != nil {
 		t.Fatal(err)
 	}

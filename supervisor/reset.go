@@ -73,28 +73,17 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 }
 
 // pauseBeforeReset waits d before the next reset attempt (a chip that just
-// failed a reset often needs a moment: the attempts back off, doubling),
-// still extending systemd's timeout; stopped is true when a stop signal
-// came.
+// failed a reset often needs a moment: the attempts back off, doubling);
+// stopped is true when a stop signal came or ctx ended (SIGHUP only cuts the
+// pause short).
 func (s *Supervisor) pauseBeforeReset(ctx context.Context, extend *time.Ticker, d time.Duration) (stopped bool) {
 	s.log.Info("next reset attempt after a pause", "pause", d)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			return false
-		case <-ctx.Done():
-			return true
-		case <-extend.C:
-			s.notify.send(extendTimeout(2 * s.cfg.ExtendInterval))
-		case sig := <-s.sigs:
-			if isStopSignal(sig) {
-				s.log.Warn("stop requested between reset attempts: the hang marker stays")
-				return true
-			}
-		}
+	sig, cancelled := s.pause(ctx, d, extend)
+	if cancelled || (sig != nil && isStopSignal(sig)) {
+		s.log.Warn("stop requested between reset attempts: the hang marker stays")
+		return true
 	}
+	return false
 }
 
 // checkChips runs the chip check while still answering stop signals and

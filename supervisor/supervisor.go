@@ -387,24 +387,42 @@ func (s *Supervisor) stop(srv *server, why string, final bool) (st exitStatus, k
 // starts at once.
 func (s *Supervisor) backoff(ctx context.Context, d time.Duration, why string) (stopped bool) {
 	s.enter(StateBackoff, "restarting in %s after %s", d, why)
+	sig, cancelled := s.pause(ctx, d, nil)
+	switch {
+	case cancelled:
+		s.shuttingDown = true
+		s.enter(StateStopping, "context cancelled; no server running")
+		return true
+	case sig != nil && isStopSignal(sig):
+		s.shuttingDown = true
+		s.enter(StateStopping, "received %s; no server running", signalName(sig.(syscall.Signal)))
+		return true
+	}
+	return false
+}
+
+// pause waits d while no server runs (a backoff, a pause between reset
+// attempts), sending EXTEND_TIMEOUT_USEC on extend's ticks (nil: none). It
+// ends early on a stop signal or SIGHUP (returned) or when ctx ends
+// (cancelled); other signals have no server to go to and are dropped.
+func (s *Supervisor) pause(ctx context.Context, d time.Duration, extend *time.Ticker) (sig os.Signal, cancelled bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var ticks <-chan time.Time
+	if extend != nil {
+		ticks = extend.C
+	}
 	for {
 		select {
 		case <-t.C:
-			return false
+			return nil, false
 		case <-ctx.Done():
-			s.shuttingDown = true
-			s.enter(StateStopping, "context cancelled; no server running")
-			return true
+			return nil, true
+		case <-ticks:
+			s.notify.send(extendTimeout(2 * s.cfg.ExtendInterval))
 		case sig := <-s.sigs:
-			switch {
-			case isStopSignal(sig):
-				s.shuttingDown = true
-				s.enter(StateStopping, "received %s; no server running", signalName(sig.(syscall.Signal)))
-				return true
-			case sig == syscall.SIGHUP:
-				return false
+			if isStopSignal(sig) || sig == syscall.SIGHUP {
+				return sig, false
 			}
 		}
 	}

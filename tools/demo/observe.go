@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"strings"
-	"time"
 )
 
 // observe sends one robot observation (the picture as the camera frame, a
@@ -20,7 +15,7 @@ func observe(w io.Writer, url, picture, task string, rows int) error {
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(map[string]any{
+	body := map[string]any{
 		"input": map[string]any{
 			"task": task,
 			"observation": map[string]any{
@@ -29,23 +24,6 @@ func observe(w io.Writer, url, picture, task string, rows int) error {
 			},
 		},
 		"parameters": map[string]any{"seed": 1},
-	})
-	if err != nil {
-		return err
-	}
-	endpoint := strings.TrimRight(url, "/") + "/v1/actions/generations"
-	client := &http.Client{Timeout: 5 * time.Minute}
-	resp, err := client.Post(endpoint, "application/json", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("POST %s: %w", endpoint, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("POST %s: %w", endpoint, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: %s: %s", endpoint, resp.Status, raw)
 	}
 	var out struct {
 		Data []struct {
@@ -58,8 +36,11 @@ func observe(w io.Writer, url, picture, task string, rows int) error {
 		} `json:"data"`
 		Timings map[string]float64 `json:"timings"`
 	}
-	if err := json.Unmarshal(raw, &out); err != nil || len(out.Data) != 1 {
-		return fmt.Errorf("decode the answer of %s: %v: %.200s", endpoint, err, raw)
+	if err := postJSON(url, "/v1/actions/generations", body, &out); err != nil {
+		return err
+	}
+	if len(out.Data) != 1 {
+		return fmt.Errorf("the answer holds %d generations, want 1", len(out.Data))
 	}
 	a := out.Data[0].Action
 	kind := "in the robot's units"
