@@ -174,3 +174,21 @@ func cliStandIn(t *testing.T, tag string) standInPackage {
 	})
 	return standInPackage{dir: dir, name: name, commit: commit, hub: srv, cacheHome: cacheHome}
 }
+
+// Issue 21, item 3, through the CLI: serve of a profile whose server exits
+// at start ends with exit 1 and the server's own message on stderr, with
+// and without --detach, instead of waiting out --timeout.
+func TestServeReportsCrash(t *testing.T) {
+	st := cliStandIn(t, "crashtest")
+	for _, extra := range [][]string{nil, {"--detach"}} {
+		args := append([]string{"serve", st.dir, "--profile", "broken", "--timeout", "5m"}, extra...)
+		code, out, errOut := runCLI(args...)
+		if code != 1 || !strings.Contains(errOut, runnertest.BrokenMessage) || !strings.Contains(errOut, "crashed while starting") ||
+			!strings.Contains(errOut, "tt-model logs "+st.name+" --profile broken --runner docker") {
+			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
+		}
+		if code, out, errOut := runCLI("stop", st.name, "--profile", "broken", "--grace", "5s"); code != 0 {
+			t.Fatalf("stop: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+}

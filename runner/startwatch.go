@@ -52,6 +52,7 @@ type startWatcher struct {
 	lastLife  []string // the lines of the server's previous life
 	readyDone bool
 	crashDone bool
+	crashed   []string // the life that ended, as it was when the crash was seen
 }
 
 func newStartWatcher(w io.Writer, needle string) *startWatcher {
@@ -81,12 +82,13 @@ func (sw *startWatcher) line(l string) {
 	}
 	msg, detail, ok := supervisor.LogFields(l)
 	switch {
-	case ok && msg == supervisor.LogSpawned:
+	case ok && msg == supervisor.LogStarting:
 		sw.lastLife, sw.life = sw.life, nil
 		return
 	case ok && (msg == supervisor.LogState(supervisor.StateBackoff) || msg == supervisor.LogState(supervisor.StateFailed)):
 		if !sw.crashDone {
 			sw.crashDone = true
+			sw.crashed = sw.lastLines()
 			what := "the supervisor restarts it"
 			if msg == supervisor.LogState(supervisor.StateFailed) {
 				what = "the supervisor gave up"
@@ -94,7 +96,7 @@ func (sw *startWatcher) line(l string) {
 			sw.crash <- what + " (" + detail + ")"
 		}
 		return
-	case ok && (msg == supervisor.LogExited || strings.HasPrefix(msg, "state ")):
+	case ok && (msg == supervisor.LogSpawned || msg == supervisor.LogExited || strings.HasPrefix(msg, "state ")):
 		return // the supervisor's own lines, not the server's
 	}
 	sw.life = append(sw.life, l)
@@ -103,17 +105,24 @@ func (sw *startWatcher) line(l string) {
 	}
 }
 
-// crashError reports the crash with the last lines of the server's last
-// life (this one when it wrote any, else the one before).
+// lastLines are the server's lines of its current life when it wrote any,
+// else those of the life before.
+func (sw *startWatcher) lastLines() []string {
+	if len(sw.life) == 0 {
+		return sw.lastLife
+	}
+	return append([]string{}, sw.life...)
+}
+
+// crashError reports the crash with the last lines of the server's life that
+// ended: frozen when the supervisor's backoff was seen (the next life's
+// output may already follow), else the latest.
 func (sw *startWatcher) crashError(inst *Instance, why string) *CrashError {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	lines := sw.life
-	if len(lines) == 0 {
-		lines = sw.lastLife
-	}
-	if len(sw.partial) > 0 && len(sw.life) > 0 {
-		lines = append(append([]string{}, lines...), string(sw.partial))
+	lines := sw.crashed
+	if lines == nil {
+		lines = sw.lastLines()
 	}
 	out := make([]string, 0, len(lines))
 	for _, l := range lines {

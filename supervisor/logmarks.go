@@ -9,8 +9,11 @@ import (
 // serve` follows a starting server's output and tells a crash loop from a
 // slow start by them. The log is slog's text format (msg=… detail=…).
 const (
-	LogSpawned = "server spawned"
-	LogExited  = "server exited"
+	// LogStarting is written just before each fork of the server, so every
+	// line of the server's output comes after it (the two share the log).
+	LogStarting = "starting the server"
+	LogSpawned  = "server spawned"
+	LogExited   = "server exited"
 )
 
 // LogState is the message the supervisor logs on entering state.

@@ -46,6 +46,7 @@ func (s *Supervisor) spawn() (*server, error) {
 	}
 
 	env := childEnv(os.Environ(), s.cfg.Env)
+	s.log.Info(LogStarting, "start", s.board.snapshot().Starts+1)
 	c, err := s.reaper.start(s.cfg.Argv, env, files, s.locks.inherited()...)
 	closeAll(nil, writers) // the server holds its own copies now
 	if err != nil {
