@@ -84,3 +84,10 @@ func ServedWeights(pkg *Package, env map[string]string, hf hub.Config, snaps []*
 	}
 	return loc.Dir, nil
 }
+
+// ContainerSnapshotPath is where a snapshot appears inside a container that
+// mounts an HF_HOME at /hf (the Kubernetes pods, whose weights job fills a
+// volume the host runner cannot look into).
+func ContainerSnapshotPath(repo, commit string) string {
+	return ContainerHF + "/hub/" + hub.RepoFolderName(repo) + "/snapshots/" + commit
+}
