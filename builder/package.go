@@ -136,12 +136,15 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", outDir, err)
 	}
-	stagingDir, err := os.MkdirTemp(outDir, "."+m.Name+".partial-")
+	for _, stale := range append(removeStaleTempDirs(outDir, "."+m.Name+".partial-"), removeStaleTempDirs(os.TempDir(), scratchPrefix)...) {
+		p.stage("removed %s, left by a package run that was killed", stale)
+	}
+	stagingDir, err := ownedTempDir(outDir, "."+m.Name+".partial-")
 	if err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	defer os.RemoveAll(stagingDir)
-	scratch, err := os.MkdirTemp("", "tt-model-package-")
+	scratch, err := ownedTempDir(os.TempDir(), scratchPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("create scratch directory: %w", err)
 	}
@@ -183,7 +186,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	closure, binInfo, err := closureOf(search, []placedBinary{{tool, toolImagePath}, {server, serverImagePath}})
+	closure, binInfo, err := closureOf(search, []placedBinary{{tool, ImageToolPath}, {server, ImageServerPath}})
 	if err != nil {
 		return nil, err
 	}
@@ -202,14 +205,14 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := map[string]string{"HF_HOME": hfDir, "TT_METAL_CACHE": cacheDir, "HOME": homeDir}
+	env := map[string]string{"HF_HOME": ImageHFDir, "TT_METAL_CACHE": ImageCacheDir, "HOME": ImageHomeDir}
 	for k, v := range launch.Env {
 		env[k] = v
 	}
 	if extra := closure.extraLibraryPath(); len(extra) > 0 {
 		env["LD_LIBRARY_PATH"] = strings.Join(extra, ":")
 	}
-	cmd := append([]string{serverImagePath}, launch.Argv[1:]...)
+	cmd := append([]string{ImageServerPath}, launch.Argv[1:]...)
 
 	builtAt := epoch.UTC().Format(time.RFC3339)
 	built := map[string]any{
@@ -233,7 +236,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	}
 	spec := imageSpec{
 		Base: base, Server: server, Tool: tool, Closure: closure,
-		Entrypoint: []string{toolImagePath, "supervise", "--"},
+		Entrypoint: []string{ImageToolPath, "supervise", "--"},
 		Cmd:        cmd,
 		Env:        env,
 		Port:       launch.Port,
