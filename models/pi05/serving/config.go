@@ -199,8 +199,18 @@ func FromEnv(env Env) (Config, error) {
 		}
 	}
 
-	// The SLO.
-	if r.get("PI05_SLO_MS") != "" {
+	// The SLO: dp's policy. In sp and pd (which have no admission control, as on chips) the SLO's
+	// settings are named as without effect: an image packaged with the multi-robot profile carries
+	// them into every profile it serves.
+	sloVars := []string{"PI05_SLO_MS", "PI05_SLO_P99_MS", "PI05_SLO_MARGIN_MS", "PI05_SLO_CLOCK_GUARD", "PI05_SLO_HOST_MS", "PI05_MR_GUARD",
+		"PI05_ROUTING", "PI05_JOIN", "PI05_STEAL"}
+	if c.Layout != DP {
+		for _, v := range sloVars {
+			if r.get(v) != "" {
+				c.Notices = append(c.Notices, fmt.Sprintf("%s=%s has no effect with PI05_LAYOUT=%s: robot binding and the SLO are dp's", v, r.get(v), c.Layout))
+			}
+		}
+	} else if r.get("PI05_SLO_MS") != "" {
 		c.SLO.P50 = r.ms("PI05_SLO_MS", 0, 1)
 		c.SLO.P99 = r.ms("PI05_SLO_P99_MS", c.SLO.P50, c.SLO.P50)
 		c.SLO.Margin = r.ms("PI05_SLO_MARGIN_MS", 5*time.Millisecond, 0)
@@ -209,11 +219,8 @@ func FromEnv(env Env) (Config, error) {
 			c.SLO.Host, c.SLO.HostSet = r.ms("PI05_SLO_HOST_MS", 0, 0), true
 		}
 		c.SLO.Guards = r.guards(devices)
-		if c.Layout != DP {
-			r.bad("PI05_SLO_MS=%s: the SLO policy is dp's (every device the whole model); PI05_LAYOUT=%s has no admission control", r.get("PI05_SLO_MS"), c.Layout)
-		}
 	} else {
-		for _, v := range []string{"PI05_SLO_P99_MS", "PI05_SLO_MARGIN_MS", "PI05_SLO_CLOCK_GUARD", "PI05_SLO_HOST_MS", "PI05_MR_GUARD"} {
+		for _, v := range sloVars[1:6] {
 			if r.get(v) != "" {
 				c.Notices = append(c.Notices, v+" has no effect without PI05_SLO_MS")
 			}
@@ -232,7 +239,8 @@ func FromEnv(env Env) (Config, error) {
 	}
 	c.MaxBatch = r.intIn("PI05_MAX_BATCH", defBatch, 1, 8)
 	if c.Layout == SP && c.MaxBatch > 1 {
-		r.bad("PI05_MAX_BATCH=%d: PI05_LAYOUT=sp runs one request at a time", c.MaxBatch)
+		c.Notices = append(c.Notices, fmt.Sprintf("PI05_MAX_BATCH=%d has no effect with PI05_LAYOUT=sp: one request at a time", c.MaxBatch))
+		c.MaxBatch = 1
 	}
 	c.BatchWindow = r.ms("PI05_BATCH_WINDOW_MS", 4*time.Millisecond, 0)
 	c.PackSetting = r.choice("PI05_EXPERT_PACK", "auto", "auto", "0", "1")
@@ -243,15 +251,15 @@ func FromEnv(env Env) (Config, error) {
 		defRouting = RouteRobot
 	}
 	c.Routing = Routing(r.choice("PI05_ROUTING", string(defRouting), string(RouteRobot), string(RouteLeast)))
-	if c.Layout != DP && r.get("PI05_ROUTING") != "" {
-		c.Notices = append(c.Notices, fmt.Sprintf("PI05_ROUTING has no effect with PI05_LAYOUT=%s (one queue)", c.Layout))
-	}
 	c.RobotIdle = r.seconds("PI05_ROBOT_IDLE_S", 5*time.Second, time.Millisecond)
 	c.Join = Join(r.choice("PI05_JOIN", string(JoinWork), string(JoinWork), string(JoinLateness)))
+	c.Steal = r.choice("PI05_STEAL", "0", "0", "1") == "1"
+	if c.Layout != DP { // named above; sp and pd run one queue
+		c.Routing, c.Join, c.Steal = RouteLeast, JoinWork, false
+	}
 	if c.Join == JoinLateness && !c.SLO.On() {
 		r.bad("PI05_JOIN=lateness needs PI05_SLO_MS (it waits for robots expected within their deadline)")
 	}
-	c.Steal = r.choice("PI05_STEAL", "0", "0", "1") == "1"
 	if c.Steal && !c.SLO.On() {
 		r.bad("PI05_STEAL=1 needs PI05_SLO_MS (it moves requests that would miss their deadline)")
 	}

@@ -62,6 +62,13 @@ func TestFromEnvDefaultsAndProfiles(t *testing.T) {
 				t.Errorf("2 devices of 4 threads: %+v", c)
 			}
 		}},
+		{"profile env inherited by sp", map[string]string{"PI05_LAYOUT": "sp", "PI05_SLO_MS": "100", "PI05_MAX_BATCH": "4", "PI05_STEAL": "1"}, func(t *testing.T, c Config) {
+			n := strings.Join(c.Notices, "\n")
+			if c.SLO.On() || c.MaxBatch != 1 || c.Steal || !strings.Contains(n, "PI05_SLO_MS=100 has no effect with PI05_LAYOUT=sp") ||
+				!strings.Contains(n, "PI05_MAX_BATCH=4 has no effect with PI05_LAYOUT=sp") {
+				t.Errorf("sp with the multi-robot image's env: slo %v, batch %d, steal %v, notices %q", c.SLO.On(), c.MaxBatch, c.Steal, c.Notices)
+			}
+		}},
 		{"no slo", map[string]string{"PI05_SLO_CLOCK_GUARD": "2"}, func(t *testing.T, c Config) {
 			if c.SLO.On() || !strings.Contains(strings.Join(c.Notices, "\n"), "PI05_SLO_CLOCK_GUARD has no effect without PI05_SLO_MS") {
 				t.Errorf("notices %q", c.Notices)
@@ -90,9 +97,7 @@ func TestFromEnvRefuses(t *testing.T) {
 		"PI05_SLO_MS=100 PI05_SLO_CLOCK_GUARD=0.5": "PI05_SLO_CLOCK_GUARD",
 		"PI05_SLO_MS=100 PI05_MR_GUARD=hot":        "PI05_MR_GUARD=hot",
 		"PI05_SLO_MS=100 PI05_MR_GUARD=9:2":        "PI05_MR_GUARD",
-		"PI05_SLO_MS=100 PI05_LAYOUT=sp":           "PI05_SLO_MS=100",
 		"PI05_MAX_BATCH=9":                         "PI05_MAX_BATCH",
-		"PI05_LAYOUT=sp PI05_MAX_BATCH=2":          "PI05_LAYOUT=sp runs one request at a time",
 		"PI05_JOIN=lateness":                       "PI05_JOIN=lateness needs PI05_SLO_MS",
 		"PI05_STEAL=1":                             "PI05_STEAL=1 needs PI05_SLO_MS",
 		"PI05_STEAL=yes":                           "PI05_STEAL",
