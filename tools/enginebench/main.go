@@ -1,5 +1,5 @@
-// Command enginebench measures the pi0.5 serving engine in one run, on one checkpoint (the
-// issue's full-width, reduced-depth model: `make bench-engine` makes it): closed-loop robots
+// Command enginebench measures the pi0.5 serving engine in one run, on one checkpoint (a
+// full-width model of reduced depth, so a request takes seconds: `make bench-engine` makes it): closed-loop robots
 // (tools/robotbench/robots) against tt-model-server started in each scenario, one after another:
 //
 //	today    one device, one request at a time (what the server did before the engine)
