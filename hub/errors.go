@@ -58,6 +58,8 @@ func (e *HTTPError) Error() string {
 		fmt.Fprintf(&b, ": %s is gated: accept its conditions on the Hub, then use a token of that account (HF_TOKEN or `tt-model login`)", repo)
 	case e.Status == http.StatusUnauthorized && e.Message == msgInvalidCredentials:
 		b.WriteString(": the Hub refused the token (HF_TOKEN or the token file): log in again with `tt-model login`")
+	case e.Status == http.StatusUnauthorized && e.Method != http.MethodGet && e.Method != http.MethodHead:
+		fmt.Fprintf(&b, ": writing to %s needs a valid token with write access (HF_TOKEN or `tt-model login`)", repo)
 	case e.Code == CodeRepoNotFound || e.Status == http.StatusUnauthorized:
 		// The Hub answers 401 for a private or missing repo when no token is
 		// sent, as huggingface_hub notes; it cannot tell the two apart.

@@ -39,7 +39,7 @@ func isLFSFormat(name string) bool {
 // dangling link or anything but a regular file or folder fails the import
 // before anything is recorded.
 func (c Cache) Import(repo, commit, dir string) (*Snapshot, error) {
-	if err := checkRepoID(repo); err != nil {
+	if err := ValidateRepoID(repo); err != nil {
 		return nil, err
 	}
 	if !IsCommit(commit) {

@@ -37,7 +37,7 @@ type Snapshot struct {
 // is set) the cache answers only if every selected file of the revision is
 // complete there. Progress goes to progressOut (stderr).
 func (c *Client) Download(ctx context.Context, req Request, progressOut io.Writer) (*Snapshot, error) {
-	if err := checkRepoID(req.Repo); err != nil {
+	if err := ValidateRepoID(req.Repo); err != nil {
 		return nil, err
 	}
 	rev := req.Revision
@@ -350,17 +350,30 @@ func first(s []string, n int) []string {
 	return s
 }
 
-// checkRepoID accepts "name" or "org/name" made of the characters the Hub
-// allows, so a repo id can never make a path outside the cache.
-func checkRepoID(repo string) error {
+// ValidateRepoID applies huggingface_hub's validate_repo_id
+// (utils/_validators.py): "name" or "namespace/name", each part 1-96 of
+// [A-Za-z0-9._-] starting and ending with a letter, digit or "_", no "--" or
+// "..", no ".git" suffix; so a repo id can never make a path outside the cache.
+func ValidateRepoID(repo string) error {
 	parts := strings.Split(repo, "/")
 	if repo == "" || len(parts) > 2 {
 		return fmt.Errorf("repo id %q: want org/name", repo)
 	}
 	for _, p := range parts {
-		if p == "" || p == "." || p == ".." || strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" {
-			return fmt.Errorf("repo id %q: want org/name of letters, digits, '-', '_' and '.'", repo)
+		edge := func(c byte) bool { return c == '_' || (c >= '0' && c <= '9') || (c|0x20 >= 'a' && c|0x20 <= 'z') }
+		switch {
+		case len(p) == 0 || len(p) > 96:
+			return fmt.Errorf("repo id %q: each part must have 1 to 96 characters", repo)
+		case strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "":
+			return fmt.Errorf("repo id %q: only letters, digits, '-', '_' and '.' are allowed", repo)
+		case !edge(p[0]) || !edge(p[len(p)-1]):
+			return fmt.Errorf("repo id %q: each part must start and end with a letter, digit or '_'", repo)
+		case strings.Contains(p, "--") || strings.Contains(p, ".."):
+			return fmt.Errorf("repo id %q: '--' and '..' are not allowed", repo)
 		}
+	}
+	if strings.HasSuffix(repo, ".git") {
+		return fmt.Errorf("repo id %q: must not end in .git", repo)
 	}
 	return nil
 }

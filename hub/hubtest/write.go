@@ -559,6 +559,10 @@ func (s *Server) serveCommit(w http.ResponseWriter, r *http.Request, c caller, r
 				hubError(w, http.StatusBadRequest, "", "the header needs a summary")
 				return
 			}
+			if header.ParentCommit != "" && header.ParentCommit != head.id {
+				hubError(w, http.StatusPreconditionFailed, "", "A commit has happened since. Please refresh and try again.")
+				return
+			}
 		case "file":
 			var data []byte
 			var err error
