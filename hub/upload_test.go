@@ -34,7 +34,7 @@ func newUploadFixture(t *testing.T) *uploadFixture {
 		"README.md":                      []byte("---\ntags:\n- tt-model\n---\n# detector\n"),
 		"code/main.go":                   []byte("package main\n"),
 		"code/empty.txt":                 {},
-		"image/blobs/sha256/layer":       randomBytes(300_000, 11), // binary: LFS
+		"image/blobs/sha256/layer":       randomBytes(300_000, 11),             // binary: LFS
 		"image/blobs/sha256/big-text":    bytes.Repeat([]byte("text "), 3<<20), // 15 MB of text: LFS by size
 		"tt_kernel_manifest.json":        []byte(`{"schema_version": "5.1"}`),
 		"image/oci-layout":               []byte(`{"imageLayoutVersion": "1.0.0"}`),
