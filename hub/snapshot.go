@@ -48,7 +48,7 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 		snap, err := c.fromCache(req, rev)
 		if snap != nil || c.cfg.Offline {
 			if err != nil {
-				err = fmt.Errorf("%w; HF_HUB_OFFLINE is set, so the Hub was not asked", err)
+				err = fmt.Errorf("%w (%s: the Hub was not asked)", err, c.offlineWhy)
 			}
 			return snap, err
 		}

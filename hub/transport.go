@@ -22,6 +22,8 @@ type Client struct {
 	// idle is how long a download may go without receiving a byte before
 	// the connection is dropped and the transfer resumed.
 	idle time.Duration
+	// offlineWhy says why the network is not used, for errors.
+	offlineWhy string
 }
 
 // backoff is huggingface_hub's http_backoff schedule: up to Retries retries,
@@ -82,10 +84,21 @@ func NewClient(cfg Config, opts ...Option) *Client {
 		backoff: backoff{Retries: 5, Base: time.Second, Max: 8 * time.Second},
 		idle:    60 * time.Second,
 	}
+	if cfg.Offline {
+		c.offlineWhy = "HF_HUB_OFFLINE is set"
+	}
 	for _, o := range opts {
 		o(c)
 	}
 	return c
+}
+
+// Offline is a copy of the client that never uses the network, as with
+// HF_HUB_OFFLINE: it answers from the cache or fails.
+func (c *Client) Offline() *Client {
+	off := *c
+	off.cfg.Offline, off.offlineWhy = true, "offline"
+	return &off
 }
 
 // Cache is the cache this client writes.
