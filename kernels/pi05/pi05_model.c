@@ -1,4 +1,6 @@
-/* pi05 model, program and slab lifecycles: the checkpoint tensor table, packing at load, scratch. */
+/* pi05_model.c: the model, program and slab lifecycles: the checkpoint tensor table, packing at
+ * load, every scratch buffer. All allocation of kernels/pi05 happens here.
+ * Must not: run a stage, or allocate after pi05_program_new / pi05_slab_new returned. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* rfdetr: the whole RF-DETR-base forward (Roboflow/rf-detr-base at 560x560)
  * as one C program: DINOv2-small windowed backbone, C2f projector, two-stage
  * top-300 query selection, 3-layer deformable decoder, heads. The math is
- * ../../shared/specs/rfdetr.md; the PyTorch twin is tools/reference/rfdetr.py.
+ * docs/rfdetr.md; the PyTorch twin is tools/reference/rfdetr.py.
  *
  * Life cycle (all allocation happens here, none per forward):
  *   p = rfdetr_new(precision, nthreads, isa)
