@@ -31,6 +31,16 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# A local Hugging Face Hub on 127.0.0.1:8787 for the README's author and operator loops (in
+# memory; Ctrl-C stops it), serving a random RF-DETR-base checkpoint at the pinned revision
+# (the real weights cannot be downloaded here; its detections are meaningless).
+LOCAL_HUB_WEIGHTS ?= build/localhub-weights
+RFDETR_PIN        := 7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a
+.PHONY: local-hub
+local-hub:
+	test -f $(LOCAL_HUB_WEIGHTS)/model.safetensors || $(GO) run ./tools/demo --checkpoint $(LOCAL_HUB_WEIGHTS)
+	$(GO) run ./tools/localhub -weights Roboflow/rf-detr-base@$(RFDETR_PIN)=$(LOCAL_HUB_WEIGHTS)
+
 # Each target 60 s: the manifest decoder, the /predict request body and image paths.
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecode -fuzztime 60s

@@ -52,6 +52,12 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newPackageCmd(),
 		newCardCmd(),
 		newPushCmd(),
+		newPullCmd(),
+		newListCmd(),
+		newInfoCmd(),
+		newRmCmd(),
+		newCurlCmd(),
+		newLoginCmd(),
 		newSuperviseCmd(),
 		newServiceCmd(),
 	)

@@ -54,6 +54,9 @@ type FetchOptions struct {
 	// LocalOnly never uses the network: the package must be in the store.
 	LocalOnly bool
 	Progress  io.Writer
+	// CacheRoot is where pulled images are laid out for serving ("" =
+	// ~/.cache/tt-model).
+	CacheRoot string
 }
 
 // FetchPackage returns the package ref names from the local store, pulling
@@ -83,18 +86,131 @@ func FetchPackage(ctx context.Context, c *hub.Client, ref HubRef, opts FetchOpti
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s@%s is not a tt-model package: %w", ref.Repo, snap.Commit, err)
 	}
+	if err := verifyImageBlobs(pkg); err != nil {
+		return nil, nil, fmt.Errorf("%s@%s: %w", ref.Repo, snap.Commit, err)
+	}
+	if src := pkg.ImageLayout(); src != "" {
+		root := opts.CacheRoot
+		if root == "" {
+			if root, err = DefaultCacheRoot(); err != nil {
+				return nil, nil, err
+			}
+		}
+		if pkg.ImageDir, err = materializeLayout(src, filepath.Join(root, "images")); err != nil {
+			return nil, nil, fmt.Errorf("%s@%s: %w", ref.Repo, snap.Commit, err)
+		}
+	}
 	if err := VerifyPackageImage(pkg); err != nil {
 		return nil, nil, fmt.Errorf("%s@%s: %w", ref.Repo, snap.Commit, err)
 	}
 	return pkg, snap, nil
 }
 
-// VerifyPackageImage checks a package's image/ layout: each blob under
-// blobs/sha256 holds what its name says (a cache link named by that sha256
-// is one the download verified; anything else is hashed here), and the
-// layout's image is the one the manifest records. A package whose image
-// lives in a registry (no image/) passes.
+// PulledLayout is where the servable copy of the image layout src lives
+// under root: named by the sha256 of its index.json.
+func PulledLayout(root, src string) (string, error) {
+	index, err := os.ReadFile(filepath.Join(src, "index.json"))
+	if err != nil {
+		return "", fmt.Errorf("image layout: %w", err)
+	}
+	sum := sha256.Sum256(index)
+	return filepath.Join(root, hex.EncodeToString(sum[:])[:32]), nil
+}
+
+// materializeLayout makes a real OCI layout of the linked one at src under
+// root (see PulledLayout): index.json and oci-layout
+// copied, every blob hard-linked to the cache's verified blob (copied when
+// the two folders are on different filesystems). It is made in a temporary
+// folder and renamed into place, so a layout there is always whole.
+func materializeLayout(src, root string) (string, error) {
+	dst, err := PulledLayout(root, src)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dst, "index.json")); err == nil {
+		return dst, nil
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(root, ".layout-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	err = filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(tmp, rel)
+		if d.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return err
+		}
+		if os.Link(real, out) == nil {
+			return nil
+		}
+		return copyFile(real, out)
+	})
+	if err != nil {
+		return "", fmt.Errorf("materialize the image layout: %w", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		if _, statErr := os.Stat(filepath.Join(dst, "index.json")); statErr == nil {
+			return dst, nil // another process made it meanwhile
+		}
+		return "", err
+	}
+	return dst, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// VerifyPackageImage checks that the package's image layout holds the image
+// its manifest records. A package whose image lives in a registry (no
+// image/) passes.
 func VerifyPackageImage(pkg *Package) error {
+	dir := pkg.ImageLayout()
+	if dir == "" {
+		return nil
+	}
+	img, err := layoutImage(dir, pkg.Wire.Container.Image.Tag)
+	if err != nil {
+		return err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return fmt.Errorf("image digest: %w", err)
+	}
+	if want := pkg.Wire.Container.Image.Digest; want != "" && d.String() != want {
+		return fmt.Errorf("image/ holds %s but the manifest records %s", d, want)
+	}
+	return nil
+}
+
+// verifyImageBlobs checks each blob under image/blobs/sha256 holds what its
+// name says: a cache link to a blob named by that sha256 is one the
+// download verified (an LFS file); anything else is hashed here.
+func verifyImageBlobs(pkg *Package) error {
 	dir := pkg.ImageLayout()
 	if dir == "" {
 		return nil
@@ -122,17 +238,6 @@ func VerifyPackageImage(pkg *Package) error {
 		if got := hex.EncodeToString(h.Sum(nil)); got != e.Name() {
 			return fmt.Errorf("image blob %s is corrupt: it hashes to sha256 %s", e.Name(), got)
 		}
-	}
-	img, err := layoutImage(dir, pkg.Wire.Container.Image.Tag)
-	if err != nil {
-		return err
-	}
-	d, err := img.Digest()
-	if err != nil {
-		return fmt.Errorf("image digest: %w", err)
-	}
-	if want := pkg.Wire.Container.Image.Digest; want != "" && d.String() != want {
-		return fmt.Errorf("image/ holds %s but the manifest records %s", d, want)
 	}
 	return nil
 }
@@ -214,4 +319,25 @@ func WeightsPresent(ctx context.Context, c *hub.Client, pkg *Package) (bool, err
 		}
 	}
 	return true, nil
+}
+
+// FetchManifest reads only the manifest of the Hub package ref: from the
+// local store when it holds it (no network), else by downloading that one
+// file. info and profiles need no image.
+func FetchManifest(ctx context.Context, c *hub.Client, ref HubRef) (*Package, *hub.Snapshot, error) {
+	req := hub.Request{Repo: ref.Repo, Revision: ref.Revision, Allow: []string{manifest.WireFile}}
+	snap, err := c.Offline().Download(ctx, req, io.Discard)
+	if err != nil {
+		if snap, err = c.Download(ctx, req, io.Discard); err != nil {
+			return nil, nil, fmt.Errorf("package %s: %w", ref, err)
+		}
+	}
+	w, err := manifest.ReadWire(filepath.Join(snap.Dir, manifest.WireFile))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s@%s: %w", ref.Repo, snap.Commit, err)
+	}
+	if w.Container == nil {
+		return nil, nil, fmt.Errorf("%s@%s: schema %s has no container block: not a container package", ref.Repo, snap.Commit, w.SchemaVersion)
+	}
+	return &Package{Path: filepath.Join(snap.Dir, manifest.WireFile), Dir: snap.Dir, Wire: w}, snap, nil
 }

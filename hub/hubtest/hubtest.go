@@ -194,6 +194,25 @@ func (s *Server) AddCommit(repoID, branch string, files []File) string {
 	return c.id
 }
 
+// AddCommitAt stores files as commit id of repoID on branch: a repo whose
+// commit ids are known beforehand (a pinned weights revision).
+func (s *Server) AddCommitAt(repoID, branch, id string, files []File) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repoLocked(repoID)
+	fm := map[string]File{}
+	for _, f := range files {
+		fm[f.Path] = f
+		if f.LFS {
+			r.lfs[SHA256(f.Data)] = f.Data
+		}
+	}
+	s.nextID++
+	r.commits[id] = &commit{id: id, parent: r.refs[branch], title: "Upload files", files: fm,
+		at: r.created.Add(time.Duration(s.nextID) * time.Minute)}
+	r.refs[branch] = id
+}
+
 // StallAfter makes storage downloads send n bytes and then hang until the
 // client goes away; 0 turns it off.
 func (s *Server) StallAfter(n int64) { s.mu.Lock(); s.stallAfter = n; s.mu.Unlock() }
