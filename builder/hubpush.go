@@ -249,6 +249,9 @@ func packageFiles(dir, sub string) ([]hub.LocalFile, error) {
 		return nil, err
 	}
 	var out []hub.LocalFile
+	if _, err := os.Stat(filepath.Join(dir, sub)); errors.Is(err, fs.ErrNotExist) && sub == "code" {
+		return nil, nil // a kind that stages no code
+	}
 	err = filepath.WalkDir(filepath.Join(dir, sub), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -86,6 +86,7 @@ type Server struct {
 	multipartChunk   int64 // >0: objects larger than this upload in parts of this size
 	stallUploadsFrom int   // >0: storage PUTs hang once this many objects are stored
 	failures         []failure
+	closed           chan struct{} // releases stalled requests on Close
 }
 
 type failure struct {
@@ -116,7 +117,7 @@ func New() *Server { return must(NewOn("127.0.0.1:0", "127.0.0.1:0")) }
 
 // NewOn starts a Hub whose API listens on hubAddr and storage on storeAddr.
 func NewOn(hubAddr, storeAddr string) (*Server, error) {
-	s := &Server{repos: map[string]*repo{}, tokens: map[string]Token{}, pageSize: 1000}
+	s := &Server{repos: map[string]*repo{}, tokens: map[string]Token{}, pageSize: 1000, closed: make(chan struct{})}
 	hl, err := net.Listen("tcp", hubAddr)
 	if err != nil {
 		return nil, fmt.Errorf("hub listener: %w", err)
@@ -148,6 +149,7 @@ func must(s *Server, err error) *Server {
 
 // Close stops both servers.
 func (s *Server) Close() {
+	close(s.closed)
 	s.Server.Close()
 	s.Storage.Close()
 }
@@ -292,6 +294,16 @@ func (s *Server) Commits(repoID string) int {
 	return 0
 }
 
+// Objects counts the LFS objects repoID holds (uploaded and verified).
+func (s *Server) Objects(repoID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.repos[repoID]; r != nil {
+		return len(r.lfs)
+	}
+	return 0
+}
+
 // Private reports the visibility of repoID.
 func (s *Server) Private(repoID string) bool {
 	s.mu.Lock()
@@ -388,6 +400,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
+}
+
+// stall hangs a request until its client goes away or the server closes.
+func (s *Server) stall(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-s.closed:
+	}
 }
 
 func (s *Server) requestID() string {

@@ -399,7 +399,7 @@ func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request, repoID, s
 		}
 		w.Write(data[from:min(from+int(stall), len(data))])
 		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+		s.stall(r)
 		return
 	}
 	http.ServeContent(w, r, "", time.Unix(0, 0), bytes.NewReader(data))

@@ -396,12 +396,14 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, repoID, oid
 		http.Error(w, "NoSuchBucket", http.StatusNotFound)
 		return
 	}
-	if stallFrom > 0 && stored >= stallFrom {
-		<-r.Context().Done() // hang until the client goes away
-		return
-	}
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
+		return
+	}
+	if stallFrom > 0 && stored >= stallFrom {
+		// The body is read (so the server notices the client leaving);
+		// the answer never comes and nothing is stored.
+		s.stall(r)
 		return
 	}
 	s.mu.Lock()
