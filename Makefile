@@ -31,6 +31,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# push and pull of the RF-DETR package against the local Hub on loopback, beside cp -r of the
+# same tree, and a second push with nothing changed (docs/PERFORMANCE.md, "Hub").
+.PHONY: bench-hub
+bench-hub: build
+	test -d build/rf-detr || ./bin/tt-model package --container models/rf-detr/tt-model.yaml --out build
+	$(GO) run ./tools/hubbench -package build/rf-detr -runs 5
+
 # A local Hugging Face Hub on 127.0.0.1:8787 for the README's author and operator loops (in
 # memory; Ctrl-C stops it), serving a random RF-DETR-base checkpoint at the pinned revision
 # (the real weights cannot be downloaded here; its detections are meaningless).

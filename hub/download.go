@@ -62,6 +62,9 @@ func (c *Client) fetchBlob(ctx context.Context, repo string, f RepoFile, meta Fi
 	if err := os.Rename(incomplete, blob); err != nil {
 		return fmt.Errorf("finish %s of %s: %w", f.Path, repo, err)
 	}
+	if f.LFS == nil {
+		return nil // small: hashed again at each use (see verify.go)
+	}
 	return c.cache.recordVerified(repo, meta.Etag)
 }
 

@@ -192,8 +192,10 @@ func (c Cache) importFile(repo, commit, rel, src string) (RepoFile, error) {
 	if err := os.Rename(tmp.Name(), c.BlobPath(repo, f.Etag())); err != nil {
 		return RepoFile{}, err
 	}
-	if err := c.recordVerified(repo, f.Etag()); err != nil {
-		return RepoFile{}, err
+	if f.LFS != nil {
+		if err := c.recordVerified(repo, f.Etag()); err != nil {
+			return RepoFile{}, err
+		}
 	}
 	return f, c.link(repo, commit, rel, f.Etag())
 }

@@ -15,11 +15,13 @@ import (
 	"strings"
 )
 
-// A blob is hashed in full once, when it is downloaded or imported (or the
-// first time tt-model meets a blob another tool wrote), and the size and
-// modification time it had then are recorded beside the cache in
-// <repo folder>/.tt-model/verified/<etag>. Every later use compares the two
-// with a stat: a blob that changed is hashed again before it is served.
+// An LFS blob (the weights) is hashed in full once, when it is downloaded or
+// imported (or the first time tt-model meets one another tool wrote), and
+// the size and modification time it had then are recorded beside the cache
+// in <repo folder>/.tt-model/verified/<etag>. Every later use compares the
+// two with a stat: a blob that changed is hashed again before it is served.
+// A file stored in git is small (the Hub keeps files of 10 MiB or more in
+// LFS): it is simply hashed at each use, with no record to write.
 // huggingface_hub ignores the folder (it reads only blobs/, refs/,
 // snapshots/ and trees/).
 
@@ -72,11 +74,14 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // always when full is set). It returns whether it hashed the blob.
 func (c Cache) checkBlob(repo string, f RepoFile, full bool) (hashed bool, err error) {
 	etag := f.Etag()
-	if !full && c.unchangedSinceVerified(repo, etag) {
+	if !full && f.LFS != nil && c.unchangedSinceVerified(repo, etag) {
 		return false, nil
 	}
 	if err := verifyFile(c.BlobPath(repo, etag), f, f.Size); err != nil {
 		return true, &CorruptError{Repo: repo, Path: f.Path, Blob: c.BlobPath(repo, etag), Err: err}
+	}
+	if f.LFS == nil {
+		return true, nil
 	}
 	return true, c.recordVerified(repo, etag)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -209,37 +210,16 @@ func VerifyPackageImage(pkg *Package) error {
 
 // verifyImageBlobs checks each blob under image/blobs/sha256 holds what its
 // name says: a cache link to a blob named by that sha256 is one the
-// download verified (an LFS file); anything else is hashed here.
+// download verified (an LFS file); anything else is hashed.
 func verifyImageBlobs(pkg *Package) error {
 	dir := pkg.ImageLayout()
 	if dir == "" {
 		return nil
 	}
-	blobs := filepath.Join(dir, "blobs", "sha256")
-	entries, err := os.ReadDir(blobs)
-	if err != nil {
-		return fmt.Errorf("image layout: %w", err)
-	}
-	for _, e := range entries {
-		p := filepath.Join(blobs, e.Name())
-		if target, err := os.Readlink(p); err == nil && filepath.Base(target) == e.Name() {
-			continue
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		h := sha256.New()
-		_, err = io.Copy(h, f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("read image blob %s: %w", e.Name(), err)
-		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != e.Name() {
-			return fmt.Errorf("image blob %s is corrupt: it hashes to sha256 %s", e.Name(), got)
-		}
-	}
-	return nil
+	return ocilayout.VerifyBlobs(dir, func(name, path string) bool {
+		target, err := os.Readlink(path)
+		return err == nil && filepath.Base(target) == name
+	})
 }
 
 // StoredPackage is a package in the local store.

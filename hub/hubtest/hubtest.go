@@ -87,6 +87,7 @@ type Server struct {
 	stallUploadsFrom int   // >0: storage PUTs hang once this many objects are stored
 	failures         []failure
 	closed           chan struct{} // releases stalled requests on Close
+	closeOnce        sync.Once
 }
 
 type failure struct {
@@ -147,9 +148,9 @@ func must(s *Server, err error) *Server {
 	return s
 }
 
-// Close stops both servers.
+// Close stops both servers; closing twice is harmless.
 func (s *Server) Close() {
-	close(s.closed)
+	s.closeOnce.Do(func() { close(s.closed) })
 	s.Server.Close()
 	s.Storage.Close()
 }
