@@ -204,7 +204,7 @@ func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request, c caller, rep
 	tags = append(tags, "region:us")
 	ns, _, _ := strings.Cut(repoID, "/")
 	info := map[string]any{
-		"_id": fmt.Sprintf("%024x", sha1.Sum([]byte(repoID))), "id": repoID, "modelId": repoID, "author": ns,
+		"_id": fmt.Sprintf("%x", sha1.Sum([]byte(repoID)))[:24], "id": repoID, "modelId": repoID, "author": ns,
 		"sha": cm.id, "lastModified": cm.at.Format("2006-01-02T15:04:05.000Z"), "createdAt": rp.created.Format("2006-01-02T15:04:05.000Z"),
 		"private": rp.private, "gated": gatedValue(rp.gated), "disabled": false, "downloads": 0, "likes": 0,
 		"tags": tags, "siblings": siblings, "spaces": []string{}, "usedStorage": used,
