@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 )
 
 // Request names the weights to bring into the cache.
@@ -261,42 +260,14 @@ func (c *Client) fetchAll(ctx context.Context, repo, commit string, files []Repo
 		return 0, err
 	}
 	prog := newProgress(progressOut, fmt.Sprintf("Downloading %s (%d files)", repo, len(todo)), total)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, c.workers)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, f := range todo {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			if err := c.fetchFile(ctx, repo, commit, f, prog); err != nil {
-				if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-					return // a consequence of another file's failure, or of the caller's cancel
-				}
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
+	err := parallel(ctx, c.workers, todo, func(ctx context.Context, f RepoFile) error {
+		return c.fetchFile(ctx, repo, commit, f, prog)
+	})
 	prog.finish()
-	if len(errs) > 0 {
-		return prog.wire.Load(), errors.Join(errs...)
+	if err == nil {
+		err = ctx.Err()
 	}
-	if err := ctx.Err(); err != nil {
-		return prog.wire.Load(), err
-	}
-	return prog.wire.Load(), nil
+	return prog.wire.Load(), err
 }
 
 // fetchFile asks the Hub where f lives and under which etag, downloads the

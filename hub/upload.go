@@ -448,15 +448,18 @@ type batchObject struct {
 	} `json:"error"`
 }
 
+// upload is one LFS object to send and the batch API's actions for it.
+type upload struct {
+	op
+	obj batchObject
+}
+
 // uploadLFS sends the LFS objects the Hub lacks (post_lfs_batch_info, then
 // lfs_upload for each, five at a time as huggingface_hub).
 func (c *Client) uploadLFS(ctx context.Context, repo, branch string, ops []op, progress io.Writer) (uploaded, reused int, sent int64, err error) {
 	u := fmt.Sprintf("%s/%s.git/info/lfs/objects/batch", c.cfg.Endpoint, repo)
 	byOID := map[string]op{}
-	var todo []struct {
-		op
-		obj batchObject
-	}
+	var todo []upload
 	for start := 0; start < len(ops); start += uploadBatch {
 		chunk := ops[start:min(start+uploadBatch, len(ops))]
 		var objects []map[string]any
@@ -488,10 +491,7 @@ func (c *Client) uploadLFS(ctx context.Context, repo, branch string, ops []op, p
 			case obj.Actions.Upload.Href == nil:
 				return 0, 0, 0, &ParseError{Endpoint: "POST " + u, Field: fmt.Sprintf("objects[%d].actions.upload.href", i), Problem: "missing"}
 			default:
-				todo = append(todo, struct {
-					op
-					obj batchObject
-				}{o, obj})
+				todo = append(todo, upload{o, obj})
 			}
 		}
 		if len(problems) > 0 {
@@ -506,36 +506,15 @@ func (c *Client) uploadLFS(ctx context.Context, repo, branch string, ops []op, p
 		total += t.Size
 	}
 	prog := newProgress(progress, fmt.Sprintf("Uploading %d LFS files to %s", len(todo), repo), total)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, 5)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, t := range todo {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			if err := c.uploadObject(ctx, repo, t.op, t.obj, prog); err != nil {
-				mu.Lock()
-				if ctx.Err() == nil || !errors.Is(err, context.Canceled) {
-					errs = append(errs, fmt.Errorf("upload %s: %w", t.Path, err))
-				}
-				mu.Unlock()
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
+	err = parallel(ctx, 5, todo, func(ctx context.Context, t upload) error {
+		if err := c.uploadObject(ctx, repo, t.op, t.obj, prog); err != nil {
+			return fmt.Errorf("upload %s: %w", t.Path, err)
+		}
+		return nil
+	})
 	prog.finish()
-	if len(errs) > 0 {
-		return 0, 0, 0, errors.Join(errs...)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	return len(todo), reused, prog.wire.Load(), nil
 }

@@ -63,6 +63,17 @@ func (s *Server) readable(w http.ResponseWriter, c caller, repoID string) (*repo
 	return nil, false
 }
 
+// readableCommit is readable then lookup: the commit rev names in a repo the
+// caller may see, the Hub's error answered otherwise.
+func (s *Server) readableCommit(w http.ResponseWriter, c caller, repoID, rev string) (*repo, *commit, bool) {
+	rp, ok := s.readable(w, c, repoID)
+	if !ok {
+		return nil, nil, false
+	}
+	cm, ok := s.lookup(w, rp, rev)
+	return rp, cm, ok
+}
+
 // lookup resolves rev (branch or commit) in r.
 func (s *Server) lookup(w http.ResponseWriter, r *repo, rev string) (*commit, bool) {
 	s.mu.Lock()
@@ -168,11 +179,7 @@ func cardFrontMatter(files map[string]File) map[string]any {
 // the Hub's camelCase, siblings with blobs=true carrying size, blobId and
 // lfs.{sha256,size,pointerSize}.
 func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request, c caller, repoID, rev string) {
-	rp, ok := s.readable(w, c, repoID)
-	if !ok {
-		return
-	}
-	cm, ok := s.lookup(w, rp, rev)
+	rp, cm, ok := s.readableCommit(w, c, repoID, rev)
 	if !ok {
 		return
 	}
@@ -232,11 +239,7 @@ func gatedValue(g bool) any {
 // files, lfs.{oid,size,pointerSize}; folders as type "directory". Pages are
 // linked with a Link: <…&cursor=N>; rel="next" header.
 func (s *Server) serveTree(w http.ResponseWriter, r *http.Request, c caller, repoID, rev, dir string) {
-	rp, ok := s.readable(w, c, repoID)
-	if !ok {
-		return
-	}
-	cm, ok := s.lookup(w, rp, rev)
+	_, cm, ok := s.readableCommit(w, c, repoID, rev)
 	if !ok {
 		return
 	}

@@ -60,7 +60,10 @@ saved_model/**/* filter=lfs diff=lfs merge=lfs -text
 // files outside LFS.
 const maxRegularFile = 10 << 20
 
-var repoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$`)
+var (
+	repoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$`)
+	sha256Hex  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
 
 func (s *Server) serveWhoami(w http.ResponseWriter, c caller) {
 	if c.anonymous {
@@ -343,7 +346,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, c caller, re
 	multipart := chunk > 0 && slices.Contains(req.Transfers, "multipart")
 	objects := []map[string]any{}
 	for _, o := range req.Objects {
-		if !isHex(o.OID, 64) || o.Size == nil || *o.Size < 0 {
+		if !sha256Hex.MatchString(o.OID) || o.Size == nil || *o.Size < 0 {
 			size := int64(0)
 			if o.Size != nil {
 				size = *o.Size
@@ -644,16 +647,4 @@ func (s *Server) serveCommit(w http.ResponseWriter, r *http.Request, c caller, r
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success": true, "commitOid": cm.id, "commitUrl": fmt.Sprintf("%s/%s/commit/%s", s.URL, repoID, cm.id), "hookOutput": "",
 	})
-}
-
-func isHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
