@@ -10,19 +10,22 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/ttmodel/tt-model/models/pi05/arch"
 )
 
 // pi0.5 on the CPU (kernels/pi05/pi05.h): VISION, PREFIX and EXPERT megakernels, one cgo call each.
 //
 // Loading (models/pi05 maps the checkpoint; this package only takes named tensors):
 //
-//	dims := native.Pi05DefaultDims()           // then override from config.json / tensor shapes
-//	m, err := native.NewPi05Model(dims, native.Pi05BF16, "")
+//	dims := native.Pi05DefaultDims()           // an arch.Dims; models/pi05 reads it from the checkpoint
+//	m, err := native.NewPi05Model(dims, native.BF16, native.ISABest)
 //	for each tensor of model.safetensors:      // lerobot names, e.g.
 //	    // "paligemma_with_expert.paligemma.model.language_model.layers.0.self_attn.q_proj.weight"
-//	    used, err := m.SetTensor(name, "F32" or "BF16", shape, rawLittleEndianBytes)
+//	    used, err := m.SetTensor(name, native.DTypeF32 or native.DTypeBF16, shape, rawLittleEndianBytes)
 //	    // the bytes may be unmapped (madvise DONTNEED) right after: the model keeps its own packed
 //	    // copy, so an F32 checkpoint streams to bf16 one tensor at a time. used=false: not a pi0.5
 //	    // tensor (e.g. an expert lm_head), ignore it.
@@ -30,7 +33,7 @@ import (
 //
 // Serving one request:
 //
-//	prog, _ := m.NewProgram(native.Pi05Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 4}, 0)
+//	prog, _ := m.NewProgram(arch.Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 4}, 0)
 //	slab, _ := prog.NewSlab()                  // allocate a few at start, reuse them
 //	prog.Vision(slab, images, camMask)         // images [cams][3][224][224] in [-1, 1]
 //	prog.Prefix(slab, tokens, tokenMask)       // len(tokens) <= TextBucket; padding masked false
@@ -41,168 +44,95 @@ import (
 // vision_config / text_config / expert_config; checkpoint tensors are checked against the dims and a
 // mismatch names the tensor with both shapes.
 
-// Pi05Dims mirrors pi05_dims: the shapes of a pi0.5 checkpoint.
-type Pi05Dims struct {
-	Image, Patch                                       int // 224, 14
-	VisionWidth, VisionLayers, VisionHeads, VisionMLP  int // 1152, 27, 16, 4304
-	VisionEps                                          float32
-	Width, Layers, Heads, KVHeads, HeadDim, MLP, Vocab int // 2048, 18, 8, 1, 256, 16384, 257152
-	ExpertWidth, ExpertHeads, ExpertMLP                int // 1024, 8, 4096 (expert layers = Layers)
-	Eps, ExpertEps, RopeTheta                          float32
-	MinPeriod, MaxPeriod                               float64 // 4e-3, 4.0
-	ActionDim                                          int     // 32
-}
-
 // Pi05DefaultDims returns the full-size lerobot/pi05_base shapes.
-func Pi05DefaultDims() Pi05Dims {
+func Pi05DefaultDims() arch.Dims {
 	var c C.pi05_dims
 	C.pi05_dims_default(&c)
-	return dimsFromC(c)
-}
-
-func dimsFromC(c C.pi05_dims) Pi05Dims {
-	return Pi05Dims{
+	return arch.Dims{
 		Image: int(c.image), Patch: int(c.patch),
-		VisionWidth: int(c.v_width), VisionLayers: int(c.v_layers), VisionHeads: int(c.v_heads),
-		VisionMLP: int(c.v_mlp), VisionEps: float32(c.v_eps),
-		Width: int(c.l_width), Layers: int(c.l_layers), Heads: int(c.l_heads), KVHeads: int(c.kv_heads),
-		HeadDim: int(c.head_dim), MLP: int(c.l_mlp), Vocab: int(c.vocab),
-		ExpertWidth: int(c.e_width), ExpertHeads: int(c.e_heads), ExpertMLP: int(c.e_mlp),
-		Eps: float32(c.l_eps), ExpertEps: float32(c.e_eps), RopeTheta: float32(c.rope_theta),
+		VWidth: int(c.v_width), VLayers: int(c.v_layers), VHeads: int(c.v_heads), VMLP: int(c.v_mlp),
+		VEps:   float64(c.v_eps),
+		LWidth: int(c.l_width), LLayers: int(c.l_layers), LHeads: int(c.l_heads), LMLP: int(c.l_mlp),
+		KVHeads: int(c.kv_heads), HeadDim: int(c.head_dim), Vocab: int(c.vocab),
+		EWidth: int(c.e_width), EHeads: int(c.e_heads), EMLP: int(c.e_mlp),
+		LEps: float64(c.l_eps), EEps: float64(c.e_eps), RopeTheta: float64(c.rope_theta),
 		MinPeriod: float64(c.min_period), MaxPeriod: float64(c.max_period), ActionDim: int(c.action_dim),
 	}
 }
 
-func (d Pi05Dims) toC() C.pi05_dims {
+// dimsToC is the one conversion between the Go and the C shapes (eps and theta are floats in C).
+func dimsToC(d arch.Dims) C.pi05_dims {
 	return C.pi05_dims{
 		image: C.int(d.Image), patch: C.int(d.Patch),
-		v_width: C.int(d.VisionWidth), v_layers: C.int(d.VisionLayers), v_heads: C.int(d.VisionHeads),
-		v_mlp: C.int(d.VisionMLP), v_eps: C.float(d.VisionEps),
-		l_width: C.int(d.Width), l_layers: C.int(d.Layers), l_heads: C.int(d.Heads), kv_heads: C.int(d.KVHeads),
-		head_dim: C.int(d.HeadDim), l_mlp: C.int(d.MLP), vocab: C.int(d.Vocab),
-		e_width: C.int(d.ExpertWidth), e_heads: C.int(d.ExpertHeads), e_mlp: C.int(d.ExpertMLP),
-		l_eps: C.float(d.Eps), e_eps: C.float(d.ExpertEps), rope_theta: C.float(d.RopeTheta),
+		v_width: C.int(d.VWidth), v_layers: C.int(d.VLayers), v_heads: C.int(d.VHeads),
+		v_mlp: C.int(d.VMLP), v_eps: C.float(d.VEps),
+		l_width: C.int(d.LWidth), l_layers: C.int(d.LLayers), l_heads: C.int(d.LHeads), kv_heads: C.int(d.KVHeads),
+		head_dim: C.int(d.HeadDim), l_mlp: C.int(d.LMLP), vocab: C.int(d.Vocab),
+		e_width: C.int(d.EWidth), e_heads: C.int(d.EHeads), e_mlp: C.int(d.EMLP),
+		l_eps: C.float(d.LEps), e_eps: C.float(d.EEps), rope_theta: C.float(d.RopeTheta),
 		min_period: C.double(d.MinPeriod), max_period: C.double(d.MaxPeriod), action_dim: C.int(d.ActionDim),
 	}
 }
 
-// Pi05Precision selects the kernel path.
-type Pi05Precision int
-
-const (
-	// Pi05Ref is the scalar fp32 reference path (plain loops, one thread, fp32 weights: small
-	// checkpoints and tests only).
-	Pi05Ref Pi05Precision = C.PI05_REF
-	// Pi05F32 is the fast path (packed GEMMs, thread pool, runtime ISA dispatch) in fp32.
-	Pi05F32 Pi05Precision = C.PI05_F32
-	// Pi05BF16 is the fast path with bf16 weights and matmul inputs, fp32 accumulation (serving).
-	Pi05BF16 Pi05Precision = C.PI05_BF16
-)
-
-func (p Pi05Precision) String() string {
+// pi05Precision maps a Precision to the kernels' path.
+func pi05Precision(p Precision) (C.pi05_precision, error) {
 	switch p {
-	case Pi05Ref:
-		return "ref"
-	case Pi05F32:
-		return "fp32"
-	case Pi05BF16:
-		return "bf16"
+	case Ref:
+		return C.PI05_REF, nil
+	case FP32:
+		return C.PI05_F32, nil
+	case BF16, "":
+		return C.PI05_BF16, nil
 	}
-	return fmt.Sprintf("Pi05Precision(%d)", int(p))
+	return 0, fmt.Errorf("pi05 precision %q: want ref, fp32 or bf16", p)
 }
 
-// ParsePi05Precision reads "ref", "fp32" or "bf16" ("" is bf16).
-func ParsePi05Precision(s string) (Pi05Precision, error) {
-	switch s {
-	case "", "bf16":
-		return Pi05BF16, nil
-	case "fp32":
-		return Pi05F32, nil
-	case "ref":
-		return Pi05Ref, nil
-	}
-	return 0, fmt.Errorf("pi05 precision %q: want ref, fp32 or bf16", s)
-}
-
-const errLen = 1024
-
-// cerr is a C buffer for error messages.
-type cerr struct{ p *C.char }
-
-func newCerr() cerr           { return cerr{(*C.char)(C.malloc(errLen))} }
-func (e cerr) free()          { C.free(unsafe.Pointer(e.p)) }
-func (e cerr) String() string { return C.GoString(e.p) }
-
-func isaCode(isa string) (C.int, error) {
-	switch isa {
-	case "":
-		return -1, nil
-	case "scalar":
-		return C.int(C.TT_ISA_SCALAR), nil
-	case "avx2":
-		return C.int(C.TT_ISA_AVX2), nil
-	case "avx512":
-		return C.int(C.TT_ISA_AVX512), nil
-	case "avx512bf16":
-		return C.int(C.TT_ISA_AVX512BF16), nil
-	}
-	return 0, fmt.Errorf("isa %q: want scalar, avx2, avx512 or avx512bf16", isa)
-}
-
-// Pi05Model holds the packed weights. Its methods are not for concurrent use while loading.
+// Pi05Model holds the packed weights. Its methods are not for concurrent use while loading; once
+// Ready, programs of it run concurrently (the weights are read only).
 type Pi05Model struct {
 	c    *C.pi05_model
-	prec Pi05Precision
-	dims Pi05Dims
+	prec Precision
+	dims arch.Dims
 }
 
-// NewPi05Model creates an empty model. isa "" uses the best the CPU has (capped by TT_ISA);
-// "scalar", "avx2", "avx512", "avx512bf16" force a kernel family (tests).
-func NewPi05Model(d Pi05Dims, prec Pi05Precision, isa string) (*Pi05Model, error) {
-	code, err := isaCode(isa)
+// NewPi05Model creates an empty model. isa forces a kernel family (tests); ISABest uses the best
+// the CPU has (capped by TT_ISA). The Ref precision ignores it.
+func NewPi05Model(d arch.Dims, prec Precision, isa ISA) (*Pi05Model, error) {
+	if prec == "" {
+		prec = BF16
+	}
+	cp, err := pi05Precision(prec)
 	if err != nil {
 		return nil, err
 	}
+	code := C.tt_isa(C.TT_ISA_SCALAR)
+	if prec != Ref {
+		if code, err = isa.code(); err != nil {
+			return nil, err
+		}
+	}
 	e := newCerr()
 	defer e.free()
-	cd := d.toC()
-	m := C.pi05_model_new(&cd, C.pi05_precision(prec), code, e.p, errLen)
+	cd := dimsToC(d)
+	m := C.pi05_model_new(&cd, cp, C.int(code), e.p, errLen)
 	if m == nil {
 		return nil, fmt.Errorf("pi05 model: %s", e)
 	}
 	return &Pi05Model{c: m, prec: prec, dims: d}, nil
 }
 
-// SetTensor hands one checkpoint tensor (raw little-endian bytes, dtype "F32" or "BF16") to the
-// model, which copies and packs it. used is false for names that are not part of pi0.5.
-func (m *Pi05Model) SetTensor(name, dtype string, shape []int, raw []byte) (used bool, err error) {
-	var dt C.int
-	var size int
-	switch dtype {
-	case "F32":
-		dt, size = C.PI05_DT_F32, 4
-	case "BF16":
-		dt, size = C.PI05_DT_BF16, 2
-	default:
-		return false, fmt.Errorf("pi05 tensor %s: dtype %s (want F32 or BF16)", name, dtype)
-	}
-	n := 1
-	cshape := make([]C.int64_t, len(shape)+1)
-	for i, s := range shape {
-		n *= s
-		cshape[i] = C.int64_t(s)
-	}
-	if n*size != len(raw) {
-		return false, fmt.Errorf("pi05 tensor %s: %d bytes for shape %v of %s", name, len(raw), shape, dtype)
+// SetTensor hands one checkpoint tensor (raw little-endian bytes of dtype F32 or BF16) to the
+// model under its lerobot name; it is copied and packed at once. used is false for names that are
+// not part of pi0.5.
+func (m *Pi05Model) SetTensor(name string, dtype DType, shape []int, raw []byte) (used bool, err error) {
+	dt, cshape, data, err := tensorArgs(name, dtype, shape, raw)
+	if err != nil {
+		return false, fmt.Errorf("pi05 %w", err)
 	}
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	e := newCerr()
 	defer e.free()
-	var data unsafe.Pointer
-	if len(raw) > 0 {
-		data = unsafe.Pointer(&raw[0])
-	}
 	rc := C.pi05_model_set(m.c, cname, dt, &cshape[0], C.int(len(shape)), data, e.p, errLen)
 	switch {
 	case rc == 1:
@@ -215,11 +145,7 @@ func (m *Pi05Model) SetTensor(name, dtype string, shape []int, raw []byte) (used
 
 // SetF32 is SetTensor for float32 values.
 func (m *Pi05Model) SetF32(name string, shape []int, data []float32) (bool, error) {
-	var raw []byte
-	if len(data) > 0 {
-		raw = unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), 4*len(data))
-	}
-	return m.SetTensor(name, "F32", shape, raw)
+	return m.SetTensor(name, DTypeF32, shape, F32Bytes(data))
 }
 
 // Ready reports every expected tensor not yet set (the first few by name, then a count).
@@ -249,10 +175,10 @@ func (m *Pi05Model) Bytes() int64 { return int64(C.pi05_model_bytes(m.c)) }
 func (m *Pi05Model) ISA() string { return C.GoString(C.pi05_model_isa(m.c)) }
 
 // Precision is the path the model was created for.
-func (m *Pi05Model) Precision() Pi05Precision { return m.prec }
+func (m *Pi05Model) Precision() Precision { return m.prec }
 
 // Dims are the model's shapes.
-func (m *Pi05Model) Dims() Pi05Dims { return m.dims }
+func (m *Pi05Model) Dims() arch.Dims { return m.dims }
 
 // Close frees the weights; programs of this model must be closed first.
 func (m *Pi05Model) Close() {
@@ -277,20 +203,14 @@ func (m *Pi05Model) FlopsExpertStep(prefixLen, horizon int) float64 {
 	return float64(C.pi05_flops_expert_step(m.c, C.int(prefixLen), C.int(horizon)))
 }
 
-// Pi05Preset is one compiled configuration (seed 000): Cams 1-4; TextBucket 32/64/128/224, or 192
-// with 1 camera, 160 with 2, 96 with 4; ActionRows 32 (H <= 32) or 64; MaxBatch 1-8.
-type Pi05Preset struct {
-	Cams, TextBucket, ActionRows, MaxBatch int
-}
-
-func (p Pi05Preset) toC() C.pi05_preset {
+func presetToC(p arch.Preset) C.pi05_preset {
 	return C.pi05_preset{cams: C.int(p.Cams), text_bucket: C.int(p.TextBucket),
 		action_rows: C.int(p.ActionRows), max_batch: C.int(p.MaxBatch)}
 }
 
-// Valid reports whether p is one of the seed's presets.
-func (p Pi05Preset) Valid() bool {
-	c := p.toC()
+// Pi05PresetValid reports whether p is one of the seed's presets.
+func Pi05PresetValid(p arch.Preset) bool {
+	c := presetToC(p)
 	return C.pi05_preset_valid(&c) != 0
 }
 
@@ -300,14 +220,14 @@ type Pi05Program struct {
 	mu     sync.Mutex
 	c      *C.pi05_program
 	m      *Pi05Model
-	preset Pi05Preset
+	preset arch.Preset
 }
 
 // NewProgram allocates the preset's scratch and starts threads (<= 0: DefaultThreads()).
-func (m *Pi05Model) NewProgram(p Pi05Preset, threads int) (*Pi05Program, error) {
+func (m *Pi05Model) NewProgram(p arch.Preset, threads int) (*Pi05Program, error) {
 	e := newCerr()
 	defer e.free()
-	cp := p.toC()
+	cp := presetToC(p)
 	c := C.pi05_program_new(m.c, &cp, C.int(threads), e.p, errLen)
 	if c == nil {
 		return nil, fmt.Errorf("pi05: %s", e)
@@ -316,7 +236,7 @@ func (m *Pi05Model) NewProgram(p Pi05Preset, threads int) (*Pi05Program, error) 
 }
 
 // Preset is the program's preset.
-func (p *Pi05Program) Preset() Pi05Preset { return p.preset }
+func (p *Pi05Program) Preset() arch.Preset { return p.preset }
 
 // Threads is the size of the program's thread pool.
 func (p *Pi05Program) Threads() int { return int(C.pi05_program_threads(p.c)) }
@@ -362,18 +282,25 @@ func (s *Pi05Slab) Close() {
 // Bytes is the slab's memory.
 func (s *Pi05Slab) Bytes() int64 { return int64(C.pi05_slab_bytes(s.c)) }
 
-// CopyFrom copies src's image tokens and prefix K/V into s (both slabs of one program).
+// CopyFrom copies src's image tokens and prefix K/V into s: slabs of one program, or of two programs
+// of the same model and preset (the C side checks; other pairs are refused).
 func (s *Pi05Slab) CopyFrom(src *Pi05Slab) error {
 	if src == nil || src.c == nil || s.c == nil {
 		return fmt.Errorf("pi05 slab copy: closed slab")
 	}
-	if src.p != s.p {
-		return fmt.Errorf("pi05 slab copy: the slabs belong to different programs")
-	}
 	e := newCerr()
 	defer e.free()
-	s.p.mu.Lock() // not while a run of the program uses either slab
-	defer s.p.mu.Unlock()
+	// Not while a run of either program uses its slab; the two locks in address order.
+	first, second := s.p, src.p
+	if uintptr(unsafe.Pointer(second)) < uintptr(unsafe.Pointer(first)) {
+		first, second = second, first
+	}
+	first.mu.Lock()
+	defer first.mu.Unlock()
+	if second != first {
+		second.mu.Lock()
+		defer second.mu.Unlock()
+	}
 	if C.pi05_slab_copy(s.c, src.c, e.p, errLen) != 0 {
 		return fmt.Errorf("pi05: %s", e)
 	}
@@ -452,10 +379,27 @@ func (p *Pi05Program) Expert(s *Pi05Slab, noise []float32, horizon, steps int) (
 	return p.ExpertBatch([]*Pi05Slab{s}, noise, horizon, steps, true)
 }
 
+// ExpertGuided is Expert with real-time chunking guidance (g nil: none).
+func (p *Pi05Program) ExpertGuided(s *Pi05Slab, noise []float32, horizon, steps int, g *Pi05Guide) ([]float32, error) {
+	return p.ExpertBatchGuided([]*Pi05Slab{s}, noise, horizon, steps, true, []*Pi05Guide{g})
+}
+
 // ExpertBatch runs len(slabs) requests in one call; noise and the result are
 // [len(slabs)][horizon][ActionDim]. pack=true shares each linear layer's GEMM across the requests;
 // pack=false (PI05_EXPERT_PACK=0) runs them per request: bit-identical to Expert on each.
 func (p *Pi05Program) ExpertBatch(slabs []*Pi05Slab, noise []float32, horizon, steps int, pack bool) ([]float32, error) {
+	return p.ExpertBatchGuided(slabs, noise, horizon, steps, pack, nil)
+}
+
+// Pi05Guide is real-time chunking for one request of an EXPERT call (pi05.h, pi05_guide): Prev and
+// Weights are [horizon][ActionDim] in model space; a weight of 0 leaves that value unguided.
+type Pi05Guide struct {
+	Prev, Weights []float32
+	MaxGuidance   float32
+}
+
+// ExpertBatchGuided is ExpertBatch with a guide per request (guides nil, or a nil entry: unguided).
+func (p *Pi05Program) ExpertBatchGuided(slabs []*Pi05Slab, noise []float32, horizon, steps int, pack bool, guides []*Pi05Guide) ([]float32, error) {
 	ad := p.m.dims.ActionDim
 	if len(slabs) == 0 {
 		return nil, fmt.Errorf("pi05 expert: no request")
@@ -464,12 +408,39 @@ func (p *Pi05Program) ExpertBatch(slabs []*Pi05Slab, noise []float32, horizon, s
 		return nil, fmt.Errorf("pi05 expert: noise has %d values, want %d (%d requests x horizon %d x %d)",
 			len(noise), len(slabs)*max(horizon, 0)*ad, len(slabs), horizon, ad)
 	}
+	if guides != nil && len(guides) != len(slabs) {
+		return nil, fmt.Errorf("pi05 expert: %d guides for %d requests", len(guides), len(slabs))
+	}
 	cs := make([]*C.pi05_slab, len(slabs)) // C pointers only: may be passed to C
 	for i, s := range slabs {
 		if err := p.own(s); err != nil {
 			return nil, fmt.Errorf("pi05 expert: request %d: %w", i, err)
 		}
 		cs[i] = s.c
+	}
+	// The guides point at Go memory: pinned for the call, as cgo requires of Go memory holding Go pointers.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	var cg **C.pi05_guide
+	if guides != nil {
+		structs := make([]C.pi05_guide, len(guides))
+		ptrs := make([]*C.pi05_guide, len(guides))
+		for i, g := range guides {
+			if g == nil {
+				continue
+			}
+			if len(g.Prev) != horizon*ad || len(g.Weights) != horizon*ad {
+				return nil, fmt.Errorf("pi05 expert: guide %d has %d prev and %d weight values, want %d (horizon %d x %d)",
+					i, len(g.Prev), len(g.Weights), horizon*ad, horizon, ad)
+			}
+			pin.Pin(&g.Prev[0])
+			pin.Pin(&g.Weights[0])
+			structs[i] = C.pi05_guide{prev: (*C.float)(&g.Prev[0]), weights: (*C.float)(&g.Weights[0]), max_guidance: C.float(g.MaxGuidance)}
+			pin.Pin(&structs[i])
+			ptrs[i] = &structs[i]
+		}
+		pin.Pin(&ptrs[0])
+		cg = &ptrs[0]
 	}
 	out := make([]float32, len(noise))
 	e := newCerr()
@@ -480,11 +451,46 @@ func (p *Pi05Program) ExpertBatch(slabs []*Pi05Slab, noise []float32, horizon, s
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if C.pi05_expert_batch(p.c, &cs[0], C.int(len(slabs)), (*C.float)(&noise[0]), C.int(horizon), C.int(steps),
-		pk, (*C.float)(&out[0]), e.p, errLen) != 0 {
+	if C.pi05_expert_batch_guided(p.c, &cs[0], C.int(len(slabs)), (*C.float)(&noise[0]), C.int(horizon), C.int(steps),
+		pk, cg, (*C.float)(&out[0]), e.p, errLen) != 0 {
 		return nil, fmt.Errorf("pi05: %s", e)
 	}
 	return out, nil
+}
+
+// SavePrefix returns the slab's prefix (its valid length and per-layer K/V) as a blob that
+// LoadPrefix puts into a slab of any program of a model with the same shapes, precision and kernel
+// family (pi05.h, pi05_slab_save).
+func (s *Pi05Slab) SavePrefix() ([]byte, error) {
+	s.p.mu.Lock() // not while a run of the program writes the slab
+	defer s.p.mu.Unlock()
+	n := int(C.pi05_slab_save_bytes(s.c))
+	if n == 0 {
+		return nil, fmt.Errorf("pi05 slab save: the slab has no prefix")
+	}
+	blob := make([]byte, n)
+	e := newCerr()
+	defer e.free()
+	if C.pi05_slab_save(s.c, unsafe.Pointer(&blob[0]), C.size_t(n), e.p, errLen) != 0 {
+		return nil, fmt.Errorf("pi05: %s", e)
+	}
+	return blob, nil
+}
+
+// LoadPrefix replaces the slab's state with a saved prefix; Expert on it then gives what Expert on
+// the saved slab gave, bit for bit. A blob of another model's layout is refused, naming the field.
+func (s *Pi05Slab) LoadPrefix(blob []byte) error {
+	if len(blob) == 0 {
+		return fmt.Errorf("pi05 slab load: empty blob")
+	}
+	e := newCerr()
+	defer e.free()
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if C.pi05_slab_load(s.c, unsafe.Pointer(&blob[0]), C.size_t(len(blob)), e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
 }
 
 // KV returns one layer's prefix K (after RoPE) and V, each [KVHeads][PrefixLen][HeadDim] (tests).
@@ -507,12 +513,12 @@ func (s *Pi05Slab) KV(layer int) (k, v []float32, err error) {
 // ImageTokens returns the projected image tokens of the present cameras [rows][Width] (tests).
 func (s *Pi05Slab) ImageTokens() ([]float32, int, error) {
 	d := s.p.m.dims
-	out := make([]float32, s.p.preset.Cams*(d.Image/d.Patch)*(d.Image/d.Patch)*d.Width+1)
+	out := make([]float32, s.p.preset.Cams*(d.Image/d.Patch)*(d.Image/d.Patch)*d.LWidth+1)
 	var rows C.int
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	if C.pi05_slab_image_tokens(s.c, (*C.float)(&out[0]), &rows) != 0 {
 		return nil, 0, fmt.Errorf("pi05: no image tokens in the slab (run Vision)")
 	}
-	return out[:int(rows)*d.Width], int(rows), nil
+	return out[:int(rows)*d.LWidth], int(rows), nil
 }

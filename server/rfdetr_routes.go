@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/models/rfdetr"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
-// RFDETRName is the display name of the RF-DETR model (seed 003).
+// RFDETRName is the display name of the RF-DETR model, as /health reports it.
 const RFDETRName = "RF-DETR-base"
 
 // RFDETROptions configure the RF-DETR model behind the server.
@@ -113,7 +114,7 @@ func (m *RFDETR) ModelCards() []ModelCard {
 	return []ModelCard{{ID: m.repo(), Object: "model", OwnedBy: "tt-model"}}
 }
 
-func (m *RFDETR) Info() any {
+func (m *RFDETR) Info() map[string]any {
 	m.mu.Lock()
 	src, det := m.source, m.det
 	m.mu.Unlock()
@@ -152,8 +153,9 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
+// Routes binds the RF-DETR routes of the route table (api.ModelRoutes) to their handlers.
 func (m *RFDETR) Routes() []Route {
-	return []Route{{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, Handler: m.predict}}
+	return bindRoutes(api.KindRFDETR, map[string]RouteHandler{"predict": m.predict})
 }
 
 type detectionJSON struct {
