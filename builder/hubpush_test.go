@@ -195,6 +195,33 @@ func TestPushHubBadInputs(t *testing.T) {
 	}
 }
 
+// A tampered blob is refused before any registry request.
+func TestPushRefusesTamperedBlobBeforeSending(t *testing.T) {
+	f := newHubPushFixture(t, nil)
+	var requests atomic.Int64
+	registry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	defer registry.Close()
+	blobs, _ := filepath.Glob(filepath.Join(f.dir, "image", "blobs", "sha256", "*"))
+	data, err := os.ReadFile(blobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if err := os.WriteFile(blobs[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Push(context.Background(), f.dir, PushOptions{Registry: strings.TrimPrefix(registry.URL, "http://") + "/ns", Insecure: true})
+	if err == nil || !strings.Contains(err.Error(), filepath.Base(blobs[0])) || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("err = %v, want the tampered blob named", err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d registry requests before the tampered blob was refused", n)
+	}
+}
+
 // A tag outside the OCI grammar is refused before any registry request.
 func TestPushRefusesBadTagBeforeSending(t *testing.T) {
 	f := newHubPushFixture(t, nil)

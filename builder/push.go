@@ -16,6 +16,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -74,6 +75,11 @@ func Push(ctx context.Context, dir string, opts PushOptions) (PushResult, error)
 	repository := w.Container.Image.Repository
 	if repository == "" {
 		repository = w.Name
+	}
+	// Every blob must hold what its name says before the first byte leaves:
+	// a tampered layer is refused here, not left to the registry to notice.
+	if err := ocilayout.VerifyBlobs(layoutDir, nil); err != nil {
+		return PushResult{}, fmt.Errorf("%s: %w; repackage", dir, err)
 	}
 	img, err := readLayoutImage(layoutDir, w.Container.Image.Tag)
 	if err != nil {

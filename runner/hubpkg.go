@@ -40,6 +40,11 @@ func ParseHubRef(arg string) (HubRef, bool) {
 	if _, err := os.Stat(arg); err == nil || !hubRefRE.MatchString(arg) {
 		return HubRef{}, false
 	}
+	// build/rf-detr mistyped is a path that does not exist, not a repo named
+	// build: an org that is a local folder means a path.
+	if fi, err := os.Stat(strings.SplitN(arg, "/", 2)[0]); err == nil && fi.IsDir() {
+		return HubRef{}, false
+	}
 	repo, rev, _ := strings.Cut(arg, "@")
 	if hub.ValidateRepoID(repo) != nil {
 		return HubRef{}, false
