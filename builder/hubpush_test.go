@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/hub/hubtest"
+	"github.com/ttmodel/tt-model/manifest"
 )
 
 // hubPushFixture packages the test package once per test and starts a local
@@ -239,5 +242,47 @@ func TestPushRefusesBadTagBeforeSending(t *testing.T) {
 	}
 	if n := requests.Load(); n != 0 {
 		t.Errorf("%d registry requests before the bad tag was refused", n)
+	}
+}
+
+// With a registry the image goes there and the Hub repo carries the
+// manifest naming it, without image/.
+func TestPushHubWithRegistry(t *testing.T) {
+	needTool(t, "docker-registry")
+	addr := startRegistry(t)
+	f := newHubPushFixture(t, nil)
+	res, err := PushHub(context.Background(), f.dir, HubPushOptions{Client: f.client, Repo: "acme/demo", Registry: addr + "/tt", Insecure: true, Log: testLog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := manifest.ReadWire(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Image != addr+"/tt/demo@"+w.Container.Image.Digest {
+		t.Errorf("image = %s, want %s/tt/demo@%s", res.Image, addr, w.Container.Image.Digest)
+	}
+	ref, err := name.NewDigest(res.Image, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Head(ref); err != nil {
+		t.Errorf("the registry does not hold %s: %v", res.Image, err)
+	}
+	var pointer []byte
+	for _, hf := range f.srv.Files("acme/demo", "main") {
+		if strings.HasPrefix(hf.Path, "image/") {
+			t.Errorf("%s pushed to the Hub although the image went to the registry", hf.Path)
+		}
+		if hf.Path == manifest.WireFile {
+			pointer = hf.Data
+		}
+	}
+	pw, err := manifest.ParseWire(pointer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pw.Container.Image.Registry != addr+"/tt" || pw.Container.Image.Digest != w.Container.Image.Digest {
+		t.Errorf("the Hub's manifest points at %s %s, want %s/tt %s", pw.Container.Image.Registry, pw.Container.Image.Digest, addr, w.Container.Image.Digest)
 	}
 }

@@ -137,6 +137,10 @@ func TestRFDETRHubRoundTrip(t *testing.T) {
 		t.Errorf("image digest: pulled %s, packaged %s", pw.Container.Image.Digest, lw.Container.Image.Digest)
 	}
 
+	out = run("serve", repo, "--print")
+	if !strings.HasPrefix(out, "docker run --detach --name tt-model-"+name+"-default ") || !strings.Contains(out, " "+lw.Container.Image.Tag+" supervise ") {
+		t.Errorf("serve --print:\n%s", out)
+	}
 	out = run("serve", repo, "--timeout", "5m")
 	if !strings.Contains(out, name+" is ready") {
 		t.Fatalf("serve:\n%s", out)
