@@ -18,7 +18,7 @@ import (
 )
 
 func newCurlCmd() *cobra.Command {
-	var profile string
+	var sel selector
 	var printOnly bool
 	cmd := &cobra.Command{
 		Use:   "curl NAME",
@@ -36,7 +36,7 @@ func newCurlCmd() *cobra.Command {
 				return err
 			}
 			defer set.Close()
-			_, inst, err := set.resolve(cmd, args[0], profile)
+			_, inst, err := set.resolve(cmd, args[0], sel)
 			if err != nil {
 				return err
 			}
@@ -72,7 +72,7 @@ func newCurlCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&profile, "profile", "", "the profile, when NAME runs under several")
+	sel.bind(cmd)
 	cmd.Flags().BoolVar(&printOnly, "print", false, "print the curl commands (the body written to a file) instead of sending")
 	return cmd
 }

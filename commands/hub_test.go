@@ -73,7 +73,8 @@ func TestHubRoundTripCLI(t *testing.T) {
 	srv := hubEnv(t)
 	dir := stagedWithCode(t, "hubcli", 3)
 	weights := strings.Repeat("a", 40) // the commit stagedWithCode pins
-	srv.AddCommitAt("org/weights", "main", weights, []hubtest.File{{Path: "config.json", Data: []byte(`{}`)}})
+	srv.AddCommitAt("org/weights", "main", weights, []hubtest.File{
+		{Path: "config.json", Data: []byte(`{}`)}, {Path: "model.safetensors", Data: []byte("weights"), LFS: true}})
 	code, out, errOut := runCLI("push", dir, "--repo", "acme/hubcli")
 	if code != 0 || !strings.Contains(out, "acme/hubcli pushed") || !strings.Contains(out, "private, created now") ||
 		!strings.Contains(out, "commit    "+srv.URL+"/acme/hubcli/commit/") || !strings.Contains(out, "tt-model serve acme/hubcli") {
@@ -105,7 +106,7 @@ func TestHubRoundTripCLI(t *testing.T) {
 	// --print shows the host command with the server args after --, and runs nothing.
 	code, out, errOut = runCLI("serve", "acme/hubcli", "--host", "--print", "--local-only", "--", "--threads", "3")
 	if code != 0 || !strings.Contains(out, "supervise") || !strings.Contains(out, "--threads 3") ||
-		!strings.Contains(out, "HF_MODEL="+filepath.Join(os.Getenv("HF_HOME"), "hub", "models--org--weights", "snapshots", weights)) {
+		!strings.Contains(errOut, "the weights are not in the HF cache yet") {
 		t.Errorf("serve --print: exit %d\n%s%s", code, out, errOut)
 	}
 	// --no-weights leaves HF_MODEL the repo id; --refresh asks the Hub again.
@@ -115,11 +116,16 @@ func TestHubRoundTripCLI(t *testing.T) {
 		len(srv.Requests()) == before {
 		t.Errorf("serve --print --no-weights --refresh: exit %d, %d requests\n%s%s", code, len(srv.Requests())-before, out, errOut)
 	}
-	if code, out, errOut = runCLI("pull", "acme/hubcli", "--with-weights"); code != 0 || !strings.Contains(out, "weights  org/weights@"+weights+"  1 files") {
+	if code, out, errOut = runCLI("pull", "acme/hubcli", "--with-weights"); code != 0 || !strings.Contains(out, "weights  org/weights@"+weights+"  2 files") {
 		t.Errorf("pull --with-weights: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, out, _ = runCLI("list"); code != 0 || !strings.Contains(out, "present") {
 		t.Errorf("list after pulling the weights: exit %d\n%s", code, out)
+	}
+	// With the weights cached, HF_MODEL names their pinned snapshot folder.
+	code, out, errOut = runCLI("serve", "acme/hubcli", "--host", "--print", "--local-only")
+	if snap := filepath.Join(os.Getenv("HF_HOME"), "hub", "models--org--weights", "snapshots", weights); code != 0 || !strings.Contains(out, "HF_MODEL="+snap) {
+		t.Errorf("serve --print with the weights cached: exit %d, want HF_MODEL=%s\n%s%s", code, snap, out, errOut)
 	}
 	if code, out, _ = runCLI("rm", "acme/hubcli"); code != 0 || !strings.Contains(out, "removed acme/hubcli") {
 		t.Errorf("rm: exit %d\n%s", code, out)

@@ -59,7 +59,7 @@ func newRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			insts, err := set.list(cmd)
+			insts, err := set.listAll(cmd.Context())
 			set.Close()
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,9 @@ import (
 
 // exitRunning is serve's exit code when the package profile already runs.
 const exitRunning = 3
+
+// detachWatch is how long `serve --detach` watches a start for a crash.
+const detachWatch = 10 * time.Second
 
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
@@ -34,7 +38,9 @@ func newServeCmd() *cobra.Command {
 			"With --host, or when no engine answers, it runs `tt-model supervise -- tt-model-server` on the host\n" +
 			"with the same env. Arguments after -- are appended to the server's command line. --print prints the\n" +
 			"docker run (or host command) instead of running it. It follows the logs until the server is ready and\n" +
-			"prints how to reach it. Exit 3 when that package profile already runs.",
+			"prints how to reach it. A server that crashes while starting (the supervisor backs off, or the engine\n" +
+			"restarts the container) stops the wait at once: its last lines are printed with the commands to see\n" +
+			"the rest and to stop it, and serve exits 1. Exit 3 when that package profile already runs.",
 		Example: "  tt-model serve build/rf-detr\n" +
 			"  tt-model serve acme/rf-detr@main --profile default\n" +
 			"  tt-model serve acme/rf-detr --print\n" +
@@ -65,35 +71,22 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Both runners are listed even with --host: one package profile,
+			// one server, whichever runner holds it.
 			set, err := openRunners(cmd, !hostMode)
 			if err != nil {
 				return err
 			}
 			defer set.Close()
 			var r runner.Runner = set.host
-			if set.docker != nil {
+			if set.docker != nil && !hostMode {
 				r = set.docker
 			}
 			if r.Kind() == "docker" && pkg.Dir == "" {
 				return exitf(exitInvalid, "%s is an authored manifest: serve needs the built package (run `tt-model package --container %s`, then serve build/%s), or use --host", args[0], args[0], pkg.Wire.Name)
 			}
-			others, err := set.list(cmd)
-			if err != nil {
-				return err
-			}
-			prof, err := pkg.Wire.Container.ResolveProfile(opts.Profile)
-			if err != nil {
-				return &ExitError{Code: exitInvalid, Err: err}
-			}
-			// Refused whichever runner holds it: one package profile, one server.
-			for _, o := range others {
-				if o.Name == runner.InstanceName(pkg.Wire.Name, prof.Name) && o.Running && !printOnly {
-					return &ExitError{Code: exitRunning, Err: &runner.RunningError{Instance: &o}}
-				}
-			}
 			if noWeights && len(pkg.WeightRefs()) > 0 {
-				fmt.Fprintf(stderr, "--no-weights: the weights are not pulled; the server reads %s from the HF cache (%s) itself and fails to load if they are not there\n",
-					pkg.WeightRefs()[0].Repo, hf.CacheDir)
+				fmt.Fprintf(stderr, "--no-weights: the weights are not pulled; they must already be in the HF cache (%s), where the server reads them\n", hf.CacheDir)
 			}
 			var snaps []*hub.Snapshot
 			pulled := false
@@ -119,20 +112,27 @@ func newServeCmd() *cobra.Command {
 				return nil
 			}
 			if printOnly {
-				return printServeCommand(cmd, r, pkg, others, opts, prepare)
+				return printServeCommand(cmd, r, pkg, set.listAll, opts, prepare)
 			}
-			spec, inst, err := runner.Serve(ctx, r, pkg, others, opts, prepare, stderr)
+			spec, inst, err := runner.Serve(ctx, r, pkg, set.listAll, opts, prepare, stderr)
 			var running *runner.RunningError
+			var plan *runner.PlanError
 			switch {
 			case errors.As(err, &running):
 				return &ExitError{Code: exitRunning, Err: err}
-			case err != nil && spec == nil:
+			case errors.As(err, &plan):
 				return &ExitError{Code: exitInvalid, Err: err}
 			case err != nil:
 				return &ExitError{Code: 1, Err: err}
 			}
 			if detach {
-				printCard(stdout, spec, inst, false)
+				// A server that cannot start mostly fails in its first
+				// seconds: watch that long before saying it is starting.
+				ready, err := runner.WatchStart(ctx, r, inst, spec.Launch, detachWatch)
+				if err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				printCard(stdout, spec, inst, ready)
 				return nil
 			}
 			fmt.Fprintf(stderr, "waiting up to %s for %s to be ready (its output follows)\n", timeout, inst.Name)
@@ -146,13 +146,14 @@ func newServeCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&opts.Profile, "profile", "", "serve profile (default: the package's default profile)")
 	f.IntVar(&opts.Port, "port", 0, "host port (default: the first free port from 20000)")
-	f.StringVar(&opts.DeviceIDs, "device-id", "", "chips to use, e.g. 0,1 (default: the lowest chips no other tt-model server holds)")
+	f.StringVar(&opts.DeviceIDs, "device-id", "", "chips to use, e.g. 0,1 or 0-3 (default: the lowest chips no other tt-model server holds)")
+	f.StringVar(&opts.Bind, "bind", "", "host address the port is published on, e.g. 127.0.0.1 (default: every interface, as upstream)")
 	f.BoolVar(&hostMode, "host", false, "run on the bare host under `tt-model supervise` instead of the Docker engine")
 	f.DurationVar(&timeout, "timeout", 7*time.Minute, "how long to wait for the server to be ready (it keeps starting after)")
 	f.StringVar(&resetCmd, "reset-cmd", "", "chip reset command for the supervisor, {chips} becomes the chip list (default: tt-smi -r {chips}; in a container it runs inside the image)")
-	f.BoolVar(&detach, "detach", false, "return once the server is started, without waiting for it to be ready")
+	f.BoolVar(&detach, "detach", false, "return without waiting for the server to be ready (after watching its first 10 s for a crash)")
 	f.BoolVar(&printOnly, "print", false, "print the docker run (or host command) serve would run, and run nothing")
-	f.BoolVar(&noWeights, "no-weights", false, "do not pull the pinned weights: the server reads them from the HF cache itself")
+	f.BoolVar(&noWeights, "no-weights", false, "do not pull the pinned weights: they must already be in the HF cache")
 	f.BoolVar(&refresh, "refresh", false, "ORG/NAME: ask the Hub where the revision points now, even when the package is in the local store")
 	f.BoolVar(&localOnly, "local-only", false, "never use the network: the package and its weights must be in the local store")
 	return cmd
@@ -197,13 +198,23 @@ func pinnedSnapshots(pkg *runner.Package) []*hub.Snapshot {
 }
 
 // printServeCommand plans the serve and prints the command it would run.
-func printServeCommand(cmd *cobra.Command, r runner.Runner, pkg *runner.Package, others []runner.Instance, opts runner.PlanOptions, prepare func(*runner.Spec) error) error {
+func printServeCommand(cmd *cobra.Command, r runner.Runner, pkg *runner.Package, list func(context.Context) ([]runner.Instance, error),
+	opts runner.PlanOptions, prepare func(*runner.Spec) error) error {
+	others, err := list(cmd.Context())
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
 	spec, err := runner.Plan(pkg, others, opts)
 	if err != nil {
 		return &ExitError{Code: exitInvalid, Err: err}
 	}
 	if err := prepare(spec); err != nil {
 		return &ExitError{Code: 1, Err: err}
+	}
+	// Where the server would find its weights, when they are cached; a
+	// --print for a host that lacks them still prints the command.
+	if spec.WeightsDir, err = runner.ServedWeights(pkg, spec.Launch.Env, spec.HF, spec.Weights); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: the weights are not in the HF cache yet; serve pulls them first, then HF_MODEL names their snapshot folder\n")
 	}
 	var line string
 	switch rr := r.(type) {
@@ -228,7 +239,7 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	if inst.Runner == "host" {
 		where = fmt.Sprintf("host process %s (supervisor pid %s)", inst.Name, inst.ID)
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", inst.Port)
+	url := inst.URL()
 	fmt.Fprintf(w, "%s %s: profile %s, %s\n", spec.Package.Wire.Name, state, spec.Profile.Name, where)
 	fmt.Fprintf(w, "  url      %s\n", url)
 	if len(spec.Chips) > 0 {
@@ -241,9 +252,17 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	}
 	fmt.Fprintf(w, "  try      curl -s %s/health\n", url)
 	fmt.Fprintf(w, "           curl -s %s/v1/models\n", url)
+	if spec.Package.Wire.Container.Runtime["model"] == "pi05" {
+		fmt.Fprintf(w, "           curl -s %s/v1/actions/metadata\n", url)
+	}
 	if spec.Package.Wire.Container.Runtime["model"] == "rf-detr" {
 		fmt.Fprintf(w, "           curl -s %s/predict -H 'Content-Type: application/json' -d \"{\\\"image\\\": \\\"$(base64 -w0 photo.jpg)\\\"}\"\n", url)
 	}
-	fmt.Fprintf(w, "  logs     tt-model logs %s --profile %s -f\n", inst.Package, inst.Profile)
-	fmt.Fprintf(w, "  stop     tt-model stop %s --profile %s\n", inst.Package, inst.Profile)
+	if inst.Bind == "" {
+		fmt.Fprintf(w, "  exposed  port %d on every interface of this host (--bind 127.0.0.1 keeps it local)\n", inst.Port)
+	} else {
+		fmt.Fprintf(w, "  exposed  port %d on %s only\n", inst.Port, inst.Bind)
+	}
+	fmt.Fprintf(w, "  logs     tt-model logs %s --profile %s --runner %s -f\n", inst.Package, inst.Profile, inst.Runner)
+	fmt.Fprintf(w, "  stop     tt-model stop %s --profile %s --runner %s\n", inst.Package, inst.Profile, inst.Runner)
 }

@@ -169,12 +169,8 @@ func removeE2EArtifacts(t *testing.T, d *Docker, name string) {
 func (e *rfdetrE2E) serve(t *testing.T, profile string, supervisorFlags []string) *Instance {
 	t.Helper()
 	ctx := context.Background()
-	others, err := e.d.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts := PlanOptions{Profile: profile, CacheRoot: e.cacheRoot, DevDir: filepath.Join(e.work, "no-chips")}
-	spec, inst, err := Serve(ctx, e.d, e.pkg, others, opts, func(s *Spec) error {
+	spec, inst, err := Serve(ctx, e.d, e.pkg, e.d.List, opts, func(s *Spec) error {
 		s.HF, s.Weights, s.SupervisorFlags = e.hf, e.snaps, supervisorFlags
 		return nil
 	}, io.Discard)

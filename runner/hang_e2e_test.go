@@ -48,7 +48,7 @@ default_profile: hang
 // command, the server is served with `--reset-cmd` naming it, and each
 // prediction makes the server exit 75. Twice, the supervisor inside the
 // container writes the hang marker, runs the reset command exactly once
-// (with the marker still there and {chips} empty: the container has no
+// (with the marker still there and no {chips} argument: the container has no
 // chips, so the chip check is skipped), removes the marker, and starts the
 // server again, ready and answering; the engine never restarts the
 // container.
@@ -66,7 +66,7 @@ func TestRFDETRHangChain(t *testing.T) {
 	if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the reset command ran before any hang (stat %s: %v)", record, err)
 	}
-	wantArgv := []string{testResetBin, testResetRecord, testHangMarker, ""}
+	wantArgv := []string{testResetBin, testResetRecord, testHangMarker} // no chips: {chips} is left out
 	for hang := 1; hang <= 2; hang++ {
 		// Answered, then the server exits 75.
 		if n, err := predict(inst.Port); err != nil || n < 1 {

@@ -160,7 +160,7 @@ func materializeLayout(src, root string) (string, error) {
 		if os.Link(real, out) == nil {
 			return nil
 		}
-		return copyFile(real, out)
+		return copyBlob(real, out)
 	})
 	if err != nil {
 		return "", fmt.Errorf("materialize the image layout: %w", err)
@@ -174,7 +174,7 @@ func materializeLayout(src, root string) (string, error) {
 	return dst, nil
 }
 
-func copyFile(src, dst string) error {
+func copyBlob(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

@@ -102,6 +102,7 @@ func newHarness(t testing.TB) *harness {
 	h.cfg.HangMarker = filepath.Join(dir, "cache", "hang_marker")
 	h.cfg.ResetCmd = fakeReset(t) + " " + h.record + " ok {chips}"
 	h.cfg.ResetTimeout = 10 * time.Second
+	h.cfg.ResetBackoff = 10 * time.Millisecond
 	h.cfg.Chips = []int{0, 1}
 	h.cfg.DevDir, h.cfg.SysfsDir = dev, sys
 	h.cfg.HeartbeatInterval = 30 * time.Millisecond
