@@ -2,10 +2,38 @@ package native
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/ttmodel/tt-model/internal/testenv"
 )
+
+// cpuCanRun says whether this CPU has the instructions of a kernel family
+// ("" is the best it has, so always true).
+func cpuCanRun(isa string) bool {
+	cpu := DetectCPU()
+	avx2 := cpu.AVX2 && cpu.FMA
+	avx512 := avx2 && cpu.AVX512F && cpu.AVX512BW && cpu.AVX512VL && cpu.AVX512DQ
+	switch isa {
+	case "", "scalar":
+		return true
+	case "avx2":
+		return avx2
+	case "avx512":
+		return avx512
+	case "avx512bf16":
+		return avx512 && cpu.AVX512BF16
+	}
+	return false
+}
+
+// requireISA skips t, visibly, when this CPU cannot run the kernel family isa.
+func requireISA(t *testing.T, isa string) {
+	t.Helper()
+	if !cpuCanRun(isa) {
+		testenv.Skip(t, fmt.Sprintf("this CPU cannot run the %s kernels (its best: %s)", isa, DetectCPU().BestISA))
+	}
+}
 
 func TestKernelSelfTests(t *testing.T) {
 	t.Logf("cpu: %s, default threads %d", DetectCPU(), DefaultThreads())
@@ -52,12 +80,10 @@ func TestPeakGFLOPSRejectsUnknownPrecision(t *testing.T) {
 }
 
 func TestPeakGFLOPS(t *testing.T) {
-	cpu := DetectCPU()
-	avx512 := cpu.AVX2 && cpu.FMA && cpu.AVX512F && cpu.AVX512BW && cpu.AVX512VL && cpu.AVX512DQ
 	for _, c := range []struct {
 		precision string
 		has       bool
-	}{{"fp32", avx512}, {"bf16", avx512 && cpu.AVX512BF16}} {
+	}{{"fp32", cpuCanRun("avx512")}, {"bf16", cpuCanRun("avx512bf16")}} {
 		one, err := PeakGFLOPS(c.precision, 100000)
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package native
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -205,56 +204,50 @@ func checkStages(t *testing.T, m *Pi05Model, g pi05Golden, slab *Pi05Slab, act [
 	}
 }
 
-// The scalar fp32 reference path and the fast fp32 path against the PyTorch fp32 run: 1e-4.
+// The scalar fp32 reference path and the fast fp32 path of each kernel family (AVX-512, AVX2,
+// scalar) against the PyTorch fp32 run: 1e-4. A family this CPU cannot run is a visible skip.
 func TestPi05ParityFP32(t *testing.T) {
 	goldens := pi05Goldens(t)
-	paths := []struct {
+	for _, pth := range []struct {
 		prec Pi05Precision
 		isa  string
-	}{{Pi05Ref, ""}, {Pi05F32, ""}}
-	cpu := DetectCPU()
-	for _, isa := range []string{"avx2", "scalar"} { // the other kernel families of the fast path
-		if isa != cpu.BestISA && (isa == "scalar" || (cpu.AVX2 && cpu.FMA)) {
-			paths = append(paths, struct {
-				prec Pi05Precision
-				isa  string
-			}{Pi05F32, isa})
+	}{{Pi05Ref, ""}, {Pi05F32, "avx512"}, {Pi05F32, "avx2"}, {Pi05F32, "scalar"}} {
+		name := pth.prec.String()
+		if pth.isa != "" {
+			name += "-" + pth.isa
 		}
-	}
-	for _, pth := range paths {
-		m := loadTiny(t, pth.prec, pth.isa)
-		for _, g := range goldens {
-			t.Run(fmt.Sprintf("%s-%s/%s", pth.prec, m.ISA(), g.Name), func(t *testing.T) {
-				slab, act := runGolden(t, m, g)
-				checkStages(t, m, g, slab, act, 1e-4)
-			})
-		}
+		t.Run(name, func(t *testing.T) {
+			requireISA(t, pth.isa)
+			m := loadTiny(t, pth.prec, pth.isa)
+			for _, g := range goldens {
+				t.Run(g.Name, func(t *testing.T) {
+					slab, act := runGolden(t, m, g)
+					checkStages(t, m, g, slab, act, 1e-4)
+				})
+			}
+		})
 	}
 }
 
-// The bf16 fast path against the PyTorch bf16 run: 2e-2 (every ISA this CPU has, so the AVX2 and
-// scalar bf16 kernels are covered on an AVX-512 machine too).
+// The bf16 fast path of each kernel family (AVX-512 BF16, AVX-512, AVX2, scalar) against the
+// PyTorch bf16 run: 2e-2. A family this CPU cannot run is a visible skip.
 func TestPi05ParityBF16(t *testing.T) {
 	goldens := pi05Goldens(t)
-	isas := []string{""}
-	cpu := DetectCPU()
-	for _, isa := range []string{"avx512", "avx2", "scalar"} {
-		if isa != cpu.BestISA && (isa == "scalar" || (isa == "avx2" && cpu.AVX2 && cpu.FMA) || (isa == "avx512" && cpu.AVX512F)) {
-			isas = append(isas, isa)
-		}
-	}
-	for _, isa := range isas {
-		m := loadTiny(t, Pi05BF16, isa)
-		for _, g := range goldens {
-			t.Run(fmt.Sprintf("%s/%s", m.ISA(), g.Name), func(t *testing.T) {
-				_, act := runGolden(t, m, g)
-				if d := maxAbsDiff(act, g.ActionsBF16); d > 2e-2 {
-					t.Errorf("actions: max |diff| %.3g > 2e-2 vs the bf16 reference", d)
-				} else {
-					t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.Actions))
-				}
-			})
-		}
+	for _, isa := range []string{"avx512bf16", "avx512", "avx2", "scalar"} {
+		t.Run(isa, func(t *testing.T) {
+			requireISA(t, isa)
+			m := loadTiny(t, Pi05BF16, isa)
+			for _, g := range goldens {
+				t.Run(g.Name, func(t *testing.T) {
+					_, act := runGolden(t, m, g)
+					if d := maxAbsDiff(act, g.ActionsBF16); d > 2e-2 {
+						t.Errorf("actions: max |diff| %.3g > 2e-2 vs the bf16 reference", d)
+					} else {
+						t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.Actions))
+					}
+				})
+			}
+		})
 	}
 }
 

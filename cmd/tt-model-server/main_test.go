@@ -21,6 +21,8 @@ import (
 	"github.com/ttmodel/tt-model/models/safetensors"
 
 	"github.com/ttmodel/tt-model/internal/version"
+
+	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
 func freePort(t *testing.T) string {
@@ -113,7 +115,7 @@ func predictBody(t *testing.T, extra string) string {
 // switch fires after two of them; a second server stops cleanly on a signal.
 func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	if testing.Short() {
-		t.Skip("full-size checkpoint: skipped with -short")
+		testenv.Skip(t, "full-size checkpoint: skipped with -short")
 	}
 	dir := t.TempDir()
 	if err := (rfdetr.RandomCheckpoint{Seed: 3}).Write(dir); err != nil {

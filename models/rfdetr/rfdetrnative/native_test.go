@@ -13,6 +13,8 @@ import (
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
 	"github.com/ttmodel/tt-model/native"
+
+	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
 // The PyTorch reference's random checkpoint and goldens (tools/reference/rfdetr.py).
@@ -142,7 +144,7 @@ func readGolden(t *testing.T, path string) golden {
 // 0.01, boxes within 2e-3 (normalised). The two schemes must agree bit for bit.
 func TestCheckpointThroughModelPackageMatchesPyTorch(t *testing.T) {
 	if testing.Short() {
-		t.Skip("full-size checkpoint: skipped with -short")
+		testenv.Skip(t, "full-size checkpoint: skipped with -short")
 	}
 	spec, err := native.ReadRandomCheckpointSpec(checkpointSpec)
 	if err != nil {
