@@ -83,24 +83,9 @@ type Client struct {
 	workers int
 }
 
-// Option adjusts a Client.
-type Option func(*Client)
-
-// WithHTTPClient replaces the HTTP client (tests; proxies).
-func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
-
-// WithWorkers sets how many files download at once (default 8, as
-// huggingface_hub's snapshot_download).
-func WithWorkers(n int) Option {
-	return func(c *Client) {
-		if n > 0 {
-			c.workers = n
-		}
-	}
-}
-
-// NewClient builds a client for cfg.
-func NewClient(cfg Config, opts ...Option) *Client {
+// NewClient builds a client for cfg. It downloads 8 files at once, as
+// huggingface_hub's snapshot_download does.
+func NewClient(cfg Config) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 60 * time.Second
 	c := &Client{
@@ -108,9 +93,6 @@ func NewClient(cfg Config, opts ...Option) *Client {
 		cache:   Cache{Dir: cfg.CacheDir},
 		http:    &http.Client{Transport: tr},
 		workers: 8,
-	}
-	for _, o := range opts {
-		o(c)
 	}
 	return c
 }

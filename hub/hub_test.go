@@ -52,7 +52,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 }
 
-func (f *fixture) client(opts ...Option) *Client { return NewClient(f.cfg, opts...) }
+func (f *fixture) client() *Client { return NewClient(f.cfg) }
 
 func (f *fixture) cdnGets() []hubtest.Request {
 	var out []hubtest.Request

@@ -9,7 +9,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"unsafe"
@@ -66,18 +65,6 @@ const (
 	// BF16 rounds GEMM operands to bf16 (fp32 accumulate); the rest is fp32.
 	BF16 Precision = "bf16"
 )
-
-// PrecisionFromEnv reads RFDETR_PRECISION (fp32 when unset or empty).
-func PrecisionFromEnv() (Precision, error) {
-	v := strings.TrimSpace(os.Getenv("RFDETR_PRECISION"))
-	switch Precision(v) {
-	case "", FP32:
-		return FP32, nil
-	case BF16:
-		return BF16, nil
-	}
-	return "", fmt.Errorf("RFDETR_PRECISION=%q: want fp32 or bf16", v)
-}
 
 // RFDETROptions configure LoadRFDETR.
 type RFDETROptions struct {

@@ -309,20 +309,6 @@ func TestRFDETRForwardRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestPrecisionFromEnv(t *testing.T) {
-	for _, c := range []struct {
-		env  string
-		want Precision
-		ok   bool
-	}{{"", FP32, true}, {"fp32", FP32, true}, {"bf16", BF16, true}, {"fp16", "", false}} {
-		t.Setenv("RFDETR_PRECISION", c.env)
-		got, err := PrecisionFromEnv()
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("RFDETR_PRECISION=%q: got %q, %v", c.env, got, err)
-		}
-	}
-}
-
 // BenchmarkRFDETRForward times one forward per precision with the default
 // thread count (make bench-rfdetr gives the full table against the peaks
 // and PyTorch).

@@ -1,7 +1,6 @@
 package pi05
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -302,10 +301,4 @@ func ResolveTensors(t TensorTable, d Dims, path string) (map[string]string, erro
 		return nil, te
 	}
 	return files, nil
-}
-
-// IsTensorError reports whether err lists checkpoint tensor problems.
-func IsTensorError(err error) bool {
-	var te *TensorError
-	return errors.As(err, &te)
 }
