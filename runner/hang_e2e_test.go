@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/ttmodel/tt-model/runner/runnertest"
+
+	"github.com/ttmodel/tt-model/internal/readiness"
 )
 
 // The hang chain's paths inside the container: /cache is a host mount
@@ -121,7 +123,7 @@ func waitServerBack(t *testing.T, d *Docker, inst *Instance, hang int) string {
 		if err := d.Logs(ctx, inst, false, &out); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Count(out.String(), "server spawned") >= hang+1 && healthOK(ctx, health, url) {
+		if strings.Count(out.String(), "server spawned") >= hang+1 && readiness.Probe(ctx, health, url) == nil {
 			return out.String()
 		}
 		if time.Now().After(deadline) {

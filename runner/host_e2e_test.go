@@ -16,6 +16,8 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/runner/runnertest"
+
+	"github.com/ttmodel/tt-model/internal/readiness"
 )
 
 // buildTTModel compiles this module's tt-model (the supervisor host mode runs).
@@ -76,7 +78,7 @@ func TestHostServeStop(t *testing.T) {
 	if cur, err := h.Find(ctx, inst.Name); err != nil || cur != nil {
 		t.Errorf("after stop: %+v, %v; want no instance", cur, err)
 	}
-	if healthOK(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d/health", spec.Port)) {
+	if readiness.Probe(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d/health", spec.Port)) == nil {
 		t.Error("the server still answers after stop")
 	}
 }

@@ -166,20 +166,3 @@ func TestSupervisedEntrypoint(t *testing.T) {
 		t.Error("supervisor flags for an image without our supervisor were accepted")
 	}
 }
-
-func TestLineWatcher(t *testing.T) {
-	seen := make(chan struct{})
-	var out strings.Builder
-	w := &lineWatcher{w: &out, needle: "startup complete", seen: seen}
-	for _, chunk := range []string{"booting\nApplication start", "up comp", "lete\nmore\n"} {
-		w.Write([]byte(chunk))
-	}
-	select {
-	case <-seen:
-	default:
-		t.Error("the ready line split over three writes was not seen")
-	}
-	if out.String() != "booting\nApplication startup complete\nmore\n" {
-		t.Errorf("output passed through = %q", out.String())
-	}
-}

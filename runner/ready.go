@@ -1,16 +1,14 @@
 package runner
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/readiness"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -27,18 +25,17 @@ func (e *NotReadyError) Error() string {
 }
 
 // WaitReady follows the instance's output to logOut until the server is
-// ready (its ReadyPath answers JSON "status":"ok", or its ReadyLine shows in
-// the output), the instance stops, or the timeout passes.
+// ready (package readiness: its ReadyPath answers JSON "status":"ok", or its
+// ReadyLine shows in the output), the instance stops, or the timeout passes.
 func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch, timeout time.Duration, logOut io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	seen := make(chan struct{})
-	watcher := &lineWatcher{w: logOut, needle: l.ReadyLine, seen: seen}
+	watcher := readiness.NewWatcher(l.ReadyLine)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = r.Logs(ctx, inst, true, watcher)
+		_ = r.Logs(ctx, inst, true, watcher.Stream(logOut))
 	}()
 	// Stop following before returning, so no log line lands after the card.
 	defer wg.Wait()
@@ -49,7 +46,7 @@ func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch,
 	defer tick.Stop()
 	for {
 		select {
-		case <-seen:
+		case <-watcher.Seen():
 			return nil
 		case <-ctx.Done():
 			if ctx.Err() == context.DeadlineExceeded {
@@ -59,7 +56,7 @@ func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch,
 				inst.Name, inst.Package, inst.Package, inst.Profile)
 		case <-tick.C:
 		}
-		if l.ReadyLine == "" && l.ReadyPath != "" && healthOK(ctx, client, url) {
+		if l.ReadyLine == "" && l.ReadyPath != "" && readiness.Probe(ctx, client, url) == nil {
 			return nil
 		}
 		cur, err := r.Find(ctx, inst.Name)
@@ -82,56 +79,4 @@ func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch,
 				inst.Name, inst.Package, inst.Profile)
 		}
 	}
-}
-
-// healthOK reports whether url answers 200 with JSON "status":"ok".
-func healthOK(ctx context.Context, c *http.Client, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-	}
-	return resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) == nil && body.Status == "ok"
-}
-
-// lineWatcher passes output through and closes seen at the first line that
-// contains needle.
-type lineWatcher struct {
-	w      io.Writer
-	needle string
-	seen   chan struct{}
-	mu     sync.Mutex
-	buf    []byte
-	done   bool
-}
-
-func (lw *lineWatcher) Write(p []byte) (int, error) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	n, err := lw.w.Write(p)
-	if lw.needle == "" || lw.done {
-		return n, err
-	}
-	lw.buf = append(lw.buf, p...)
-	for {
-		i := bytes.IndexByte(lw.buf, '\n')
-		if i < 0 {
-			break
-		}
-		if strings.Contains(string(lw.buf[:i]), lw.needle) {
-			lw.done = true
-			close(lw.seen)
-			lw.buf = nil
-			break
-		}
-		lw.buf = lw.buf[i+1:]
-	}
-	return n, err
 }

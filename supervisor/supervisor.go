@@ -17,6 +17,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/readiness"
 )
 
 // Supervisor runs one server under the policy of its Config. Run owns every
@@ -190,11 +192,13 @@ func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why stri
 
 	pctx, cancelProbe := context.WithCancel(ctx)
 	defer cancelProbe()
-	ready := make(chan struct{})
+	var ready <-chan struct{}
 	if srv.lines != nil {
-		ready = srv.lines.seen
+		ready = srv.lines.Seen()
 	} else {
-		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, ready)
+		probed := make(chan struct{})
+		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, probed)
+		ready = probed
 	}
 	startTimer := time.NewTimer(s.cfg.StartTimeout)
 	defer startTimer.Stop()
@@ -445,7 +449,7 @@ func (s *Supervisor) pingWatchdog(ctx context.Context, srv *server) {
 	t := time.NewTicker(s.watchdog / 2)
 	defer t.Stop()
 	for {
-		if srv.lines != nil || probeURL(ctx, s.client, s.cfg.ReadyURL) == nil {
+		if srv.lines != nil || readiness.Probe(ctx, s.client, s.cfg.ReadyURL) == nil {
 			s.notify.send("WATCHDOG=1")
 		} else if ctx.Err() == nil {
 			s.log.Warn("server does not answer its readiness probe: withholding the watchdog ping")
