@@ -70,8 +70,9 @@ func start(t *testing.T, ctx context.Context, env map[string]string) running {
 	return r
 }
 
-// waitOK polls /health until it says ok; the server exiting first fails.
-func (r running) waitOK(t *testing.T) {
+// waitOK polls /health until it says ok, then checks that it names model on
+// the CPU; the server exiting first fails.
+func (r running) waitOK(t *testing.T, model string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -86,13 +87,13 @@ func (r running) waitOK(t *testing.T) {
 			_ = json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
 			if h["status"] == "ok" {
-				if !strings.HasPrefix(h["device"].(string), "cpu ") || h["model"] != "RF-DETR-base" {
-					t.Errorf("health %v", h)
+				if device, _ := h["device"].(string); !strings.HasPrefix(device, "cpu ") || h["model"] != model {
+					t.Errorf("health %v, want model %s on a cpu device", h, model)
 				}
 				return
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("not ready in time:\n%s", r.log.String())
 }
@@ -122,7 +123,7 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_MODEL_FAULT_EXIT_AFTER": "2"})
-	r.waitOK(t)
+	r.waitOK(t, "RF-DETR-base")
 
 	for i, extra := range []string{`,"threshold":0.0,"max_detections":300`, `,"return_raw":true`} {
 		resp, err := http.Post(r.base+"/predict", "application/json", strings.NewReader(predictBody(t, extra)))
@@ -163,7 +164,7 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	// main) after readiness exits 0.
 	ctx, cancel := context.WithCancel(context.Background())
 	r = start(t, ctx, map[string]string{"TT_RF_DETR_WEIGHTS": dir})
-	r.waitOK(t)
+	r.waitOK(t, "RF-DETR-base")
 	cancel()
 	if code := <-r.code; code != 0 {
 		t.Fatalf("exit code %d after a stop signal, want 0:\n%s", code, r.log.String())
