@@ -277,7 +277,7 @@ func (m *Pi05Model) FlopsExpertStep(prefixLen, horizon int) float64 {
 	return float64(C.pi05_flops_expert_step(m.c, C.int(prefixLen), C.int(horizon)))
 }
 
-// Pi05Preset is one compiled configuration (seed 000): Cams 1-4; TextBucket 32/64/128/224, or 192
+// Pi05Preset is one compiled configuration (those of the original pi0.5 package): Cams 1-4; TextBucket 32/64/128/224, or 192
 // with 1 camera, 160 with 2, 96 with 4; ActionRows 32 (H <= 32) or 64; MaxBatch 1-8.
 type Pi05Preset struct {
 	Cams, TextBucket, ActionRows, MaxBatch int
@@ -288,7 +288,7 @@ func (p Pi05Preset) toC() C.pi05_preset {
 		action_rows: C.int(p.ActionRows), max_batch: C.int(p.MaxBatch)}
 }
 
-// Valid reports whether p is one of the seed's presets.
+// Valid reports whether p is one of those presets.
 func (p Pi05Preset) Valid() bool {
 	c := p.toC()
 	return C.pi05_preset_valid(&c) != 0

@@ -14,7 +14,7 @@ import (
 	"github.com/ttmodel/tt-model/models/safetensors"
 )
 
-// The goldens come from tools/reference/pi05.py (PyTorch, from the spec) on a tiny random
+// The goldens come from tools/reference/pi05.py (PyTorch, written from docs/pi05.md) on a tiny random
 // checkpoint with the real lerobot tensor names: `pi05.py goldens --out kernels/pi05/testdata`.
 const pi05Testdata = "../kernels/pi05/testdata"
 

@@ -45,7 +45,7 @@ serve_profiles:
 default_profile: hang
 `
 
-// TestRFDETRHangChain is issue 7's hang chain on the Docker engine: the
+// TestRFDETRHangChain is the hang chain on the Docker engine: the
 // package's base image (a docker-archive written here) holds a test reset
 // command, the server is served with `--reset-cmd` naming it, and each
 // prediction makes the server exit 75. Twice, the supervisor inside the

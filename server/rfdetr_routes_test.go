@@ -23,7 +23,7 @@ import (
 )
 
 // scriptedNetwork returns outputs fixed by the test, to check how the HTTP
-// layer maps network outputs to the seed's JSON (which detections, boxes in
+// layer maps network outputs to the original server's JSON (which detections, boxes in
 // pixels, raw arrays) and how it reports failures. It tests the contract,
 // not inference: the real forward is exercised in rfdetr_native_test.go.
 type scriptedNetwork struct {

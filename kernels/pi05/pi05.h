@@ -18,7 +18,7 @@
  *
  * Masked cameras and padded text tokens are dropped before compute: a masked key gets weight exactly 0
  * in the reference, and the valid tokens keep positions cumsum(mask)-1, which is their index in the
- * compacted sequence, so the result is the same (spec "Masks and positions").
+ * compacted sequence, so the result is the same (docs/pi05.md, "Masks and positions").
  *
  * A program is used by one thread at a time (its scratch is shared by its calls); run several programs
  * for concurrency. Errors: functions return 0, or a negative PI05_E* code with a message in err.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference of pi0.5 (lerobot/pi05_base) inference, written from shared/specs/pi05.md.
+"""PyTorch reference of pi0.5 (lerobot/pi05_base) inference, written from docs/pi05.md.
 
 It is the independent check of the C megakernels in kernels/pi05 (llm.c style: this file writes the
 weights and the expected outputs, the C and Go tests compare against them). It deliberately computes
