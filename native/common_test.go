@@ -2,36 +2,22 @@ package native
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
-// cpuCanRun says whether this CPU has the instructions of a kernel family
-// ("" is the best it has, so always true).
-func cpuCanRun(isa string) bool {
-	cpu := DetectCPU()
-	avx2 := cpu.AVX2 && cpu.FMA
-	avx512 := avx2 && cpu.AVX512F && cpu.AVX512BW && cpu.AVX512VL && cpu.AVX512DQ
-	switch isa {
-	case "", "scalar":
-		return true
-	case "avx2":
-		return avx2
-	case "avx512":
-		return avx512
-	case "avx512bf16":
-		return avx512 && cpu.AVX512BF16
-	}
-	return false
+// cpuCanRun says whether this CPU can run the kernel family isa (ParseISA's check).
+func cpuCanRun(isa ISA) bool {
+	_, err := ParseISA(string(isa))
+	return err == nil
 }
 
 // requireISA skips t, visibly, when this CPU cannot run the kernel family isa.
-func requireISA(t *testing.T, isa string) {
+func requireISA(t *testing.T, isa ISA) {
 	t.Helper()
-	if !cpuCanRun(isa) {
-		testenv.Skip(t, fmt.Sprintf("this CPU cannot run the %s kernels (its best: %s)", isa, DetectCPU().BestISA))
+	if _, err := ParseISA(string(isa)); err != nil {
+		testenv.Skip(t, err.Error())
 	}
 }
 
@@ -83,7 +69,7 @@ func TestPeakGFLOPS(t *testing.T) {
 	for _, c := range []struct {
 		precision string
 		has       bool
-	}{{"fp32", cpuCanRun("avx512")}, {"bf16", cpuCanRun("avx512bf16")}} {
+	}{{"fp32", cpuCanRun(ISAAVX512)}, {"bf16", cpuCanRun(ISAAVX512BF16)}} {
 		one, err := PeakGFLOPS(c.precision, 100000)
 		if err != nil {
 			t.Fatal(err)

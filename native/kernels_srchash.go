@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "3c05ed598858bb991859ae6b86be4270a1da5de1d0699131e1cc47060b8a5a43"
+const kernelSourcesSHA256 = "a2ee4e7ab5788240fba29324663a6cc9be3f16211ebb89f562720b9933a29ce4"

@@ -9,45 +9,44 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/pi05golden"
 	"github.com/ttmodel/tt-model/internal/testenv"
+
+	"github.com/ttmodel/tt-model/models/pi05/arch"
+	"github.com/ttmodel/tt-model/models/pi05/golden"
 	"github.com/ttmodel/tt-model/models/safetensors"
 )
 
-// The goldens come from tools/reference/pi05.py (PyTorch, written from docs/pi05.md) on a tiny random
+// The goldens come from tools/reference/pi05.py (PyTorch, from the spec) on a tiny random
 // checkpoint with the real lerobot tensor names: `pi05.py goldens --out kernels/pi05/testdata`.
-const pi05Testdata = "../kernels/pi05/testdata"
+const pi05Testdata = "../" + golden.Dir
 
-// pi05Golden is one committed case: inputs and the reference's outputs.
-type pi05Golden = pi05golden.Case
-
-func readGolden(t *testing.T, path string) pi05Golden {
+func pi05Goldens(t *testing.T) []golden.Case {
 	t.Helper()
-	g, err := pi05golden.Read(path)
+	cases, err := golden.All(pi05Testdata)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g
+	return cases
 }
 
-func pi05Goldens(t *testing.T) []pi05Golden {
+func readGolden(t *testing.T, path string) golden.Case {
 	t.Helper()
-	gs, err := pi05golden.ReadDir(pi05Testdata)
+	c, err := golden.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gs
+	return c
 }
 
 // tinyDims reads the tiny checkpoint's config.json (HF key names) over the defaults, as models/pi05
 // does for a real one. (Depths come from config.json here; a loader takes them from the tensors.)
-func tinyDims(t *testing.T) Pi05Dims {
+func tinyDims(t *testing.T) arch.Dims {
 	t.Helper()
 	return configDims(t, filepath.Join(pi05Testdata, "tiny", "config.json"))
 }
 
 // configDims reads the sub-configs of a config.json written by tools/reference/pi05.py.
-func configDims(t *testing.T, path string) Pi05Dims {
+func configDims(t *testing.T, path string) arch.Dims {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -63,9 +62,9 @@ func configDims(t *testing.T, path string) Pi05Dims {
 		Vocab     int     `json:"vocab_size"`
 		Patch     int     `json:"patch_size"`
 		Image     int     `json:"image_size"`
-		LNEps     float32 `json:"layer_norm_eps"`
-		RMSEps    float32 `json:"rms_norm_eps"`
-		RopeTheta float32 `json:"rope_theta"`
+		LNEps     float64 `json:"layer_norm_eps"`
+		RMSEps    float64 `json:"rms_norm_eps"`
+		RopeTheta float64 `json:"rope_theta"`
 	}
 	var c struct {
 		Vision    sub     `json:"vision_config"`
@@ -79,17 +78,17 @@ func configDims(t *testing.T, path string) Pi05Dims {
 	}
 	d := Pi05DefaultDims()
 	d.Image, d.Patch = c.Vision.Image, c.Vision.Patch
-	d.VisionWidth, d.VisionLayers, d.VisionHeads, d.VisionMLP, d.VisionEps =
+	d.VWidth, d.VLayers, d.VHeads, d.VMLP, d.VEps =
 		c.Vision.Hidden, c.Vision.Layers, c.Vision.Heads, c.Vision.MLP, c.Vision.LNEps
-	d.Width, d.Layers, d.Heads, d.KVHeads, d.HeadDim, d.MLP, d.Vocab, d.Eps, d.RopeTheta =
+	d.LWidth, d.LLayers, d.LHeads, d.KVHeads, d.HeadDim, d.LMLP, d.Vocab, d.LEps, d.RopeTheta =
 		c.Text.Hidden, c.Text.Layers, c.Text.Heads, c.Text.KV, c.Text.HeadDim, c.Text.MLP, c.Text.Vocab,
 		c.Text.RMSEps, c.Text.RopeTheta
-	d.ExpertWidth, d.ExpertHeads, d.ExpertMLP, d.ExpertEps = c.Expert.Hidden, c.Expert.Heads, c.Expert.MLP, c.Expert.RMSEps
+	d.EWidth, d.EHeads, d.EMLP, d.EEps = c.Expert.Hidden, c.Expert.Heads, c.Expert.MLP, c.Expert.RMSEps
 	d.MinPeriod, d.MaxPeriod = c.MinPeriod, c.MaxPeriod
 	return d
 }
 
-func loadTiny(t *testing.T, prec Pi05Precision, isa string) *Pi05Model {
+func loadTiny(t *testing.T, prec Precision, isa ISA) *Pi05Model {
 	t.Helper()
 	m, err := NewPi05Model(tinyDims(t), prec, isa)
 	if err != nil {
@@ -107,7 +106,7 @@ func loadTiny(t *testing.T, prec Pi05Precision, isa string) *Pi05Model {
 		if err != nil {
 			t.Fatal(err)
 		}
-		used, err := m.SetTensor(name, string(info.DType), info.Shape, raw)
+		used, err := m.SetTensor(name, DType(info.DType), info.Shape, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,12 +121,12 @@ func loadTiny(t *testing.T, prec Pi05Precision, isa string) *Pi05Model {
 	return m
 }
 
-func presetFor(g pi05Golden, batch int) Pi05Preset {
+func presetFor(g golden.Case, batch int) arch.Preset {
 	rows := 64
 	if g.Horizon <= 32 {
 		rows = 32
 	}
-	return Pi05Preset{Cams: len(g.CamMask), TextBucket: len(g.Tokens), ActionRows: rows, MaxBatch: batch}
+	return arch.Preset{Cams: len(g.CamMask), TextBucket: len(g.Tokens), ActionRows: rows, MaxBatch: batch}
 }
 
 func maxAbsDiff(a, b []float32) float64 {
@@ -148,7 +147,7 @@ func maxAbsDiff(a, b []float32) float64 {
 }
 
 // runGolden runs the three stages on a fresh program and slab of g's preset.
-func runGolden(t *testing.T, m *Pi05Model, g pi05Golden) (*Pi05Slab, []float32) {
+func runGolden(t *testing.T, m *Pi05Model, g golden.Case) (*Pi05Slab, []float32) {
 	t.Helper()
 	prog, err := m.NewProgram(presetFor(g, 1), 2)
 	if err != nil {
@@ -174,7 +173,7 @@ func runGolden(t *testing.T, m *Pi05Model, g pi05Golden) (*Pi05Slab, []float32) 
 }
 
 // checkStages compares the image tokens, every layer's K/V and the actions with the fp32 reference.
-func checkStages(t *testing.T, m *Pi05Model, g pi05Golden, slab *Pi05Slab, act []float32, tol float64) {
+func checkStages(t *testing.T, m *Pi05Model, g golden.Case, slab *Pi05Slab, act []float32, tol float64) {
 	t.Helper()
 	img, _, err := slab.ImageTokens()
 	if err != nil {
@@ -188,12 +187,12 @@ func checkStages(t *testing.T, m *Pi05Model, g pi05Golden, slab *Pi05Slab, act [
 	}
 	d := m.Dims()
 	per := d.KVHeads * g.PrefixLen * d.HeadDim
-	for l := 0; l < d.Layers; l++ {
+	for l := 0; l < d.LLayers; l++ {
 		k, v, err := slab.KV(l)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dk, dv := maxAbsDiff(k, g.PrefixK[l*per:(l+1)*per]), maxAbsDiff(v, g.PrefixV[l*per:(l+1)*per]); dk > tol || dv > tol {
+		if dk, dv := maxAbsDiff(k, g.PK[l*per:(l+1)*per]), maxAbsDiff(v, g.PV[l*per:(l+1)*per]); dk > tol || dv > tol {
 			t.Errorf("layer %d K/V: max |diff| %.3g / %.3g > %.g", l, dk, dv, tol)
 		}
 	}
@@ -209,12 +208,12 @@ func checkStages(t *testing.T, m *Pi05Model, g pi05Golden, slab *Pi05Slab, act [
 func TestPi05ParityFP32(t *testing.T) {
 	goldens := pi05Goldens(t)
 	for _, pth := range []struct {
-		prec Pi05Precision
-		isa  string
-	}{{Pi05Ref, ""}, {Pi05F32, "avx512"}, {Pi05F32, "avx2"}, {Pi05F32, "scalar"}} {
-		name := pth.prec.String()
-		if pth.isa != "" {
-			name += "-" + pth.isa
+		prec Precision
+		isa  ISA
+	}{{Ref, ISABest}, {FP32, ISAAVX512}, {FP32, ISAAVX2}, {FP32, ISAScalar}} {
+		name := string(pth.prec)
+		if pth.isa != ISABest {
+			name += "-" + string(pth.isa)
 		}
 		t.Run(name, func(t *testing.T) {
 			requireISA(t, pth.isa)
@@ -233,10 +232,10 @@ func TestPi05ParityFP32(t *testing.T) {
 // PyTorch bf16 run: 2e-2. A family this CPU cannot run is a visible skip.
 func TestPi05ParityBF16(t *testing.T) {
 	goldens := pi05Goldens(t)
-	for _, isa := range []string{"avx512bf16", "avx512", "avx2", "scalar"} {
-		t.Run(isa, func(t *testing.T) {
+	for _, isa := range []ISA{ISAAVX512BF16, ISAAVX512, ISAAVX2, ISAScalar} {
+		t.Run(string(isa), func(t *testing.T) {
 			requireISA(t, isa)
-			m := loadTiny(t, Pi05BF16, isa)
+			m := loadTiny(t, BF16, isa)
 			for _, g := range goldens {
 				t.Run(g.Name, func(t *testing.T) {
 					_, act := runGolden(t, m, g)
@@ -254,7 +253,7 @@ func TestPi05ParityBF16(t *testing.T) {
 // Batched EXPERT: three requests with their own slabs (different images, prompts, noise) in one
 // call equal the single-request calls, bit for bit with pack=false (PI05_EXPERT_PACK=0).
 func TestPi05ExpertBatch(t *testing.T) {
-	var base pi05Golden
+	var base golden.Case
 	for _, g := range pi05Goldens(t) {
 		if g.Name == "c2_t50_h50_s5" {
 			base = g
@@ -263,7 +262,7 @@ func TestPi05ExpertBatch(t *testing.T) {
 	if base.Name == "" {
 		t.Fatal("golden c2_t50_h50_s5 missing")
 	}
-	for _, prec := range []Pi05Precision{Pi05Ref, Pi05BF16} {
+	for _, prec := range []Precision{Ref, BF16} {
 		m := loadTiny(t, prec, "")
 		prog, err := m.NewProgram(presetFor(base, 4), 2)
 		if err != nil {
@@ -345,7 +344,7 @@ func TestPi05ExpertBatch(t *testing.T) {
 
 func TestPi05Errors(t *testing.T) {
 	d := tinyDims(t)
-	m, err := NewPi05Model(d, Pi05BF16, "")
+	m, err := NewPi05Model(d, BF16, ISABest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,21 +360,21 @@ func TestPi05Errors(t *testing.T) {
 	if err := m.Ready(); err == nil || !strings.Contains(err.Error(), "embeddings.patch_embedding.weight") {
 		t.Errorf("Ready on an empty model: %v, want the missing names", err)
 	}
-	if _, err := m.NewProgram(Pi05Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
+	if _, err := m.NewProgram(arch.Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
 		t.Error("a program of an incomplete model was created")
 	}
-	if (Pi05Preset{Cams: 2, TextBucket: 192, ActionRows: 64, MaxBatch: 1}).Valid() {
+	if Pi05PresetValid(arch.Preset{Cams: 2, TextBucket: 192, ActionRows: 64, MaxBatch: 1}) {
 		t.Error("bucket 192 is for one camera only")
 	}
-	if !(Pi05Preset{Cams: 4, TextBucket: 96, ActionRows: 32, MaxBatch: 8}).Valid() {
+	if !Pi05PresetValid(arch.Preset{Cams: 4, TextBucket: 96, ActionRows: 32, MaxBatch: 8}) {
 		t.Error("c4 bucket 96 is a preset")
 	}
 
-	tiny := loadTiny(t, Pi05BF16, "")
-	if _, err := tiny.NewProgram(Pi05Preset{Cams: 5, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
+	tiny := loadTiny(t, BF16, ISABest)
+	if _, err := tiny.NewProgram(arch.Preset{Cams: 5, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
 		t.Error("5 cameras accepted")
 	}
-	prog, err := tiny.NewProgram(Pi05Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 2}, 1)
+	prog, err := tiny.NewProgram(arch.Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 2}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +421,7 @@ func TestPi05Errors(t *testing.T) {
 	if _, err := prog.ExpertBatch([]*Pi05Slab{s, s, s}, make([]float32, 3*32*d.ActionDim), 32, 10, true); err == nil {
 		t.Error("batch of 3 in a program of 2 accepted")
 	}
-	other, err := tiny.NewProgram(Pi05Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 1}, 1)
+	other, err := tiny.NewProgram(arch.Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,13 +444,13 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var g pi05Golden
+	var g golden.Case
 	for _, c := range pi05Goldens(t) {
 		if c.Name == "c3_mid_masked_t100_h20_s10" {
 			g = c
 		}
 	}
-	load := func(prec Pi05Precision, set func(m *Pi05Model, name string, shape []int, vals []float32) error) []float32 {
+	load := func(prec Precision, set func(m *Pi05Model, name string, shape []int, vals []float32) error) []float32 {
 		m, err := NewPi05Model(tinyDims(t), prec, "")
 		if err != nil {
 			t.Fatal(err)
@@ -470,15 +469,15 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 		_, act := runGolden(t, m, g)
 		return act
 	}
-	fromBF16 := load(Pi05Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+	fromBF16 := load(Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
 		raw := make([]byte, 2*len(vals))
 		for i, v := range vals {
 			binary.LittleEndian.PutUint16(raw[2*i:], safetensors.Float32ToBF16(v))
 		}
-		_, err := m.SetTensor(name, "BF16", shape, raw)
+		_, err := m.SetTensor(name, DTypeBF16, shape, raw)
 		return err
 	})
-	fromRounded := load(Pi05Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+	fromRounded := load(Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
 		r := make([]float32, len(vals))
 		for i, v := range vals {
 			r[i] = math.Float32frombits(uint32(safetensors.Float32ToBF16(v)) << 16)
@@ -491,12 +490,12 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 			t.Fatalf("BF16 checkpoint: action %d is %v, the same values as F32 give %v", i, fromBF16[i], fromRounded[i])
 		}
 	}
-	misaligned := load(Pi05F32, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+	misaligned := load(FP32, func(m *Pi05Model, name string, shape []int, vals []float32) error {
 		buf := make([]byte, 4*len(vals)+1)
 		for i, v := range vals {
 			binary.LittleEndian.PutUint32(buf[1+4*i:], math.Float32bits(v))
 		}
-		_, err := m.SetTensor(name, "F32", shape, buf[1:])
+		_, err := m.SetTensor(name, DTypeF32, shape, buf[1:])
 		return err
 	})
 	if d := maxAbsDiff(misaligned, g.Actions); d > 1e-4 {
@@ -507,13 +506,13 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 // A program keeps the adaRMS modulations of the last step count: changing the count between calls
 // must give what a fresh program gives.
 func TestPi05StepCountChanges(t *testing.T) {
-	var g pi05Golden
+	var g golden.Case
 	for _, c := range pi05Goldens(t) {
 		if c.Name == "c1_t20_h50_s10" {
 			g = c
 		}
 	}
-	m := loadTiny(t, Pi05BF16, "")
+	m := loadTiny(t, BF16, ISABest)
 	slab, ten := runGolden(t, m, g) // 10 steps on a fresh program
 	prog := slab.p
 	five, err := prog.Expert(slab, g.Noise, g.Horizon, 5)
@@ -554,8 +553,8 @@ func TestPi05ExternalGolden(t *testing.T) {
 	}
 	defer f.Close()
 	d := configDims(t, filepath.Join(dir, "config.json"))
-	d.VisionLayers, d.Layers = countLayers(f.Names(), "vision_model.encoder.layers."), countLayers(f.Names(), "language_model.layers.")
-	for _, prec := range []Pi05Precision{Pi05F32, Pi05BF16} {
+	d.VLayers, d.LLayers = countLayers(f.Names(), "vision_model.encoder.layers."), countLayers(f.Names(), "language_model.layers.")
+	for _, prec := range []Precision{FP32, BF16} {
 		m, err := NewPi05Model(d, prec, "")
 		if err != nil {
 			t.Fatal(err)
@@ -566,12 +565,12 @@ func TestPi05ExternalGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := m.SetTensor(name, string(info.DType), info.Shape, raw); err != nil {
+			if _, err := m.SetTensor(name, DType(info.DType), info.Shape, raw); err != nil {
 				t.Fatal(err)
 			}
 		}
 		slab, act := runGolden(t, m, g)
-		if prec == Pi05F32 {
+		if prec == FP32 {
 			checkStages(t, m, g, slab, act, 1e-3)
 		} else if dd := maxAbsDiff(act, g.ActionsBF16); dd > 2e-2 {
 			t.Errorf("bf16 actions: max |diff| %.3g > 2e-2", dd)

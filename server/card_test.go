@@ -14,6 +14,8 @@ import (
 
 	"github.com/ttmodel/tt-model/builder"
 	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/models/pi05/pi05native"
+	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/server/api"
 )
 
@@ -64,7 +66,8 @@ func TestCardListsExactlyTheServedRoutes(t *testing.T) {
 			return m, func(s *Server) { s.ready.Store(true) }
 		}},
 		{"../models/pi05/tt-model.yaml", func(t *testing.T) (Model, func(*Server)) {
-			m, err := NewPI05(PI05Options{Getenv: func(k string) string { return pi05TestEnv[k] }, Version: "test"})
+			m, err := NewPI05(PI05Options{Getenv: func(k string) string { return pi05TestEnv[k] }, Version: "test",
+				Build: pi05native.Builder(pi05native.Options{Precision: native.FP32}), Precision: "fp32"})
 			if err != nil {
 				t.Fatal(err)
 			}

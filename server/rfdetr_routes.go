@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
 	"io"
 	"log/slog"
 	"math"
@@ -227,15 +226,20 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		return
 	}
 	req.Image = "" // let the collector free the base64 text while the forward runs
-	img, _, err := rfdetr.DecodeImage(data)
+	pic, err := rfdetr.DecodePicture(data)
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	decode := time.Since(t0)
 
-	res, err := detect(r.Context(), m.detector(), img, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
+	res, err := detect(r.Context(), m.detector(), pic, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
 	if err != nil {
+		var bad *rfdetr.BadImageError
+		if errors.As(err, &bad) { // a streamed PNG's pixel data was corrupt
+			writeDetail(w, http.StatusBadRequest, err.Error())
+			return
+		}
 		var p *PanicError
 		if errors.As(err, &p) {
 			m.log.Error("forward panicked", "panic", p.Error(), "stack", p.Stack)
@@ -256,7 +260,7 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		resp.Detections = append(resp.Detections, detectionJSON{Label: d.Label, LabelID: d.LabelID, Score: d.Score, Box: d.Box, BoxNorm: d.BoxNorm})
 	}
 	resp.NumDetections = len(resp.Detections)
-	resp.ImageSize.Width, resp.ImageSize.Height = img.Bounds().Dx(), img.Bounds().Dy()
+	resp.ImageSize.Width, resp.ImageSize.Height = pic.Width, pic.Height
 	if req.ReturnRaw {
 		if !finite(res.Logits) || !finite(res.Boxes) {
 			writeDetail(w, http.StatusInternalServerError, "inference failed: NonFiniteOutput: raw logits or boxes contain NaN or Inf")
@@ -277,13 +281,13 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 
 // detect runs the detector, turning a panic in the forward into an error so
 // the request is answered as an inference failure.
-func detect(ctx context.Context, det *rfdetr.Detector, img image.Image, opt rfdetr.Options) (res rfdetr.Result, err error) {
+func detect(ctx context.Context, det *rfdetr.Detector, pic *rfdetr.Picture, opt rfdetr.Options) (res rfdetr.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &rfdetr.InferenceError{Err: &PanicError{Value: p, Stack: string(debug.Stack())}}
 		}
 	}()
-	return det.Detect(ctx, img, opt)
+	return det.Detect(ctx, pic, opt)
 }
 
 // PanicError is a recovered panic.

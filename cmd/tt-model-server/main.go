@@ -43,9 +43,20 @@ type config struct {
 	host, port, model string
 	kind, kindErr     string // resolved model, or why it could not be
 	precision         native.Precision
+	precisionVar      string // the variable precision came from
 	threads           int
 	faultAfter        int
 	logLevel          slog.Level
+}
+
+// precisionVars are each model's precision variable, default and choices.
+var precisionVars = map[string]struct {
+	name    string
+	def     native.Precision
+	allowed []native.Precision
+}{
+	api.KindRFDETR: {"RFDETR_PRECISION", native.FP32, []native.Precision{native.FP32, native.BF16}},
+	api.KindPI05:   {"PI05_PRECISION", native.BF16, []native.Precision{native.BF16, native.FP32, native.Ref}},
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -98,13 +109,15 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 		c.kindErr = err.Error()
 	}
 	c.kind = kind
-	switch p := native.Precision(getenv("RFDETR_PRECISION")); p {
-	case "", native.FP32:
-		c.precision = native.FP32
-	case native.BF16:
-		c.precision = p
-	default:
-		return fmt.Errorf("RFDETR_PRECISION=%q: want fp32 or bf16", p)
+	// The served model's precision; before the model is known, every model's variable is checked.
+	for k, v := range precisionVars {
+		p, err := native.ParsePrecision(v.name, getenv(v.name), v.def, v.allowed...)
+		if err != nil {
+			return err
+		}
+		if k == kind {
+			c.precision, c.precisionVar = p, v.name
+		}
 	}
 	c.threads = native.DefaultThreads()
 	if v := getenv("TT_MODEL_FAULT_EXIT_AFTER"); v != "" {
@@ -129,7 +142,11 @@ func (c *config) print(w io.Writer) {
 	fmt.Fprintf(w, "tt-model-server %s\n", version.Version)
 	fmt.Fprintf(w, "model:     %s\n", model)
 	fmt.Fprintf(w, "listen:    %s\n", net.JoinHostPort(c.host, c.port))
-	fmt.Fprintf(w, "precision: %s (RFDETR_PRECISION)\n", c.precision)
+	if c.precisionVar != "" {
+		fmt.Fprintf(w, "precision: %s (%s)\n", c.precision, c.precisionVar)
+	} else {
+		fmt.Fprintln(w, "precision: chosen with the model")
+	}
 	fmt.Fprintf(w, "threads:   %d (TT_NUM_THREADS, else usable CPUs)\n", c.threads)
 	fmt.Fprintf(w, "cpu:       %s\n", native.DetectCPU())
 	fmt.Fprintln(w, "weights:   not opened (--verify)")
@@ -146,7 +163,7 @@ func serve(ctx context.Context, c config, getenv func(string) string, log *slog.
 			Version: version.Version,
 		})
 	case api.KindPI05:
-		pm, err := pi05Model(getenv)
+		pm, err := pi05Model(getenv, c.precision)
 		if err != nil {
 			log.Error("pi05 settings", "err", err)
 			return 2

@@ -72,7 +72,7 @@ enum {
     PI05_ESTATE = -5,   /* called in the wrong order (e.g. EXPERT before PREFIX on this slab) */
 };
 
-enum { PI05_DT_F32 = 0, PI05_DT_BF16 = 1 }; /* tensor dtypes accepted by pi05_model_set */
+enum { PI05_DT_F32 = 0, PI05_DT_BF16 = 1 }; /* tensor dtypes of pi05_model_set: tt_dtype's TT_F32, TT_BF16 */
 
 enum { PI05_MAX_CAMS = 4, PI05_MAX_STEPS = 32 };
 

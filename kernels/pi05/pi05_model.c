@@ -10,6 +10,8 @@
 #include "../common/tt_cpu.h"
 #include "pi05_internal.h"
 
+_Static_assert(PI05_DT_F32 == (int)TT_F32 && PI05_DT_BF16 == (int)TT_BF16, "pi05 tensor dtypes are tt_dtype values");
+
 #define VIS "paligemma_with_expert.paligemma.model.vision_tower.vision_model."
 #define PROJ "paligemma_with_expert.paligemma.model.multi_modal_projector.linear."
 #define LM "paligemma_with_expert.paligemma.model.language_model."

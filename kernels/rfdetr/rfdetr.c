@@ -519,6 +519,85 @@ oom:
     return -1;
 }
 
+static int flat_index(wkind kind, int layer)
+{
+    int i = 0;
+    for (int k = 0; k < (int)kind; k++) i += wtable[k].count;
+    return i + layer;
+}
+
+/* The LayerScale a folded weight needs already set (see rfdetr_set_weight), or -1. */
+static int fold_source(wkind k, int layer)
+{
+    switch (k) {
+    case W_DW:
+    case W_DB: return flat_index(W_LS1, layer);
+    case W_FC2W:
+    case W_FC2B: return flat_index(W_LS2, layer);
+    default: return -1;
+    }
+}
+
+int rfdetr_set(rfdetr *p, const char *name, int dtype, const int64_t *shape, int ndim, const void *data,
+               char *err, size_t errlen)
+{
+    char want[160];
+    int n = flat_count(), i = 0;
+    for (; i < n; i++) {
+        rfdetr_weight_name(i, want, sizeof want);
+        if (strcmp(want, name) == 0) break;
+    }
+    if (i == n) return 1;
+    wkind k = W_KINDS;
+    int layer = 0;
+    flat_lookup(i, &k, &layer);
+    const wdesc *w = &wtable[k];
+    int ok = ndim == w->rank;
+    long count = 1;
+    for (int d = 0; ok && d < ndim; d++) {
+        ok = d == 0 && w->min_rows ? shape[0] >= w->min_rows : shape[d] == w->dims[d];
+        count *= (long)shape[d];
+    }
+    if (!ok) {
+        char got[96] = "", exp[96] = "";
+        for (int d = 0; d < ndim && d < 4; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? " " : "", (long long)shape[d]);
+        for (int d = 0; d < w->rank; d++)
+            snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%s%d", d ? " " : "", d == 0 && w->min_rows ? ">=" : "",
+                     d == 0 && w->min_rows ? w->min_rows : w->dims[d]);
+        snprintf(err, errlen, "%s: shape [%s], want [%s]", name, got, exp);
+        return -1;
+    }
+    if (dtype != TT_F32 && dtype != TT_BF16) {
+        snprintf(err, errlen, "%s: dtype %d is neither F32 nor BF16", name, dtype);
+        return -1;
+    }
+    int src = fold_source(k, layer);
+    if (src >= 0 && !p->set[src]) {
+        char ls[160];
+        rfdetr_weight_name(src, ls, sizeof ls);
+        snprintf(err, errlen, "%s: set %s first (it is folded into this weight)", name, ls);
+        return -1;
+    }
+    if (dtype == TT_F32 && ((uintptr_t)data & 3) == 0)
+        return rfdetr_set_weight(p, i, data, (int)shape[0], err, errlen);
+    /* BF16, or F32 bytes at an address a float may not be read from: widen into an aligned copy */
+    float *f = malloc(sizeof(float) * (size_t)count);
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    if (dtype == TT_BF16) {
+        const uint16_t *h = data;
+        for (long j = 0; j < count; j++) f[j] = tt_bf16_to_f32(h[j]);
+    } else {
+        memcpy(f, data, sizeof(float) * (size_t)count);
+    }
+    int rc = rfdetr_set_weight(p, i, f, (int)shape[0], err, errlen);
+    free(f);
+    return rc;
+}
+
 /* PIL / PyTorch antialiased bicubic kernel, a = -0.5. */
 static double cubic_aa(double x)
 {
