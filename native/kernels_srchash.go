@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "a2ee4e7ab5788240fba29324663a6cc9be3f16211ebb89f562720b9933a29ce4"
+const kernelSourcesSHA256 = "6c86abddb070934ea5ad90ba44863085fca50e993415ca61fed896ce14f61632"
