@@ -217,8 +217,12 @@ func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	return quoteNonFinite(body), nil
 }
 
-// decodeObject decodes a JSON object body, rejecting trailing data.
-func decodeObject(body []byte, v any) *apiError {
+// readObject reads a JSON object body (readPI05Body) into v.
+func readObject(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	body, aerr := readPI05Body(w, r)
+	if aerr != nil {
+		return aerr
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return &apiError{http.StatusBadRequest, "invalid JSON body: " + err.Error()}
 	}
@@ -350,13 +354,8 @@ func commonRequest(req *pi05.Request, state, tokens, noise json.RawMessage, fiel
 // predict answers POST /predict: 400 naming the field for a bad request, 500 when inference fails.
 func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	body, aerr := readPI05Body(w, r)
-	if aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
-		return
-	}
 	var b predictBody
-	if aerr := decodeObject(body, &b); aerr != nil {
+	if aerr := readObject(w, r, &b); aerr != nil {
 		writeDetail(w, aerr.status, aerr.detail)
 		return
 	}
@@ -496,13 +495,8 @@ func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		writeDetail(w, http.StatusNotAcceptable, "Accept "+acc+": this server answers JSON (msgpack is not supported yet)")
 		return
 	}
-	body, aerr := readPI05Body(w, r)
-	if aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
-		return
-	}
 	var b generationsBody
-	if aerr := decodeObject(body, &b); aerr != nil {
+	if aerr := readObject(w, r, &b); aerr != nil {
 		writeDetail(w, aerr.status, aerr.detail)
 		return
 	}
@@ -546,6 +540,7 @@ func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		writeDetail(w, aerr.status, aerr.detail)
 		return
 	}
+	var aerr *apiError
 	if req.Images, aerr = observationImages(p, b.Input.Observation.Images); aerr != nil {
 		writeDetail(w, aerr.status, aerr.detail)
 		return

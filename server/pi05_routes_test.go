@@ -31,7 +31,8 @@ var pi05TestEnv = map[string]string{
 	"HF_MODEL":            "lerobot/pi05_base",
 }
 
-func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
+// newPI05TestModel loads the tiny checkpoint (fp32 kernels) under pi05TestEnv with overrides.
+func newPI05TestModel(t *testing.T, overrides map[string]string) *PI05 {
 	t.Helper()
 	env := map[string]string{}
 	for k, v := range pi05TestEnv {
@@ -49,7 +50,12 @@ func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Serv
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	s := New(m, Options{Log: discardLog()})
+	return m
+}
+
+func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
+	t.Helper()
+	s := New(newPI05TestModel(t, overrides), Options{Log: discardLog()})
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)

@@ -70,12 +70,17 @@ func twoLabelOutputs() *scriptedNetwork {
 	return n
 }
 
-func newRFDETRTestServer(t *testing.T, net rfdetr.Network) *httptest.Server {
-	t.Helper()
+// newRFDETRTestModel is the RF-DETR model, loaded, with net as its network.
+func newRFDETRTestModel(net rfdetr.Network) *RFDETR {
 	m := NewRFDETR(RFDETROptions{Getenv: func(string) string { return "" }, Device: "cpu test", Version: "test"})
 	m.log = discardLog()
 	m.det = newDetectorForTest(net)
-	s := New(m, Options{Log: discardLog()})
+	return m
+}
+
+func newRFDETRTestServer(t *testing.T, net rfdetr.Network) *httptest.Server {
+	t.Helper()
+	s := New(newRFDETRTestModel(net), Options{Log: discardLog()})
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
