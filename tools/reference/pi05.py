@@ -520,8 +520,15 @@ def bench(args):
             runs.append({"vision_s": t1 - t0, "prefix_s": t2 - t1, "prefix_with_vision_s": t2 - t0,
                          "expert_step_s": t3 - t2, "sample_s": (t2 - t0) + (t4 - t3)})
             print(f"pytorch bf16 run: {runs[-1]}", file=sys.stderr)
+    print_bench(runs, args.threads)
+
+
+def print_bench(runs, threads, **extra):
+    """Prints a bench result as JSON (what tools/pi05bench reads): the first run is a warm-up and
+    dropped when there are others; per timing, the best and the median; peak RSS, threads, extra."""
     runs = runs[1:] or runs
-    res = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "threads": args.threads}
+    res = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "threads": threads}
+    res.update(extra)
     for k in runs[0]:
         res[k + "_best"] = min(r[k] for r in runs)
         res[k + "_median"] = sorted(r[k] for r in runs)[len(runs) // 2]
