@@ -2,6 +2,8 @@ package commands
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/ttmodel/tt-model/runner"
 )
 
 func newLogsCmd() *cobra.Command {
@@ -12,19 +14,12 @@ func newLogsCmd() *cobra.Command {
 		Short: "Print a tt-model server's output (-f to follow it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			set, err := openRunners(cmd, true)
-			if err != nil {
-				return err
-			}
-			defer set.Close()
-			r, inst, err := set.resolve(cmd, args[0], profile)
-			if err != nil {
-				return err
-			}
-			if err := r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout()); err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
-			return nil
+			return withInstance(cmd, args[0], profile, func(r runner.Runner, inst *runner.Instance) error {
+				if err := r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout()); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&profile, "profile", "", "the profile, when NAME runs under several")

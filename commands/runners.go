@@ -62,6 +62,21 @@ func (s *runnerSet) list(cmd *cobra.Command) ([]runner.Instance, error) {
 	return out, nil
 }
 
+// withInstance runs fn on the one instance NAME and --profile select (resolve), with the runner
+// that owns it; the runners are closed after.
+func withInstance(cmd *cobra.Command, name, profile string, fn func(r runner.Runner, inst *runner.Instance) error) error {
+	set, err := openRunners(cmd, true)
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	r, inst, err := set.resolve(cmd, name, profile)
+	if err != nil {
+		return err
+	}
+	return fn(r, inst)
+}
+
 // resolve finds the one instance NAME (a package name, or a full instance
 // name) and --profile select, and the runner that owns it.
 func (s *runnerSet) resolve(cmd *cobra.Command, name, profile string) (runner.Runner, *runner.Instance, error) {
