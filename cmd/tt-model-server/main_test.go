@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -173,14 +172,9 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 
 func TestBrokenCheckpointFailsAtStartWithTheTensorName(t *testing.T) {
 	dir := t.TempDir()
-	fd, err := os.Create(filepath.Join(dir, rfdetr.WeightsFile))
-	if err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, rfdetr.WeightsFile), []safetensors.Entry{{Name: "class_embed.weight",
+		DType: safetensors.F32, Shape: []int{80, 256}, Data: func() []float32 { return make([]float32, 80*256) }}}, nil); err != nil {
 		t.Fatal(err)
-	}
-	err = safetensors.Write(fd, []safetensors.Entry{{Name: "class_embed.weight", DType: safetensors.F32, Shape: []int{80, 256},
-		Data: func() []float32 { return make([]float32, 80*256) }}}, nil)
-	if cerr := fd.Close(); err != nil || cerr != nil {
-		t.Fatal(err, cerr)
 	}
 	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir})
 	if code := <-r.code; code != 1 {

@@ -94,13 +94,8 @@ func TestPI05StartupFailures(t *testing.T) {
 		entries = append(entries, safetensors.Entry{Name: name, DType: safetensors.F32, Shape: shape, Data: func() []float32 { return vals }})
 	}
 	dir := t.TempDir()
-	fd, err := os.Create(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), entries, nil); err != nil {
 		t.Fatal(err)
-	}
-	err = safetensors.Write(fd, entries, nil)
-	if cerr := fd.Close(); err != nil || cerr != nil {
-		t.Fatal(err, cerr)
 	}
 	cfg, err := os.ReadFile(filepath.Join(pi05TinyDir, "config.json"))
 	if err != nil {

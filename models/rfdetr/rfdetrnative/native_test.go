@@ -75,14 +75,7 @@ func writeReferenceCheckpoint(t *testing.T, spec *native.RandomCheckpointSpec, s
 			}})
 		}
 	}
-	fd, err := os.Create(filepath.Join(dir, rfdetr.WeightsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := safetensors.Write(fd, entries, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := fd.Close(); err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, rfdetr.WeightsFile), entries, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dir
