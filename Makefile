@@ -36,6 +36,8 @@ fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 	$(GO) test ./server -run '^$$' -fuzz FuzzPredictBody -fuzztime 60s -fuzzminimizetime 2s
 	$(GO) test ./server -run '^$$' -fuzz FuzzPredictImage -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server -run '^$$' -fuzz FuzzPI05MsgpackAction -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server -run '^$$' -fuzz FuzzMsgpackNumpy -fuzztime 60s -fuzzminimizetime 2s
 
 clean:
 	rm -rf $(BIN) build

@@ -17,8 +17,8 @@ const modulePath = "github.com/ttmodel/tt-model"
 
 // Image paths of the two binaries.
 const (
-	toolImagePath   = "/usr/local/bin/tt-model"
-	serverImagePath = "/usr/local/bin/tt-model-server"
+	ImageToolPath   = "/usr/local/bin/tt-model"
+	ImageServerPath = "/usr/local/bin/tt-model-server"
 )
 
 // binary is one executable that goes into the image.

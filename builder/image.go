@@ -16,11 +16,11 @@ import (
 
 // Image-side directories the runtime writes to or mounts over.
 const (
-	homeDir      = "/home/tt"
-	cacheDir     = "/cache" // TT_METAL_CACHE, a host directory under serve
-	hfDir        = "/hf"    // HF_HOME, the host's Hugging Face cache under serve
-	defaultPATH  = "/usr/local/bin:/usr/bin:/bin"
-	historyStamp = "tt-model package"
+	ImageHomeDir  = "/home/tt"
+	ImageCacheDir = "/cache" // TT_METAL_CACHE, a host directory under serve
+	ImageHFDir    = "/hf"    // HF_HOME, the host's Hugging Face cache under serve
+	defaultPATH   = "/usr/local/bin:/usr/bin:/bin"
+	historyStamp  = "tt-model package"
 )
 
 // imageSpec is everything the image is made of.
@@ -60,9 +60,9 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	}
 	accounts.add(fileEntry("/etc/passwd", 0o644, passwd))
 	accounts.add(fileEntry("/etc/group", 0o644, group))
-	accounts.add(dirEntry(homeDir, 0o755, ttUID, ttGID))
-	accounts.add(dirEntry(cacheDir, 0o775, ttUID, ttGID))
-	accounts.add(dirEntry(hfDir, 0o775, ttUID, ttGID))
+	accounts.add(dirEntry(ImageHomeDir, 0o755, ImageUID, ImageGID))
+	accounts.add(dirEntry(ImageCacheDir, 0o775, ImageUID, ImageGID))
+	accounts.add(dirEntry(ImageHFDir, 0o775, ImageUID, ImageGID))
 	if !fs.tree.isDir("/tmp") {
 		accounts.add(dirEntry("/tmp", 0o1777, 0, 0))
 	}
@@ -86,7 +86,7 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	for _, b := range []struct {
 		bin       binary
 		imagePath string
-	}{{spec.Tool, toolImagePath}, {spec.Server, serverImagePath}} {
+	}{{spec.Tool, ImageToolPath}, {spec.Server, ImageServerPath}} {
 		p := fs.plan(fmt.Sprintf("%s (%s)", b.imagePath, b.bin.From))
 		p.add(hostFileEntry(b.imagePath, 0o755, b.bin.HostPath))
 		plans = append(plans, p.done())
@@ -182,8 +182,8 @@ func imageConfig(base v1.Config, spec imageSpec) v1.Config {
 
 	cfg.Entrypoint = spec.Entrypoint
 	cfg.Cmd = spec.Cmd
-	cfg.User = fmt.Sprintf("%d:%d", ttUID, ttGID)
-	cfg.WorkingDir = homeDir
+	cfg.User = fmt.Sprintf("%d:%d", ImageUID, ImageGID)
+	cfg.WorkingDir = ImageHomeDir
 	cfg.ExposedPorts = map[string]struct{}{strconv.Itoa(spec.Port) + "/tcp": {}}
 	labels := map[string]string{}
 	for k, v := range base.Labels {

@@ -183,7 +183,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	closure, binInfo, err := closureOf(search, []placedBinary{{tool, toolImagePath}, {server, serverImagePath}})
+	closure, binInfo, err := closureOf(search, []placedBinary{{tool, ImageToolPath}, {server, ImageServerPath}})
 	if err != nil {
 		return nil, err
 	}
@@ -202,14 +202,14 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := map[string]string{"HF_HOME": hfDir, "TT_METAL_CACHE": cacheDir, "HOME": homeDir}
+	env := map[string]string{"HF_HOME": ImageHFDir, "TT_METAL_CACHE": ImageCacheDir, "HOME": ImageHomeDir}
 	for k, v := range launch.Env {
 		env[k] = v
 	}
 	if extra := closure.extraLibraryPath(); len(extra) > 0 {
 		env["LD_LIBRARY_PATH"] = strings.Join(extra, ":")
 	}
-	cmd := append([]string{serverImagePath}, launch.Argv[1:]...)
+	cmd := append([]string{ImageServerPath}, launch.Argv[1:]...)
 
 	builtAt := epoch.UTC().Format(time.RFC3339)
 	built := map[string]any{
@@ -233,7 +233,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	}
 	spec := imageSpec{
 		Base: base, Server: server, Tool: tool, Closure: closure,
-		Entrypoint: []string{toolImagePath, "supervise", "--"},
+		Entrypoint: []string{ImageToolPath, "supervise", "--"},
 		Cmd:        cmd,
 		Env:        env,
 		Port:       launch.Port,

@@ -13,9 +13,9 @@ import (
 
 // The image's unprivileged account.
 const (
-	ttUser = "tt"
-	ttUID  = 1000
-	ttGID  = 1000
+	ttUser   = "tt"
+	ImageUID = 1000
+	ImageGID = 1000
 )
 
 // rootfs tracks what the image's file system holds so far (the base, then
@@ -115,12 +115,12 @@ func accountFiles(base *baseImage) (passwd, group []byte, err error) {
 	if group == nil {
 		group = []byte("root:x:0:\n")
 	}
-	passwd, err = ensureAccount(passwd, "/etc/passwd", ttUser, ttUID,
-		fmt.Sprintf("%s:x:%d:%d:tt-model:/home/tt:/sbin/nologin", ttUser, ttUID, ttGID), 2)
+	passwd, err = ensureAccount(passwd, "/etc/passwd", ttUser, ImageUID,
+		fmt.Sprintf("%s:x:%d:%d:tt-model:/home/tt:/sbin/nologin", ttUser, ImageUID, ImageGID), 2)
 	if err != nil {
 		return nil, nil, err
 	}
-	group, err = ensureAccount(group, "/etc/group", ttUser, ttGID, fmt.Sprintf("%s:x:%d:", ttUser, ttGID), 2)
+	group, err = ensureAccount(group, "/etc/group", ttUser, ImageGID, fmt.Sprintf("%s:x:%d:", ttUser, ImageGID), 2)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -52,7 +52,7 @@ func TestVerifySteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][]string{{serverImagePath, "--verify"}, {"/usr/local/bin/tt-model", "--version"}}
+	want := [][]string{{ImageServerPath, "--verify"}, {"/usr/local/bin/tt-model", "--version"}}
 	if len(steps) != 2 || !reflect.DeepEqual([][]string{steps[0].Argv, steps[1].Argv}, want) {
 		t.Errorf("steps %+v, want %q", steps, want)
 	}

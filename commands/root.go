@@ -53,6 +53,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newPushCmd(),
 		newSuperviseCmd(),
 		newServiceCmd(),
+		newHealthCmd(),
+		newK8sCmd(),
 	)
 	return root
 }

@@ -31,6 +31,7 @@ type ServerConfig struct {
 	Revision      string // TT_WEIGHTS_REVISION: the pinned revision ("" = main)
 	WeightsDir    string // PI05_WEIGHTS_DIR: overrides the HF cache lookup
 	Tokenizer     string // PI05_TOKENIZER: tokenizer.model path (default: beside the weights)
+	PrefixCacheMB int    // PI05_PREFIX_CACHE_MB: the exact prefix cache's bound; 0 = off
 }
 
 type intVar struct {
@@ -56,6 +57,7 @@ func ServerConfigFromEnv(getenv func(string) string) (ServerConfig, error) {
 		{"PI05_ACTION_HORIZON", &c.ActionHorizon, 50, 1, 64},
 		{"PI05_NUM_STEPS", &c.NumSteps, 10, 1, 10},
 		{"PI05_TOKEN_LEN", &c.TokenLen, 0, 1, MaxTokenLen},
+		{"PI05_PREFIX_CACHE_MB", &c.PrefixCacheMB, 0, 0, 1 << 20},
 	}
 	var errs []error
 	for _, v := range vars {
