@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "9b8a4c0d3d0171c59577838021a85d69ad814910439c48fd5afdc15a65e93616"
+const kernelSourcesSHA256 = "7f511b0176135925752d7dcb6499be818a2364789530f0d3ebfe9e00e64e3710"

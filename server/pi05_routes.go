@@ -40,9 +40,9 @@ type PI05Options struct {
 	Version string // the server binary's version, reported by /info
 }
 
-// PI05 serves seed 000's pi0.5 API (POST /predict) and SGLang's action API
-// (POST /v1/actions/generations, GET /v1/actions/metadata) with JSON bodies, on the serving
-// engine's devices (models/pi05/serving).
+// PI05 serves the original pi0.5 package's API (POST /predict) and SGLang's action API
+// (POST /v1/actions/generations, GET /v1/actions/metadata, JSON or msgpack, and its websocket),
+// and OpenPI's websocket, on the serving engine's devices (models/pi05/serving).
 type PI05 struct {
 	opts    PI05Options
 	srv     pi05.ServerConfig
@@ -108,7 +108,7 @@ func processCPUs() []int {
 	return out
 }
 
-// Name is the served repository, as the seed's /health reports it.
+// Name is the served repository, as the original package's /health reports it.
 func (m *PI05) Name() string { return m.srv.HFModel }
 
 // Load finds the weights (PI05_WEIGHTS_DIR or the HF cache), checks and packs them once, makes the
@@ -412,7 +412,7 @@ func nilIfZero(n int) any {
 	return n
 }
 
-// predictBody is seed 000's POST /predict request.
+// predictBody is the original pi0.5 package's POST /predict request.
 type predictBody struct {
 	RobotID      json.RawMessage   `json:"robot_id"`
 	Images       []json.RawMessage `json:"images"`
@@ -425,7 +425,7 @@ type predictBody struct {
 	PromptBucket int               `json:"prompt_bucket"`
 }
 
-// predictResult is seed 000's POST /predict response.
+// predictResult is the original pi0.5 package's POST /predict response.
 type predictResult struct {
 	Actions         [][]float32        `json:"actions"`
 	ActionHorizon   int                `json:"action_horizon"`

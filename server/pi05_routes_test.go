@@ -31,7 +31,14 @@ var pi05TestEnv = map[string]string{
 	"HF_MODEL":            "lerobot/pi05_base",
 }
 
-// loadPI05 loads the tiny checkpoint with the test environment plus overrides and the fault.
+// newPI05TestModel loads the tiny checkpoint (fp32 kernels) under pi05TestEnv with overrides; its
+// websockets are ended at cleanup.
+func newPI05TestModel(t testing.TB, overrides map[string]string) *PI05 {
+	t.Helper()
+	return loadPI05(t, overrides, Fault{Device: -1})
+}
+
+// loadPI05 is newPI05TestModel with a fault switch.
 func loadPI05(t testing.TB, overrides map[string]string, fault Fault) *PI05 {
 	t.Helper()
 	env := map[string]string{}
@@ -67,7 +74,7 @@ func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Serv
 // /health can be watched); the websockets are ended before the model is closed.
 func startPI05(t testing.TB, overrides map[string]string) (*httptest.Server, *PI05) {
 	t.Helper()
-	m := loadPI05(t, overrides, Fault{Device: -1})
+	m := newPI05TestModel(t, overrides)
 	return pi05Handler(t, m), m
 }
 
@@ -89,7 +96,7 @@ func (loadedPI05) Load(context.Context, *slog.Logger) error { return nil }
 // runPI05 serves the tiny checkpoint through Server.Run on a real socket.
 func runPI05(t *testing.T, overrides map[string]string, opts Options) (string, *Server) {
 	t.Helper()
-	m := loadPI05(t, overrides, Fault{Device: -1})
+	m := newPI05TestModel(t, overrides)
 	opts.Log = discardLog()
 	s := New(loadedPI05{m}, opts)
 	s.ready.Store(true)

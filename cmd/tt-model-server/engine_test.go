@@ -130,7 +130,7 @@ func TestPI05TwoDevicesRunTogether(t *testing.T) {
 	defer cancel()
 	r := start(t, ctx, pi05Env(map[string]string{"TT_CPU_DEVICES": "2", "TT_NUM_THREADS": "2", "PI05_ROUTING": "robot",
 		"TT_MODEL_FAULT": "delay:ms=400"}))
-	waitPI05(t, r)
+	r.waitOK(t, "lerobot/pi05_base")
 	frame := framePNG(t, 1)
 	t0 := time.Now()
 	one := predictAs(t, r.base, "solo", 1, frame)
@@ -191,8 +191,8 @@ func TestPI05BatchedEqualsSingleInExactMode(t *testing.T) {
 	defer cancel()
 	batched := start(t, ctx, pi05Env(map[string]string{"PI05_MAX_BATCH": "4", "PI05_BATCH_WINDOW_MS": "5000", "PI05_EXPERT_PACK": "0"}))
 	alone := start(t, ctx, pi05Env(nil))
-	waitPI05(t, batched)
-	waitPI05(t, alone)
+	batched.waitOK(t, "lerobot/pi05_base")
+	alone.waitOK(t, "lerobot/pi05_base")
 	var wg sync.WaitGroup
 	got := make([]answer, 4)
 	for i := range got {
@@ -226,7 +226,7 @@ func TestPI05HangDegradeThenRebind(t *testing.T) {
 			r := start(t, ctx, pi05Env(map[string]string{"TT_CPU_DEVICES": "2", "TT_NUM_THREADS": "2",
 				"PI05_SLO_MS": "60000", "PI05_MAX_BATCH": "2", "PI05_HANG_S": "3", "PI05_HANG_DRAIN_S": "1",
 				"PI05_HANG_ACTION": action, "PI05_HANG_MARKER": marker, "TT_MODEL_FAULT": "hang:device=1,after=2"}))
-			waitPI05(t, r)
+			r.waitOK(t, "lerobot/pi05_base")
 			frame := framePNG(t, 0)
 			if a := predictAs(t, r.base, "a", 1, frame); a.status != 200 || a.device != "0" {
 				t.Fatalf("robot a: %d on device %s", a.status, a.device)
@@ -283,7 +283,7 @@ func TestPI05HangHungExits(t *testing.T) {
 			env["PI05_HANG_S"], env["PI05_HANG_DRAIN_S"] = "3", "2"
 			env["PI05_HANG_MARKER"] = filepath.Join(t.TempDir(), "hang_marker")
 			r := start(t, context.Background(), pi05Env(env))
-			waitPI05(t, r)
+			r.waitOK(t, "lerobot/pi05_base")
 			done := make(chan answer)
 			go func() { done <- predictAs(t, r.base, "", 1, framePNG(t, 0)) }()
 			var a answer
@@ -317,7 +317,7 @@ func TestPI05EnvironmentIsActedOnOrRefused(t *testing.T) {
 	defer cancel()
 	r = start(t, ctx, pi05Env(map[string]string{"TT_METAL_CACHE": "/cache", "PI05_MC_LOOP": "v2", "PI05_RESET_ON_START": "auto",
 		"TT_MESH_SHAPE": "1x2", "PI05_LAYOUT": "dp"}))
-	waitPI05(t, r)
+	r.waitOK(t, "lerobot/pi05_base")
 	log := r.log.String()
 	for _, want := range []string{"TT_METAL_CACHE=/cache has no effect", "PI05_MC_LOOP=v2 describes the chips' programs",
 		"PI05_RESET_ON_START=auto is read by tt-model supervise"} {
@@ -368,7 +368,7 @@ func TestPI05Profiles(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			r := start(t, ctx, env)
-			waitPI05(t, r)
+			r.waitOK(t, "lerobot/pi05_base")
 			var info struct {
 				Megakernel struct {
 					Layout  string `json:"layout"`
@@ -437,7 +437,7 @@ func TestPI05HTTPThreadsBound(t *testing.T) {
 	defer cancel()
 	r := start(t, ctx, pi05Env(map[string]string{"TT_CPU_DEVICES": "2", "TT_NUM_THREADS": "2", "PI05_HTTP_THREADS": "1",
 		"TT_MODEL_FAULT": "delay:ms=200"}))
-	waitPI05(t, r)
+	r.waitOK(t, "lerobot/pi05_base")
 	var wg sync.WaitGroup
 	for i := range 3 {
 		wg.Add(1)
