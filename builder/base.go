@@ -43,45 +43,49 @@ type baseImage struct {
 // Scratch says whether the base is the empty image.
 func (b *baseImage) Scratch() bool { return b.Digest == "" }
 
-// loadBase resolves runtime.base: "scratch" (or empty), an OCI layout
-// directory, a docker-archive tarball (docker save), or a registry reference
-// pulled with the default keychain.
-// ref is runtime.base as written (it goes into labels and annotations, so
+// loadBase resolves runtime.base (or --base): "scratch" (or empty), an OCI
+// layout directory, a docker-archive tarball (docker save), an image the
+// Docker engine holds, or a registry reference pulled with the default
+// keychain.
+// field names where the base was given (runtime.base or --base), for
+// errors; ref is the base as written (it goes into labels and annotations, so
 // it must not depend on the working directory); at is where to open it (a
 // relative path made absolute).
-func loadBase(ctx context.Context, ref, at, cacheDir string) (*baseImage, error) {
+func loadBase(ctx context.Context, field, ref, at, cacheDir string) (*baseImage, error) {
 	if ref == "" || ref == "scratch" {
 		img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 		return &baseImage{Ref: "scratch", Image: img, Tree: newFSTree()}, nil
 	}
-	img, err := openBase(ctx, at, cacheDir)
+	img, err := openBase(ctx, at, filepath.Join(cacheDir, "layers"), cacheDir)
 	if err != nil {
-		return nil, fmt.Errorf("runtime.base %q: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, fmt.Errorf("runtime.base %q: digest: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: digest: %w", field, ref, err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return nil, fmt.Errorf("runtime.base %q: config: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: config: %w", field, ref, err)
 	}
 	if cf.OS != "" && (cf.OS != imagePlatform.OS || cf.Architecture != imagePlatform.Architecture) {
-		return nil, fmt.Errorf("runtime.base %q is %s/%s; this version builds %s/%s images only",
-			ref, cf.OS, cf.Architecture, imagePlatform.OS, imagePlatform.Architecture)
+		return nil, fmt.Errorf("%s %q is %s/%s; this version builds %s/%s images only",
+			field, ref, cf.OS, cf.Architecture, imagePlatform.OS, imagePlatform.Architecture)
 	}
 	oci, err := toOCI(img)
 	if err != nil {
-		return nil, fmt.Errorf("runtime.base %q: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	b := &baseImage{Ref: ref, Image: oci, Digest: digest.String(), Tree: newFSTree()}
 	if err := b.scan(); err != nil {
-		return nil, fmt.Errorf("runtime.base %q: read file system: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: read file system: %w", field, ref, err)
 	}
 	return b, nil
 }
 
-func openBase(ctx context.Context, ref, cacheDir string) (v1.Image, error) {
+// openBase opens the image ref names. cacheDir keeps a pulled image's
+// layers; saveDir receives an engine image's export (both in scratch).
+func openBase(ctx context.Context, ref, cacheDir, saveDir string) (v1.Image, error) {
 	info, statErr := os.Stat(ref)
 	switch {
 	case statErr == nil && info.IsDir():
@@ -100,12 +104,22 @@ func openBase(ctx context.Context, ref, cacheDir string) (v1.Image, error) {
 	}
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return nil, fmt.Errorf("not scratch, an OCI layout directory, a docker-archive tarball or a registry reference: %w", err)
+		return nil, fmt.Errorf("not scratch, an OCI layout directory, a docker-archive tarball, an engine image or a registry reference: %w", err)
+	}
+	if saveDir != "" {
+		if img, ok, err := imageFromEngine(ctx, ref, saveDir); err != nil {
+			return nil, err
+		} else if ok {
+			return img, nil
+		}
 	}
 	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
 		remote.WithPlatform(imagePlatform))
 	if err != nil {
-		return nil, fmt.Errorf("pull %s: %w", r, err)
+		return nil, fmt.Errorf("not in the Docker engine, and pulling %s failed: %w", r, err)
+	}
+	if cacheDir == "" {
+		return img, nil
 	}
 	// The base is read twice (its file system, then the layout write):
 	// pull each layer once.
