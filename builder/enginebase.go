@@ -49,6 +49,9 @@ func imageFromEngine(ctx context.Context, ref, scratch string) (v1.Image, bool, 
 		}
 	}
 	// By id: the engine may hold the name normalised differently.
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return nil, false, err
+	}
 	img, err := engine.Save(ctx, c, id, scratch)
 	if err != nil {
 		return nil, false, err

@@ -1,0 +1,80 @@
+package builder
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ttmodel/tt-model/manifest"
+)
+
+// staticTool builds this module's tt-model once per test binary with
+// CGO_ENABLED=0, as the Python kinds' images need it, and returns a folder
+// holding it as tt-model (the name Package looks for).
+var staticTool = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "tt-model-kinds-tool-")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-buildid=", "-o", filepath.Join(dir, "tt-model"), "./cmd/tt-model")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", &exec.ExitError{Stderr: out}
+	}
+	return dir, nil
+})
+
+func toolDir(t *testing.T) string {
+	t.Helper()
+	dir, err := staticTool()
+	if err != nil {
+		t.Fatalf("build a static tt-model: %v", err)
+	}
+	return dir
+}
+
+// kindPackage copies testdata/kinds/<name> to a temp dir (its working
+// directory), adds runtime.base, applies edits (pairs of old, new text) to
+// its tt-model.yaml and loads it.
+func kindPackage(t *testing.T, name, base string, edits ...string) (*manifest.Manifest, string) {
+	t.Helper()
+	work := t.TempDir()
+	if err := os.CopyFS(work, os.DirFS(filepath.Join("testdata", "kinds", name))); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(work, "tt-model.yaml")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(b)
+	if base != "" {
+		y = strings.Replace(y, "\nruntime:\n", "\nruntime:\n  base: "+base+"\n", 1)
+	}
+	for i := 0; i+1 < len(edits); i += 2 {
+		if !strings.Contains(y, edits[i]) {
+			t.Fatalf("testdata/kinds/%s/tt-model.yaml has no %q", name, edits[i])
+		}
+		y = strings.Replace(y, edits[i], edits[i+1], 1)
+	}
+	if err := os.WriteFile(file, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Load(file, manifest.Options{CheckSources: true, WorkDir: work})
+	if err != nil {
+		t.Fatalf("load %s: %v", file, err)
+	}
+	return m, work
+}
+
+// kindOpts are the options of a test build of a Python kind.
+func kindOpts(t *testing.T, m *manifest.Manifest, work, verify string) Options {
+	return Options{
+		Manifest: m, OutDir: filepath.Join(work, "out"), ToolVersion: "0.0.0-test", Executable: filepath.Join(toolDir(t), "tt-model"),
+		WorkDir: work, SourceDateEpoch: "1700000000", Verify: verify, Log: testLog{},
+	}
+}

@@ -1,0 +1,87 @@
+package builder
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"github.com/ttmodel/tt-model/internal/pybase"
+	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/manifest"
+)
+
+// TestKindHTTPServerDaemonless packages the echo server (kind http-server,
+// nothing to install) on the Python test base given as an OCI layout: it is
+// assembled without a daemon, verified in a container, carries upstream's
+// image config, and the same inputs give the same digest.
+func TestKindHTTPServerDaemonless(t *testing.T) {
+	testenv.Require(t, "docker")
+	base := pybase.Get(t)
+	m, work := kindPackage(t, "echo", base.Layout)
+	res := mustPackage(t, kindOpts(t, m, work, VerifyDocker))
+	t.Cleanup(func() { removeImage(t, res.Image) })
+	if res.BuiltWith != builtDaemonless || res.VerifiedIn != (dockerRunner{}).Where() || res.Kind != "http-server" {
+		t.Errorf("built %q, verified in %q, kind %q", res.BuiltWith, res.VerifiedIn, res.Kind)
+	}
+	img, err := readLayoutImage(filepath.Join(res.Dir, "image"), res.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cf.Config
+	wantEP := []string{toolImagePath, "supervise", "--ready-line", `"event": "ready"`, "--"}
+	if !slices.Equal(c.Entrypoint, wantEP) || !slices.Equal(c.Cmd, []string{"/usr/local/bin/serve-default.sh"}) {
+		t.Errorf("entrypoint %q cmd %q", c.Entrypoint, c.Cmd)
+	}
+	if c.User != "1000:1000" || c.WorkingDir != codeImageDir {
+		t.Errorf("user %q workdir %q", c.User, c.WorkingDir)
+	}
+	for _, kv := range []string{"PYTHONPATH=/opt/tt-metal", "TT_MODEL_KIND=http-server", "HF_HOME=/hf", "LANG=C.UTF-8"} {
+		if !slices.Contains(c.Env, kv) {
+			t.Errorf("env %q lacks %s", c.Env, kv)
+		}
+	}
+	if c.Labels["org.tenstorrent.tt-model.kind"] != "http-server" || c.Labels["org.tenstorrent.tt-model"] != "kinds-echo" {
+		t.Errorf("labels %v", c.Labels)
+	}
+	for _, p := range []string{"code/models/echo/server.py", "README.md", manifest.WireFile, "image/oci-layout"} {
+		if _, err := os.Stat(filepath.Join(res.Dir, p)); err != nil {
+			t.Errorf("package lacks %s", p)
+		}
+	}
+	w, err := manifest.ReadWire(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Container.Built["built_with"]; got != builtDaemonless {
+		t.Errorf("wire built_with %v", got)
+	}
+
+	m2, work2 := kindPackage(t, "echo", base.Layout)
+	again := mustPackage(t, kindOpts(t, m2, work2, VerifyRootfs))
+	if again.Digest != res.Digest {
+		t.Errorf("same inputs, another copy: digest %s, then %s", res.Digest, again.Digest)
+	}
+	if again.VerifiedIn != (chrootRunner{}).Where() {
+		t.Errorf("--verify-in rootfs verified in %q", again.VerifiedIn)
+	}
+}
+
+func removeImage(t *testing.T, ref string) {
+	e, err := connectDocker(context.Background())
+	if err != nil {
+		return
+	}
+	defer e.Close()
+	if _, err := e.c.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true}); err != nil && !strings.Contains(err.Error(), "No such image") {
+		t.Logf("cleanup: remove %s: %v", ref, err)
+	}
+}
