@@ -1,6 +1,10 @@
 package builder
 
 import (
+	"archive/zip"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,4 +81,48 @@ func kindOpts(t *testing.T, m *manifest.Manifest, work, verify string) Options {
 		Manifest: m, OutDir: filepath.Join(work, "out"), ToolVersion: "0.0.0-test", Executable: filepath.Join(toolDir(t), "tt-model"),
 		WorkDir: work, SourceDateEpoch: "1700000000", Verify: verify, Log: testLog{},
 	}
+}
+
+// writeWheel writes a pure-Python wheel holding one module, with a RECORD
+// pip accepts, and returns its file name.
+func writeWheel(t *testing.T, dir, dist, version, module, source string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-%s-py3-none-any.whl", dist, version)
+	info := fmt.Sprintf("%s-%s.dist-info", dist, version)
+	files := [][2]string{
+		{module + "/__init__.py", source},
+		{info + "/METADATA", fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", strings.ReplaceAll(dist, "_", "-"), version)},
+		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: tt-model-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	var record strings.Builder
+	for _, f := range files {
+		sum := sha256.Sum256([]byte(f[1]))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f[0], base64.RawURLEncoding.EncodeToString(sum[:]), len(f[1]))
+	}
+	fmt.Fprintf(&record, "%s/RECORD,,\n", info)
+	files = append(files, [2]string{info + "/RECORD", record.String()})
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for _, file := range files {
+		w, err := zw.Create(file[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(file[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/pybase"
@@ -83,5 +84,54 @@ func removeImage(t *testing.T, ref string) {
 	defer e.Close()
 	if _, err := e.c.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true}); err != nil && !strings.Contains(err.Error(), "No such image") {
 		t.Logf("cleanup: remove %s: %v", ref, err)
+	}
+}
+
+// TestKindEngineBuild packages the echo server with a package to install
+// (a wheel shipped in code/), so install_engine.sh runs: the Docker engine
+// builds the Dockerfile through its API (BuildKit here) with no network,
+// from the Python test base given as an OCI layout; verify imports what was
+// installed; the exported image keeps the engine's config, so its config
+// digest is the engine's image id.
+func TestKindEngineBuild(t *testing.T) {
+	testenv.Require(t, "docker")
+	base := pybase.Get(t)
+	m, work := kindPackage(t, "echo", base.Layout,
+		"  ready_line: '\"event\": \"ready\"'\n", "  ready_line: '\"event\": \"ready\"'\n  packages: [/opt/tt-metal/models/echo/wheels/echo_greeting-1.0-py3-none-any.whl]\n",
+		"  - \"import json, http.server\"\n", "  - \"import json, http.server\"\n  - \"import echo_greeting; assert echo_greeting.GREETING == 'from a wheel'\"\n")
+	writeWheel(t, filepath.Join(work, "tree", "models", "echo", "wheels"), "echo_greeting", "1.0", "echo_greeting", "GREETING = 'from a wheel'\n")
+	opts := kindOpts(t, m, work, VerifyDocker)
+	opts.BuildNetwork = "none"
+	opts.Context = filepath.Join(work, "context")
+	res := mustPackage(t, opts)
+	t.Cleanup(func() { removeImage(t, res.Image) })
+	if !strings.HasPrefix(res.BuiltWith, builtThroughEngine) {
+		t.Errorf("built %q, want through the engine", res.BuiltWith)
+	}
+	dockerfile, err := os.ReadFile(filepath.Join(opts.Context, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dockerfile), "RUN bash /usr/local/share/tt-model/install_engine.sh") {
+		t.Errorf("Dockerfile runs no install_engine.sh:\n%s", dockerfile)
+	}
+	img, err := readLayoutImage(filepath.Join(res.Dir, "image"), res.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate.Image(img); err != nil {
+		t.Errorf("the exported image does not validate: %v", err)
+	}
+	e, err := connectDocker(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	have, err := e.c.ImageInspect(context.Background(), res.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if have.ID != res.ConfigDigest {
+		t.Errorf("engine id %s, package config digest %s: serve would load the image again", have.ID, res.ConfigDigest)
 	}
 }

@@ -17,8 +17,9 @@ set -euo pipefail
 suite=bookworm
 mirror=http://deb.debian.org/debian
 # python3 + the HTTP stack of kind tt-dit-server from Debian (not PyPI); python-is-python3 gives
-# the `python` the kinds' launchers call; python3-pip lets install_engine.sh install a local wheel.
-packages=python3,python-is-python3,python3-fastapi,python3-uvicorn,python3-pip
+# the `python` the kinds' launchers call; python3-pip lets install_engine.sh install a local wheel;
+# git is what the vLLM kinds' install steps clone with.
+packages=python3,python-is-python3,python3-fastapi,python3-uvicorn,python3-pip,git
 
 self=$(readlink -f "$0")
 key=$(sha256sum "$self" | cut -c1-12)
