@@ -65,6 +65,18 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 	if got := w.Container.Built["built_with"]; got != builtDaemonless {
 		t.Errorf("wire built_with %v", got)
 	}
+	// The image's own command, run the way a bare `docker run` runs it on a
+	// host without chips, refuses with the flags it needs.
+	e, err := connectDocker(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var out strings.Builder
+	code, err := e.run(context.Background(), res.Image, []string{"/usr/local/bin/serve-default.sh"}, &out)
+	if err != nil || code != 1 || !strings.Contains(out.String(), "started without /dev/tenstorrent") || !strings.Contains(out.String(), "TT_MODEL_NO_CHIPS=1") {
+		t.Errorf("serve-default.sh without chips: exit %d, %v:\n%s", code, err, out.String())
+	}
 
 	m2, work2 := kindPackage(t, "echo", base.Layout)
 	again := mustPackage(t, kindOpts(t, m2, work2, VerifyRootfs))
@@ -134,4 +146,115 @@ func TestKindEngineBuild(t *testing.T) {
 	if have.ID != res.ConfigDigest {
 		t.Errorf("engine id %s, package config digest %s: serve would load the image again", have.ID, res.ConfigDigest)
 	}
+}
+
+// TestKindVllmBuildsStopAtTheEngine: both vLLM kinds build through the
+// engine up to the step that needs what cannot be fetched here (vLLM from
+// PyPI, the fork from GitHub; the build has no network), and fail there
+// naming install_engine.sh's step, what it installs, and the tool's words.
+// No vLLM is faked.
+func TestKindVllmBuildsStopAtTheEngine(t *testing.T) {
+	testenv.Require(t, "docker")
+	base := pybase.Get(t)
+	for _, tc := range []struct {
+		dir  string
+		want []string
+	}{
+		{"vllm-plugin", []string{
+			"install_engine.sh step 1 of 3, vLLM 0.24.0 (vllm==0.24.0, built from source with VLLM_TARGET_DEVICE=empty) failed",
+			"RUN bash /usr/local/share/tt-model/install_engine.sh", "vllm==0.24.0"}},
+		{"vllm-fork", []string{
+			"install_engine.sh step 1 of 4, the vLLM fork https://github.com/tenstorrent/vllm at bf98d556c0ffee0123456789abcdef0123456789 failed",
+			"RUN bash /usr/local/share/tt-model/install_engine.sh", "git clone https://github.com/tenstorrent/vllm"}},
+	} {
+		t.Run(tc.dir, func(t *testing.T) {
+			m, work := kindPackage(t, tc.dir, base.Layout)
+			opts := kindOpts(t, m, work, VerifyDocker)
+			opts.BuildNetwork = "none"
+			_, err := Package(context.Background(), opts)
+			if err == nil {
+				t.Fatal("the build succeeded without vLLM's packages")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			if entries, _ := os.ReadDir(opts.OutDir); len(entries) != 0 {
+				t.Errorf("%s holds %d entries after a failed build", opts.OutDir, len(entries))
+			}
+		})
+	}
+}
+
+// TestKindFailuresKeepPrevious: a broken verify statement, a missing
+// source.code path, a base that does not exist and an engine that is down
+// each fail with a message naming the cause, and leave the previous package
+// and no partial folder behind. With the engine down a daemonless kind
+// still builds (verified in the unpacked image); a kind that installs
+// says it needs the engine.
+func TestKindFailuresKeepPrevious(t *testing.T) {
+	base := pybase.Get(t)
+	m, work := kindPackage(t, "echo", base.Layout)
+	first := mustPackage(t, kindOpts(t, m, work, VerifyRootfs))
+	t.Cleanup(func() { removeImage(t, first.Image) })
+	readme, err := os.ReadFile(filepath.Join(first.Dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadEngine := "unix://" + filepath.Join(t.TempDir(), "no-engine.sock")
+	for _, tc := range []struct {
+		name  string
+		edits []string
+		prep  func(t *testing.T, opts *Options)
+		want  []string
+	}{
+		{name: "broken verify statement", edits: []string{`"import json, http.server"`, `"import json, no_such_module"`},
+			want: []string{`verify.sh step 4 of 4, verify[1] "import json, no_such_module" failed (exit 1)`, "ModuleNotFoundError: No module named 'no_such_module'"}},
+		{name: "missing source.code path", prep: func(t *testing.T, opts *Options) {
+			if err := os.RemoveAll(filepath.Join(opts.WorkDir, "tree", "models", "echo")); err != nil {
+				t.Fatal(err)
+			}
+		}, want: []string{`source.code[0]: "models/echo" does not exist under`}},
+		{name: "base path that does not exist", prep: func(t *testing.T, opts *Options) { opts.Base = "./no-such-base" },
+			want: []string{`--base "./no-such-base": no such file or directory`}},
+		{name: "base that no engine or registry has", prep: func(t *testing.T, opts *Options) { opts.Base = "127.0.0.1:1/no-such/base:1" },
+			want: []string{`--base "127.0.0.1:1/no-such/base:1": not in the Docker engine, and pulling 127.0.0.1:1/no-such/base:1 failed`}},
+		{name: "engine down, kind that installs", edits: []string{"  ready_line: '\"event\": \"ready\"'\n", "  ready_line: '\"event\": \"ready\"'\n  packages: [requests]\n"},
+			prep: func(t *testing.T, opts *Options) { t.Setenv("DOCKER_HOST", deadEngine) },
+			want: []string{"kind http-server runs install_engine.sh at build time (first: runtime.packages (requests)), which needs a Docker engine: docker engine not reachable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, work := kindPackage(t, "echo", base.Layout, tc.edits...)
+			opts := kindOpts(t, m, work, VerifyAuto)
+			opts.OutDir = filepath.Dir(first.Dir)
+			if tc.prep != nil {
+				tc.prep(t, &opts)
+			}
+			_, err := Package(context.Background(), opts)
+			if err == nil {
+				t.Fatal("Package succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			if got, err := os.ReadFile(filepath.Join(first.Dir, "README.md")); err != nil || string(got) != string(readme) {
+				t.Errorf("the previous package changed: %v", err)
+			}
+			if entries, _ := os.ReadDir(opts.OutDir); len(entries) != 1 {
+				t.Errorf("%s holds %d entries, want only the previous package", opts.OutDir, len(entries))
+			}
+		})
+	}
+
+	t.Run("engine down, daemonless kind", func(t *testing.T) {
+		t.Setenv("DOCKER_HOST", deadEngine)
+		m, work := kindPackage(t, "echo", base.Layout)
+		res := mustPackage(t, kindOpts(t, m, work, VerifyAuto))
+		if res.BuiltWith != builtDaemonless || res.VerifiedIn != (chrootRunner{}).Where() || res.Digest != first.Digest {
+			t.Errorf("built %q, verified in %q, digest %s (first %s)", res.BuiltWith, res.VerifiedIn, res.Digest, first.Digest)
+		}
+	})
 }
