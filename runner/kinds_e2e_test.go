@@ -171,10 +171,21 @@ func runTool(t *testing.T, dir string, env []string, tool string, args ...string
 	return string(out)
 }
 
+// post sends a JSON request. uvicorn logs "Application startup complete"
+// (the kind's ready line, upstream's) just before it binds its socket, so a
+// request right after ready may meet the engine's port proxy with nothing
+// behind it: transport errors are retried for a few seconds.
 func post(t *testing.T, port int, path, body string, out any) {
 	t.Helper()
 	c := &http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Post(fmt.Sprintf("http://127.0.0.1:%d%s", port, path), "application/json", strings.NewReader(body))
+	var resp *http.Response
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, err = c.Post(fmt.Sprintf("http://127.0.0.1:%d%s", port, path), "application/json", strings.NewReader(body))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
