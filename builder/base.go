@@ -38,6 +38,12 @@ type baseImage struct {
 	Tree   *fsTree
 	Passwd []byte // /etc/passwd of the base, nil when it has none
 	Group  []byte // /etc/group of the base, nil when it has none
+	// Uncompressed is the size of the base's layers as tars.
+	Uncompressed int64
+	// LayoutDir is the OCI layout holding the base's blobs when it was read
+	// from one ("" otherwise): the package's layout links them instead of
+	// copying.
+	LayoutDir string
 }
 
 // Scratch says whether the base is the empty image.
@@ -77,7 +83,10 @@ func loadBase(ctx context.Context, field, ref, at, cacheDir string) (*baseImage,
 		return nil, fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	b := &baseImage{Ref: ref, Image: oci, Digest: digest.String(), Tree: newFSTree()}
-	if err := b.scan(); err != nil {
+	if l, ok := img.(layoutImage); ok {
+		b.LayoutDir = l.dir
+	}
+	if err := b.scanCached(); err != nil {
 		return nil, fmt.Errorf("%s %q: read file system: %w", field, ref, err)
 	}
 	return b, nil
@@ -133,7 +142,17 @@ func imageFromLayout(dir string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read OCI layout: %w", err)
 	}
-	return pickImage(idx, dir)
+	img, err := pickImage(idx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return layoutImage{Image: img, dir: dir}, nil
+}
+
+// layoutImage is an image read from an OCI layout, which says where.
+type layoutImage struct {
+	v1.Image
+	dir string
 }
 
 func pickImage(idx v1.ImageIndex, where string) (v1.Image, error) {
@@ -225,8 +244,31 @@ func toOCI(img v1.Image) (v1.Image, error) {
 }
 
 // scan reads the flattened file system of the base once: the path types and
-// the account files.
+// the account files; then the size of its layers.
 func (b *baseImage) scan() error {
+	if err := b.scanTree(); err != nil {
+		return err
+	}
+	layers, err := b.Image.Layers()
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		b.Uncompressed += n
+	}
+	return nil
+}
+
+func (b *baseImage) scanTree() error {
 	rc := mutate.Extract(b.Image)
 	defer rc.Close()
 	tr := tar.NewReader(rc)

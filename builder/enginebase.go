@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -45,6 +46,8 @@ func imageFromEngine(ctx context.Context, ref, scratch string) (v1.Image, bool, 
 	cacheDir, cacheErr := baseCacheDir(id)
 	if cacheErr == nil {
 		if img, err := imageFromLayout(cacheDir); err == nil {
+			now := time.Now()
+			_ = os.Chtimes(cacheDir, now, now) // used: keep it past the next prune
 			return img, true, nil
 		}
 	}
@@ -75,6 +78,7 @@ func imageFromEngine(ctx context.Context, ref, scratch string) (v1.Image, bool, 
 		os.RemoveAll(tmp)
 		return img, true, nil
 	}
+	pruneCache(filepath.Dir(cacheDir))
 	if cached, err := imageFromLayout(cacheDir); err == nil {
 		return cached, true, nil
 	}
@@ -83,17 +87,13 @@ func imageFromEngine(ctx context.Context, ref, scratch string) (v1.Image, bool, 
 
 // baseCacheDir is where an engine image is kept as an OCI layout.
 func baseCacheDir(id string) (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
 	h, err := v1.NewHash(id)
 	if err != nil {
 		return "", err
 	}
-	root := filepath.Join(dir, "tt-model", "bases")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", err
+	root := userCacheDir("bases")
+	if root == "" {
+		return "", fmt.Errorf("no user cache folder")
 	}
 	return filepath.Join(root, h.Hex), nil
 }

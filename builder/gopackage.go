@@ -105,5 +105,6 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 		libs = append(libs, l.ImagePath)
 	}
 	return &built{image: bi.Image, tag: tag, layers: bi.Layers, baseRef: base.Ref, verifiedIn: where,
-		builtWith: builtDaemonless, record: record, binaries: binInfo, libraries: libs}, nil
+		builtWith: builtDaemonless, record: record, binaries: binInfo, libraries: libs,
+		baseUncompressed: base.Uncompressed, blobFiles: blobFiles(base, bi.Layers)}, nil
 }

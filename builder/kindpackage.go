@@ -148,9 +148,13 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	if err := runKindVerify(ctx, r, rc, p); err != nil {
 		return nil, err
 	}
-	return &built{image: img, tag: tag, layers: layers, baseRef: j.baseRef, verifiedIn: r.Where(), builtWith: builtWith,
-		record: record, runtime: inputs.in.Runtime,
-		binaries: []BinaryInfo{{ImagePath: toolImagePath, From: tool.From, Size: toolSize, SHA256: toolSum, Static: true}}}, nil
+	b := &built{image: img, tag: tag, layers: layers, baseRef: j.baseRef, verifiedIn: r.Where(), builtWith: builtWith,
+		record: record, runtime: inputs.in.Runtime, baseUncompressed: -1,
+		binaries: []BinaryInfo{{ImagePath: toolImagePath, From: tool.From, Size: toolSize, SHA256: toolSum, Static: true}}}
+	if base != nil {
+		b.baseUncompressed, b.blobFiles = base.Uncompressed, blobFiles(base, layers)
+	}
+	return b, nil
 }
 
 // buildInEngine builds the context through the engine under a provisional

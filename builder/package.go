@@ -150,7 +150,11 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("config digest: %w", err)
 	}
 	p.stage("writing the OCI layout")
-	if err := writeLayout(filepath.Join(j.stagingDir, "image"), b.image, b.tag); err != nil {
+	layoutDir := filepath.Join(j.stagingDir, "image")
+	if err := linkBlobs(layoutDir, b.blobFiles); err != nil {
+		return nil, err
+	}
+	if err := writeLayout(layoutDir, b.image, b.tag); err != nil {
 		return nil, err
 	}
 
@@ -307,6 +311,10 @@ type built struct {
 	runtime   map[string]any
 	binaries  []BinaryInfo
 	libraries []string
+	// baseUncompressed is the base's size as tars (-1: count it).
+	baseUncompressed int64
+	// blobFiles are blobs of the image already on disk, by digest hex.
+	blobFiles map[string]string
 }
 
 // writeWireAndCard writes tt_kernel_manifest.json, then README.md rendered
@@ -346,7 +354,7 @@ func newResult(dir string, digest, configDigest v1.Hash, j *job, b *built, warni
 		res.Layers = append(res.Layers, LayerInfo{Digest: d.String(), Description: l.Description, Compressed: l.Compressed, Uncompressed: l.Uncompressed})
 	}
 	var err error
-	if res.Compressed, res.Uncompressed, err = imageSizes(b.image, b.layers); err != nil {
+	if res.Compressed, res.Uncompressed, err = imageSizes(b.image, b.layers, b.baseUncompressed); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -451,8 +459,9 @@ func replaceDir(staged, final string) error {
 }
 
 // imageSizes adds up the image's layers: ours from what building them
-// counted, the others by reading them.
-func imageSizes(img v1.Image, ours []layerBlob) (compressed, uncompressed int64, err error) {
+// counted, the others' compressed sizes from the manifest and their tar
+// sizes from baseUncompressed, or by reading them when it is -1.
+func imageSizes(img v1.Image, ours []layerBlob, baseUncompressed int64) (compressed, uncompressed int64, err error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return 0, 0, err
@@ -464,6 +473,9 @@ func imageSizes(img v1.Image, ours []layerBlob) (compressed, uncompressed int64,
 			return 0, 0, err
 		}
 		compressed += n
+		if baseUncompressed >= 0 {
+			continue
+		}
 		rc, err := l.Uncompressed()
 		if err != nil {
 			return 0, 0, err
@@ -474,6 +486,9 @@ func imageSizes(img v1.Image, ours []layerBlob) (compressed, uncompressed int64,
 			return 0, 0, err
 		}
 		uncompressed += u
+	}
+	if baseUncompressed > 0 {
+		uncompressed += baseUncompressed
 	}
 	for _, l := range ours {
 		compressed += l.Compressed

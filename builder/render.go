@@ -253,12 +253,16 @@ func dockerfile(m *manifest.Manifest, c *kindContext, meta renderMeta) string {
 	}
 	fmt.Fprintf(&b, "COPY verify.sh %s\n", verifyImagePath)
 	fmt.Fprintf(&b, "COPY %s %s/\n", strings.Join(c.ServeScripts, " "), serveScriptDir)
-	if !c.CodeFirst {
-		fmt.Fprintf(&b, "COPY code/ %s/\n", codeImageDir)
-	}
 	b.WriteString("\n")
 	for _, kv := range c.Config.Env {
 		fmt.Fprintf(&b, "ENV %s=%s\n", kv[0], dockerfileQuote(kv[1]))
+	}
+	fmt.Fprintf(&b, "EXPOSE %d\nWORKDIR %s\n", c.Config.Port, c.Config.WorkDir)
+	fmt.Fprintf(&b, "ENTRYPOINT %s\nCMD %s\nUSER %s\n", jsonArray(c.Config.Entrypoint), jsonArray(c.Config.Cmd), c.Config.User)
+	// What changes most comes last, so a builder's cache keeps the rest:
+	// code/, then the labels (they carry code/'s digest).
+	if !c.CodeFirst {
+		fmt.Fprintf(&b, "COPY code/ %s/\n", codeImageDir)
 	}
 	if len(c.Config.Labels) > 0 {
 		keys := make([]string, 0, len(c.Config.Labels))
@@ -276,8 +280,6 @@ func dockerfile(m *manifest.Manifest, c *kindContext, meta renderMeta) string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "EXPOSE %d\nUSER %s\nWORKDIR %s\n", c.Config.Port, c.Config.User, c.Config.WorkDir)
-	fmt.Fprintf(&b, "ENTRYPOINT %s\nCMD %s\n", jsonArray(c.Config.Entrypoint), jsonArray(c.Config.Cmd))
 	return b.String()
 }
 

@@ -83,8 +83,13 @@ func (l *layerPlan) done() *layerPlan {
 
 // buildLayers writes the planned layers, compressing them concurrently:
 // gzip of the binaries is most of an image's assembly time, and each layer's
-// bytes depend on its own entries only.
+// bytes depend on its own entries only. A layer whose inputs did not change
+// since an earlier build comes from the layer cache.
 func buildLayers(plans []*layerPlan, epoch time.Time) ([]layerBlob, error) {
+	dir := userCacheDir("layers")
+	if dir != "" {
+		defer pruneCache(dir)
+	}
 	blobs := make([]layerBlob, len(plans))
 	errs := make([]error, len(plans))
 	var wg sync.WaitGroup
@@ -92,7 +97,7 @@ func buildLayers(plans []*layerPlan, epoch time.Time) ([]layerBlob, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			blobs[i], errs[i] = buildLayer(p.entries, epoch, p.description)
+			blobs[i], errs[i] = cachedBuildLayer(dir, p.entries, epoch, p.description)
 		}()
 	}
 	wg.Wait()
