@@ -8,6 +8,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // baseScan is what the builder reads of a base, kept in the build cache by
@@ -47,7 +49,7 @@ func (b *baseImage) scanCached() error {
 	if file != "" {
 		data, err := json.Marshal(baseScan{Types: b.Tree.types, Links: b.Tree.links, Passwd: b.Passwd, Group: b.Group, Uncompressed: b.Uncompressed})
 		if err == nil {
-			_ = writeFileAtomic(file, data) // the cache is an optimisation
+			_ = atomicfile.Write(file, data) // the cache is an optimisation
 		}
 		pruneCache(dir)
 	}

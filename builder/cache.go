@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // The build cache under the user's cache folder (~/.cache/tt-model):
@@ -92,35 +94,14 @@ func readCachedLayer(dir, key string) (string, cachedLayerMeta, bool) {
 // renamed into place, so a reader never sees half a layer.
 func writeCachedLayer(dir, key string, blob []byte, meta cachedLayerMeta) (string, error) {
 	final := filepath.Join(dir, key+".tar.gz")
-	if err := writeFileAtomic(final, blob); err != nil {
+	if err := atomicfile.Write(final, blob); err != nil {
 		return "", err
 	}
 	b, err := json.Marshal(meta)
 	if err != nil {
 		return "", err
 	}
-	return final, writeFileAtomic(filepath.Join(dir, key+".json"), b)
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return final, atomicfile.Write(filepath.Join(dir, key+".json"), b)
 }
 
 // pruneCache removes the entries of dir unused for cacheMaxAge.

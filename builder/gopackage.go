@@ -57,18 +57,9 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	if extra := closure.extraLibraryPath(); len(extra) > 0 {
 		env["LD_LIBRARY_PATH"] = strings.Join(extra, ":")
 	}
-	record := map[string]any{
-		"repo":             m.Repo,
-		"tt_model_version": j.opts.ToolVersion,
-		"created_at":       j.builtAt(),
-		"tt_metal":         j.code.TTMetal.asMap(),
-		"code_sha256":      j.code.SHA256,
-		"profile":          j.profile.Name,
-		"base":             map[string]any{"ref": base.Ref, "digest": base.Digest},
-		"built_with":       builtDaemonless,
-		"server":           map[string]any{"from": binInfo[1].From, "sha256": binInfo[1].SHA256, "static": binInfo[1].Static},
-		"tool":             map[string]any{"from": binInfo[0].From, "sha256": binInfo[0].SHA256, "static": binInfo[0].Static},
-	}
+	record := j.record(base.Ref, base.Digest, builtDaemonless)
+	record["server"] = map[string]any{"from": binInfo[1].From, "sha256": binInfo[1].SHA256, "static": binInfo[1].Static}
+	record["tool"] = map[string]any{"from": binInfo[0].From, "sha256": binInfo[0].SHA256, "static": binInfo[0].Static}
 	manifestJSON, err := j.manifestLabel(record, nil)
 	if err != nil {
 		return nil, err

@@ -53,20 +53,11 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	fs := newRootfs(spec.Base)
 	var plans []*layerPlan
 
-	accounts := fs.plan("the tt user (uid 1000) and its writable /home/tt, /cache, /hf")
-	passwd, group, err := accountFiles(spec.Base)
+	accounts, err := accountsLayer(fs, spec.Base, "the tt user (uid 1000) and its writable /home/tt, /cache, /hf", 0o755)
 	if err != nil {
 		return builtImage{}, err
 	}
-	accounts.add(fileEntry("/etc/passwd", 0o644, passwd))
-	accounts.add(fileEntry("/etc/group", 0o644, group))
-	accounts.add(dirEntry(homeDir, 0o755, ttUID, ttGID))
-	accounts.add(dirEntry(cacheDir, 0o775, ttUID, ttGID))
-	accounts.add(dirEntry(hfDir, 0o775, ttUID, ttGID))
-	if !fs.tree.isDir("/tmp") {
-		accounts.add(dirEntry("/tmp", 0o1777, 0, 0))
-	}
-	plans = append(plans, accounts.done())
+	plans = append(plans, accounts)
 
 	if !spec.Closure.Static() {
 		libs := fs.plan(fmt.Sprintf("the shared libraries of the binaries (%d) and the loader", len(spec.Closure.Libraries)))

@@ -27,20 +27,12 @@ func assembleKindImage(c *kindContext, base *baseImage, tool binary, codeDir str
 	fs := newRootfs(base)
 	var plans []*layerPlan
 
-	accounts := fs.plan("the tt user (uid 1000), HOME, /cache and /hf")
-	passwd, group, err := accountFiles(base)
+	// HOME is writable by any uid: `serve` runs the container as the host's.
+	accounts, err := accountsLayer(fs, base, "the tt user (uid 1000), HOME, /cache and /hf", 0o1777)
 	if err != nil {
 		return builtImage{}, err
 	}
-	accounts.add(fileEntry("/etc/passwd", 0o644, passwd))
-	accounts.add(fileEntry("/etc/group", 0o644, group))
-	accounts.add(dirEntry(homeDir, 0o1777, ttUID, ttGID))
-	accounts.add(dirEntry(cacheDir, 0o775, ttUID, ttGID))
-	accounts.add(dirEntry(hfDir, 0o775, ttUID, ttGID))
-	if !fs.tree.isDir("/tmp") {
-		accounts.add(dirEntry("/tmp", 0o1777, 0, 0))
-	}
-	plans = append(plans, accounts.done())
+	plans = append(plans, accounts)
 
 	toolLayer := fs.plan(fmt.Sprintf("%s (%s)", toolImagePath, tool.From))
 	toolLayer.add(hostFileEntry(toolImagePath, 0o755, tool.HostPath))

@@ -83,17 +83,8 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	if eng != nil {
 		builtWith = builtThroughEngine
 	}
-	record := map[string]any{
-		"repo":             m.Repo,
-		"tt_model_version": j.opts.ToolVersion,
-		"created_at":       j.builtAt(),
-		"tt_metal":         j.code.TTMetal.asMap(),
-		"code_sha256":      j.code.SHA256,
-		"profile":          j.profile.Name,
-		"base":             map[string]any{"ref": j.baseRef, "digest": baseDigest},
-		"built_with":       builtWith,
-		"tool":             map[string]any{"from": tool.From, "sha256": toolSum, "static": true},
-	}
+	record := j.record(j.baseRef, baseDigest, builtWith)
+	record["tool"] = map[string]any{"from": tool.From, "sha256": toolSum, "static": true}
 	for k, v := range inputs.record {
 		record[k] = v
 	}

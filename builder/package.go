@@ -295,6 +295,21 @@ func (j *job) manifestLabel(record, runtime map[string]any) (string, error) {
 	return string(b), nil
 }
 
+// record starts the wire manifest's built block: what every kind records
+// (the kind's builder adds its own).
+func (j *job) record(baseRef, baseDigest, builtWith string) map[string]any {
+	return map[string]any{
+		"repo":             j.m.Repo,
+		"tt_model_version": j.opts.ToolVersion,
+		"created_at":       j.builtAt(),
+		"tt_metal":         j.code.TTMetal.asMap(),
+		"code_sha256":      j.code.SHA256,
+		"profile":          j.profile.Name,
+		"base":             map[string]any{"ref": baseRef, "digest": baseDigest},
+		"built_with":       builtWith,
+	}
+}
+
 // built is what a kind's builder made, verified.
 type built struct {
 	image v1.Image

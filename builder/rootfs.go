@@ -156,3 +156,23 @@ func ensureAccount(data []byte, file, want string, wantID int, line string, idFi
 	}
 	return append(out, line+"\n"...), nil
 }
+
+// accountsLayer plans the layer of the tt account: /etc/passwd and
+// /etc/group with tt (uid and gid 1000) added, HOME with homeMode, /cache
+// and /hf writable by tt, and /tmp when the base has none.
+func accountsLayer(fs *rootfs, base *baseImage, description string, homeMode int64) (*layerPlan, error) {
+	l := fs.plan(description)
+	passwd, group, err := accountFiles(base)
+	if err != nil {
+		return nil, err
+	}
+	l.add(fileEntry("/etc/passwd", 0o644, passwd))
+	l.add(fileEntry("/etc/group", 0o644, group))
+	l.add(dirEntry(homeDir, homeMode, ttUID, ttGID))
+	l.add(dirEntry(cacheDir, 0o775, ttUID, ttGID))
+	l.add(dirEntry(hfDir, 0o775, ttUID, ttGID))
+	if !fs.tree.isDir("/tmp") {
+		l.add(dirEntry("/tmp", 0o1777, 0, 0))
+	}
+	return l.done(), nil
+}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // Request names the weights to bring into the cache.
@@ -51,7 +53,7 @@ func (c Cache) writeListing(repo string, l listing) error {
 	if err != nil {
 		return fmt.Errorf("encode file list: %w", err)
 	}
-	if err := writeFileAtomic(c.listingPath(repo, l.Commit), b); err != nil {
+	if err := atomicfile.Write(c.listingPath(repo, l.Commit), b); err != nil {
 		return fmt.Errorf("save file list of %s@%s: %w", repo, l.Commit, err)
 	}
 	return nil
