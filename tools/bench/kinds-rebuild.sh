@@ -91,7 +91,8 @@ peer_classic >>"$work/warmup.log" 2>&1
 peer_buildkit >>"$work/warmup.log" 2>&1
 
 for i in $(seq "$rounds"); do
-	echo "# round $i: one changed line" >>tree/models/echo/server.py
+	# Unique per run: the layer cache outlives runs.
+	echo "# round $i of $(basename "$work"): one changed line" >>tree/models/echo/server.py
 	timed package package
 	grep -q 'code/ at /opt/tt-metal, .* files' "$work/package.log" && ! grep -q 'code/ at /opt/tt-metal.*layer cache' "$work/package.log" ||
 		{ echo "kinds-rebuild: round $i did not rebuild the code/ layer" >&2; exit 1; }
