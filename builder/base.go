@@ -115,17 +115,21 @@ func openBase(ctx context.Context, ref, cacheDir, saveDir string) (v1.Image, err
 	if err != nil {
 		return nil, fmt.Errorf("not scratch, an OCI layout directory, a docker-archive tarball, an engine image or a registry reference: %w", err)
 	}
+	absent := "not looked for in the Docker engine"
 	if saveDir != "" {
-		if img, ok, err := imageFromEngine(ctx, ref, saveDir); err != nil {
+		img, ok, why, err := imageFromEngine(ctx, ref, saveDir)
+		if err != nil {
 			return nil, err
-		} else if ok {
+		}
+		if ok {
 			return img, nil
 		}
+		absent = why
 	}
 	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
 		remote.WithPlatform(imagePlatform))
 	if err != nil {
-		return nil, fmt.Errorf("not in the Docker engine, and pulling %s failed: %w", r, err)
+		return nil, fmt.Errorf("%s, and pulling %s failed: %w", absent, r, err)
 	}
 	if cacheDir == "" {
 		return img, nil

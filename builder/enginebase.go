@@ -30,37 +30,38 @@ func engineImageID(ctx context.Context, c *client.Client, ref string) (string, b
 }
 
 // imageFromEngine opens image ref held by a reachable engine (ok=false when
-// no engine answers or it has no such image). The engine's copy is saved
+// no engine answers or it has no such image; absent says which, for an
+// error that follows). The engine's copy is saved
 // once into an OCI layout under the user's cache, keyed by the engine's
 // image id, so the next build reads files instead of exporting gigabytes.
-func imageFromEngine(ctx context.Context, ref, scratch string) (v1.Image, bool, error) {
+func imageFromEngine(ctx context.Context, ref, scratch string) (img v1.Image, ok bool, absent string, err error) {
 	c, err := engine.Connect(ctx)
 	if err != nil {
-		return nil, false, nil
+		return nil, false, fmt.Sprintf("no Docker engine to look in (%v)", err), nil
 	}
 	defer c.Close()
 	id, ok, err := engineImageID(ctx, c, ref)
 	if !ok || err != nil {
-		return nil, false, err
+		return nil, false, "not in the Docker engine", err
 	}
 	cacheDir, cacheErr := baseCacheDir(id)
 	if cacheErr == nil {
 		if img, err := imageFromLayout(cacheDir); err == nil {
 			now := time.Now()
 			_ = os.Chtimes(cacheDir, now, now) // used: keep it past the next prune
-			return img, true, nil
+			return img, true, "", nil
 		}
 	}
 	// By id: the engine may hold the name normalised differently.
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
-		return nil, false, err
+		return nil, false, "", err
 	}
-	img, err := engine.Save(ctx, c, id, scratch)
+	img, err = engine.Save(ctx, c, id, scratch)
 	if err != nil {
-		return nil, false, err
+		return nil, false, "", err
 	}
 	if cacheErr != nil {
-		return img, true, nil
+		return img, true, "", nil
 	}
 	// Written under a temporary name and renamed, so a half-written cache
 	// is never read. The cache is an optimisation: on any failure the
@@ -76,13 +77,13 @@ func imageFromEngine(ctx context.Context, ref, scratch string) (v1.Image, bool, 
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
-		return img, true, nil
+		return img, true, "", nil
 	}
 	pruneCache(filepath.Dir(cacheDir))
 	if cached, err := imageFromLayout(cacheDir); err == nil {
-		return cached, true, nil
+		return cached, true, "", nil
 	}
-	return img, true, nil
+	return img, true, "", nil
 }
 
 // baseCacheDir is where an engine image is kept as an OCI layout.

@@ -23,8 +23,9 @@ import (
 
 // TestServePythonKinds packages the two test packages of the Python kinds
 // that build without a daemon (testdata of the builder: an http-server echo
-// server, a tt-dit-server FastAPI app) on the Python test base with the
-// tt-model command, serves each with `tt-model serve` on the Docker engine
+// server, a tt-dit-server FastAPI app) with the tt-model command, on the
+// Python test base given as an OCI layout (echo) and as an image in the
+// engine (dit), serves each with `tt-model serve` on the Docker engine
 // (the supervisor is the container's PID 1 and sees the ready line),
 // sends it a request, checks that the server got the launch manifest's
 // rules give it (argv, env, the pinned weights), and stops it.
@@ -36,11 +37,12 @@ func TestServePythonKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	inEngine := base.InEngine(t, d.c)
 	for _, tc := range []struct {
-		dir, profile, weights, rev string
-		request                    func(t *testing.T, port int)
+		dir, base, profile, weights, rev string
+		request                          func(t *testing.T, port int)
 	}{
-		{"echo", "default", "ttmodel/echo-weights", "0123456789abcdef0123456789abcdef01234567", func(t *testing.T, port int) {
+		{"echo", base.Layout, "default", "ttmodel/echo-weights", "0123456789abcdef0123456789abcdef01234567", func(t *testing.T, port int) {
 			var out struct {
 				Echo   map[string]any `json:"echo"`
 				Launch struct {
@@ -59,7 +61,7 @@ func TestServePythonKinds(t *testing.T) {
 				t.Errorf("echo answered %+v", out)
 			}
 		}},
-		{"dit", "quiet", "ttmodel/dit-weights", "89abcdef0123456789abcdef0123456789abcdef", func(t *testing.T, port int) {
+		{"dit", inEngine, "quiet", "ttmodel/dit-weights", "89abcdef0123456789abcdef0123456789abcdef", func(t *testing.T, port int) {
 			var out map[string]any
 			post(t, port, "/v1/generate", `{"prompt": "a cat", "steps": 2}`, &out)
 			if out["prompt"] != "a cat" || out["mesh"] != "1x2" || out["mesh_device"] != "P300" ||
@@ -89,7 +91,7 @@ func TestServePythonKinds(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			runTool(t, work, env, tool, "package", "--container", "tt-model.yaml", "--base", base.Layout, "--out", "build")
+			runTool(t, work, env, tool, "package", "--container", "tt-model.yaml", "--base", tc.base, "--out", "build")
 			out := runTool(t, work, env, tool, "serve", filepath.Join("build", name), "--profile", tc.profile, "--timeout", "3m")
 			if !strings.Contains(out, name+" is ready: profile "+tc.profile) {
 				t.Fatalf("serve said:\n%s", out)
