@@ -17,8 +17,8 @@ const modulePath = "github.com/ttmodel/tt-model"
 
 // Image paths of the two binaries.
 const (
-	toolImagePath   = "/usr/local/bin/tt-model"
-	serverImagePath = "/usr/local/bin/tt-model-server"
+	ImageToolPath   = "/usr/local/bin/tt-model"
+	ImageServerPath = "/usr/local/bin/tt-model-server"
 )
 
 // binary is one executable that goes into the image.
@@ -44,9 +44,7 @@ type binaryPlan struct {
 	SearchDirs []string
 	// BuildDir receives binaries built from source.
 	BuildDir string
-	// Version is stamped into a server built from source (main.version).
-	Version string
-	Log     io.Writer
+	Log      io.Writer
 }
 
 // locateBinaries picks tt-model-server and tt-model: runtime.server, else
@@ -77,7 +75,7 @@ func locateBinaries(ctx context.Context, plan binaryPlan) (server, tool binary, 
 			return binary{}, binary{}, fmt.Errorf("no %s binary to put in the image (set runtime.server, install tt-model-server beside tt-model, or package from a checkout of %s): %w", what, modulePath, err)
 		}
 		if server.HostPath == "" {
-			p, err := goBuild(ctx, root, "./cmd/tt-model-server", true, "-X main.version="+plan.Version, plan.BuildDir, plan.Log)
+			p, err := goBuild(ctx, root, "./cmd/tt-model-server", true, "", plan.BuildDir, plan.Log)
 			if err != nil {
 				return binary{}, binary{}, err
 			}

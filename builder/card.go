@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/server/api"
 	"github.com/ttmodel/tt-model/templates"
 )
 
@@ -20,30 +21,23 @@ const notProvided = "_Not provided by the package author._"
 // endpoint is one route of the served API, for the card.
 type endpoint struct{ Method, Path, What string }
 
-// goServerEndpoints are the routes tt-model-server serves per model (the
-// stable interfaces of DESIGN.md).
-var goServerEndpoints = map[string][]endpoint{
-	"rf-detr": {
-		{"GET", "/health", "`{\"status\": \"ok\" | \"starting\"}`, 200 always"},
-		{"GET", "/info", "model, weights pin, input limits, labels"},
-		{"GET", "/v1/models", "the served model id"},
-		{"POST", "/predict", "one base64 image in, scored boxes out"},
-	},
-	"pi05": {
-		{"GET", "/health", "`{\"status\": \"ok\" | \"starting\"}`, 200 always"},
-		{"GET", "/info", "model, presets, scheduler state"},
-		{"GET", "/v1/models", "the served model id"},
-		{"POST", "/predict", "observation in, action chunk out"},
-		{"POST", "/v1/actions/generations", "SGLang action API (JSON or msgpack)"},
-		{"GET", "/v1/actions/metadata", "action API metadata"},
-		{"GET", "/v1/actions/realtime", "action API over a websocket"},
-		{"GET", "/openpi/policy", "OpenPI policy websocket"},
-		{"GET", "/healthz", "OpenPI health"},
-	},
+// goServerEndpoints are the routes tt-model-server answers for model: its
+// route table (package server/api), the one the server itself dispatches
+// from; nil for a model it does not serve.
+func goServerEndpoints(model string) []endpoint {
+	table, err := api.Table(model)
+	if err != nil {
+		return nil
+	}
+	var eps []endpoint
+	for _, r := range table {
+		eps = append(eps, endpoint{r.Method, r.Path, r.What})
+	}
+	return eps
 }
 
 // goServerPipelineTags are the Hub tasks of the models tt-model-server runs.
-var goServerPipelineTags = map[string]string{"rf-detr": "object-detection", "pi05": "robotics"}
+var goServerPipelineTags = map[string]string{api.KindRFDETR: "object-detection", api.KindPI05: "robotics"}
 
 // cardProfile is one row of the profile table.
 type cardProfile struct {

@@ -69,7 +69,7 @@ func TestRenderCardFixedOrder(t *testing.T) {
 	}
 	checkOrder(t, text, "---\nlicense: other\nlicense_name: gemma-terms-of-use\nlicense_link: https://ai.google.dev/gemma/terms\npipeline_tag: robotics\nbase_model:\n  - lerobot/pi05_base\n  - google/paligemma-3b-pt-224\ntags:\n",
 		"---\n\n# pi05-demo", "Runs on **p300x2** (mesh `P300x2`)", "## At a glance", `SigLIP \| Gemma expert`,
-		"## Intended use", "## Quickstart", "Send `POST /v1/actions/generations`.", "## Using it", "`/openpi/policy`",
+		"## Intended use", "## Quickstart", "Send `POST /v1/actions/generations`.", "## Using it", "`/v1/actions/metadata`",
 		"See the SGLang action API.", "## Expected performance", "## Limitations", "## Risks and safety considerations",
 		"## Licensing", "## Related packages", "## Feedback", "## Provenance", "https://github.com/tenstorrent/tt-metal/commit/8b98410e730",
 		"unpinned")

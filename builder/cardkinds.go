@@ -33,7 +33,7 @@ func cardOfKind(c *manifest.Container, weightsRepo string, port int) kindCard {
 			Server:      fmt.Sprintf("tt-model-server (%s)%s", model, supervised),
 			Ready:       "The server is ready when `GET /health` answers `\"status\": \"ok\"`.",
 			Try:         []string{"curl -s " + url + "/health"},
-			Endpoints:   goServerEndpoints[model],
+			Endpoints:   goServerEndpoints(model),
 			PipelineTag: goServerPipelineTags[model],
 		}
 	case "vllm-plugin", "vllm-fork":

@@ -26,7 +26,7 @@ func TestELFClosureOfCgoBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.resolveELFClosure(filepath.Join(bin, "tt-model-server"), serverImagePath)
+	c, err := s.resolveELFClosure(filepath.Join(bin, "tt-model-server"), ImageServerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestELFClosureSearchOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := fixtureBin(t)
-	host, err := real.resolveELFClosure(filepath.Join(bin, "tt-model-server"), serverImagePath)
+	host, err := real.resolveELFClosure(filepath.Join(bin, "tt-model-server"), ImageServerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestELFClosureSearchOrder(t *testing.T) {
 	if !reflect.DeepEqual(s.confDirs, []string{"/opt/vendor/lib"}) {
 		t.Errorf("ld.so.conf dirs %v, want [/opt/vendor/lib]", s.confDirs)
 	}
-	c, err := s.resolveELFClosure(exe, serverImagePath)
+	c, err := s.resolveELFClosure(exe, ImageServerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestELFClosureSearchOrder(t *testing.T) {
 	// RUNPATH beats ld.so.conf, and $ORIGIN keeps its place relative to the
 	// binary's image path.
 	copyIn(hostLib["libm.so.6"], "app/lib/libm.so.6")
-	c, err = s.resolveELFClosure(exe, serverImagePath)
+	c, err = s.resolveELFClosure(exe, ImageServerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestELFClosureSearchOrder(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, "lib/x86_64-linux-gnu/libc.so.6")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.resolveELFClosure(exe, serverImagePath); err == nil || !strings.Contains(err.Error(), "needs libc.so.6, which the loader would not find") {
+	if _, err := s.resolveELFClosure(exe, ImageServerPath); err == nil || !strings.Contains(err.Error(), "needs libc.so.6, which the loader would not find") {
 		t.Errorf("missing libc: %v", err)
 	}
 }
@@ -143,7 +143,7 @@ func TestELFClosureOfStaticBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.resolveELFClosure(pure, toolImagePath)
+	c, err := s.resolveELFClosure(pure, ImageToolPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	server, tool, err := locateBinaries(ctx, binaryPlan{
 		ServerPath: serverPath, Executable: j.opts.Executable,
 		SearchDirs: []string{filepath.Dir(absPath(j.workDir, m.File)), j.workDir},
-		BuildDir:   buildDir, Version: j.opts.ToolVersion, Log: p.writer(),
+		BuildDir:   buildDir, Log: p.writer(),
 	})
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	closure, binInfo, err := closureOf(search, []placedBinary{{tool, toolImagePath}, {server, serverImagePath}})
+	closure, binInfo, err := closureOf(search, []placedBinary{{tool, ImageToolPath}, {server, ImageServerPath}})
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := map[string]string{"HF_HOME": hfDir, "TT_METAL_CACHE": cacheDir, "HOME": homeDir}
+	env := map[string]string{"HF_HOME": ImageHFDir, "TT_METAL_CACHE": ImageCacheDir, "HOME": ImageHomeDir}
 	for k, v := range j.launch.Env {
 		env[k] = v
 	}
@@ -66,8 +66,8 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	}
 	spec := imageSpec{
 		Base: base, Server: server, Tool: tool, Closure: closure,
-		Entrypoint: []string{toolImagePath, "supervise", "--"},
-		Cmd:        append([]string{serverImagePath}, j.launch.Argv[1:]...),
+		Entrypoint: []string{ImageToolPath, "supervise", "--"},
+		Cmd:        append([]string{ImageServerPath}, j.launch.Argv[1:]...),
 		Env:        env,
 		Port:       j.launch.Port,
 		Labels:     imageLabels(m, j.code, manifestJSON, j.builtAt(), gitRevision(ctx, filepath.Dir(absPath(j.workDir, m.File)))),

@@ -16,11 +16,11 @@ import (
 
 // Image-side directories the runtime writes to or mounts over.
 const (
-	homeDir      = "/home/tt"
-	cacheDir     = "/cache" // TT_METAL_CACHE, a host directory under serve
-	hfDir        = "/hf"    // HF_HOME, the host's Hugging Face cache under serve
-	defaultPATH  = "/usr/local/bin:/usr/bin:/bin"
-	historyStamp = "tt-model package"
+	ImageHomeDir  = "/home/tt"
+	ImageCacheDir = "/cache" // TT_METAL_CACHE, a host directory under serve
+	ImageHFDir    = "/hf"    // HF_HOME, the host's Hugging Face cache under serve
+	defaultPATH   = "/usr/local/bin:/usr/bin:/bin"
+	historyStamp  = "tt-model package"
 )
 
 // imageSpec is everything the image is made of.
@@ -77,7 +77,7 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	for _, b := range []struct {
 		bin       binary
 		imagePath string
-	}{{spec.Tool, toolImagePath}, {spec.Server, serverImagePath}} {
+	}{{spec.Tool, ImageToolPath}, {spec.Server, ImageServerPath}} {
 		p := fs.plan(fmt.Sprintf("%s (%s)", b.imagePath, b.bin.From))
 		p.add(hostFileEntry(b.imagePath, 0o755, b.bin.HostPath))
 		plans = append(plans, p.done())
@@ -173,8 +173,8 @@ func imageConfig(base v1.Config, spec imageSpec) v1.Config {
 
 	cfg.Entrypoint = spec.Entrypoint
 	cfg.Cmd = spec.Cmd
-	cfg.User = fmt.Sprintf("%d:%d", ttUID, ttGID)
-	cfg.WorkingDir = homeDir
+	cfg.User = fmt.Sprintf("%d:%d", ImageUID, ImageGID)
+	cfg.WorkingDir = ImageHomeDir
 	cfg.ExposedPorts = map[string]struct{}{strconv.Itoa(spec.Port) + "/tcp": {}}
 	labels := map[string]string{}
 	for k, v := range base.Labels {

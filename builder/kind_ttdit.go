@@ -84,6 +84,6 @@ func torchChecks(pin string) []scriptStep {
 }
 
 func (ttDitKind) imageEnv(kindInput) [][2]string { return nil }
-func (ttDitKind) workDir() string                { return homeDir }
+func (ttDitKind) workDir() string                { return ImageHomeDir }
 
 func (ttDitKind) installReadsCode(in kindInput) bool { return readsCode(in.Runtime["packages"]) }

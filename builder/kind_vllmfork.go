@@ -45,5 +45,5 @@ func (vllmForkKind) checks(in kindInput) []scriptStep {
 }
 
 func (vllmForkKind) imageEnv(in kindInput) [][2]string  { return vllmEnv(in) }
-func (vllmForkKind) workDir() string                    { return homeDir }
+func (vllmForkKind) workDir() string                    { return ImageHomeDir }
 func (vllmForkKind) installReadsCode(in kindInput) bool { return in.runtimeString("extension") != "" }

@@ -94,7 +94,7 @@ func (vllmPluginKind) checks(in kindInput) []scriptStep {
 }
 
 func (vllmPluginKind) imageEnv(in kindInput) [][2]string { return vllmEnv(in) }
-func (vllmPluginKind) workDir() string                   { return homeDir }
+func (vllmPluginKind) workDir() string                   { return ImageHomeDir }
 func (vllmPluginKind) installReadsCode(in kindInput) bool {
 	return in.runtimeString("extension") != ""
 }

@@ -34,8 +34,8 @@ func assembleKindImage(c *kindContext, base *baseImage, tool binary, codeDir str
 	}
 	plans = append(plans, accounts)
 
-	toolLayer := fs.plan(fmt.Sprintf("%s (%s)", toolImagePath, tool.From))
-	toolLayer.add(hostFileEntry(toolImagePath, 0o755, tool.HostPath))
+	toolLayer := fs.plan(fmt.Sprintf("%s (%s)", ImageToolPath, tool.From))
+	toolLayer.add(hostFileEntry(ImageToolPath, 0o755, tool.HostPath))
 	plans = append(plans, toolLayer.done())
 
 	scripts := fs.plan("verify.sh and the serve scripts")

@@ -141,7 +141,7 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	}
 	b := &built{image: img, tag: tag, layers: layers, baseRef: j.baseRef, verifiedIn: r.Where(), builtWith: builtWith,
 		record: record, runtime: inputs.in.Runtime, baseUncompressed: -1,
-		binaries: []BinaryInfo{{ImagePath: toolImagePath, From: tool.From, Size: toolSize, SHA256: toolSum, Static: true}}}
+		binaries: []BinaryInfo{{ImagePath: ImageToolPath, From: tool.From, Size: toolSize, SHA256: toolSum, Static: true}}}
 	if base != nil {
 		b.baseUncompressed, b.blobFiles = base.Uncompressed, blobFiles(base, layers)
 	}

@@ -38,7 +38,7 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cf.Config
-	wantEP := []string{toolImagePath, "supervise", "--ready-line", `"event": "ready"`, "--"}
+	wantEP := []string{ImageToolPath, "supervise", "--ready-line", `"event": "ready"`, "--"}
 	if !slices.Equal(c.Entrypoint, wantEP) || !slices.Equal(c.Cmd, []string{"/usr/local/bin/serve-default.sh"}) {
 		t.Errorf("entrypoint %q cmd %q", c.Entrypoint, c.Cmd)
 	}

@@ -93,11 +93,11 @@ func renderKind(in kindInput, meta renderMeta) (*kindContext, error) {
 	}
 
 	env := [][2]string{
-		{"HOME", homeDir}, {"USER", ttUser}, {"LOGNAME", ttUser},
-		{"HF_HOME", hfDir}, {"TT_METAL_CACHE", cacheDir},
+		{"HOME", ImageHomeDir}, {"USER", ttUser}, {"LOGNAME", ttUser},
+		{"HF_HOME", ImageHFDir}, {"TT_METAL_CACHE", ImageCacheDir},
 		{"PYTHONPATH", codeImageDir}, {"TT_MODEL_KIND", m.Kind},
 	}
-	entrypoint := []string{toolImagePath, "supervise"}
+	entrypoint := []string{ImageToolPath, "supervise"}
 	if defLaunch.ReadyLine != "" {
 		entrypoint = append(entrypoint, "--ready-line", defLaunch.ReadyLine)
 	}
@@ -106,7 +106,7 @@ func renderKind(in kindInput, meta renderMeta) (*kindContext, error) {
 		Cmd:        []string{serveScriptDir + "/" + ctx.ServeScripts[0]},
 		Env:        append(env, k.imageEnv(in)...),
 		Labels:     meta.Labels,
-		User:       fmt.Sprintf("%d:%d", ttUID, ttGID),
+		User:       fmt.Sprintf("%d:%d", ImageUID, ImageGID),
 		WorkDir:    k.workDir(),
 		Port:       defLaunch.Port,
 	}
@@ -240,7 +240,7 @@ func dockerfile(m *manifest.Manifest, c *kindContext, meta renderMeta) string {
 		"# someone else, and the directories the server writes: HOME (any uid, as `serve` passes the\n" +
 		"# host's), the kernel cache and the Hugging Face cache (both mounted by `serve`).\n")
 	fmt.Fprintf(&b, "RUN %s\n", accountsShell())
-	fmt.Fprintf(&b, "COPY tt-model %s\n", toolImagePath)
+	fmt.Fprintf(&b, "COPY tt-model %s\n", ImageToolPath)
 	if c.CodeFirst {
 		fmt.Fprintf(&b, "COPY code/ %s/\n", codeImageDir)
 	}
@@ -286,17 +286,17 @@ func dockerfile(m *manifest.Manifest, c *kindContext, meta renderMeta) string {
 // accountsShell is the engine build's account step; assembleKindImage does
 // the same from the base's files (accountFiles).
 func accountsShell() string {
-	uid, gid := strconv.Itoa(ttUID), strconv.Itoa(ttGID)
+	uid, gid := strconv.Itoa(ImageUID), strconv.Itoa(ImageGID)
 	steps := []string{
 		"set -eu",
 		fmt.Sprintf(`if ! grep -q '^%s:[^:]*:%s:' /etc/passwd; then if grep -q -e '^%s:' -e '^[^:]*:[^:]*:%s:' /etc/passwd; then echo 'the base gives the name %s or uid %s to another account; the image runs as %s %s' >&2; exit 1; fi; echo '%s:x:%s:%s:tt-model:%s:/sbin/nologin' >> /etc/passwd; fi`,
-			ttUser, uid, ttUser, uid, ttUser, uid, ttUser, uid, ttUser, uid, gid, homeDir),
+			ttUser, uid, ttUser, uid, ttUser, uid, ttUser, uid, ttUser, uid, gid, ImageHomeDir),
 		fmt.Sprintf(`if ! grep -q '^%s:[^:]*:%s:' /etc/group; then if grep -q -e '^%s:' -e '^[^:]*:[^:]*:%s:' /etc/group; then echo 'the base gives the group name %s or gid %s to another group' >&2; exit 1; fi; echo '%s:x:%s:' >> /etc/group; fi`,
 			ttUser, gid, ttUser, gid, ttUser, gid, ttUser, gid),
-		fmt.Sprintf("mkdir -p %s %s %s /tmp", homeDir, cacheDir, hfDir),
-		fmt.Sprintf("chown %s:%s %s %s %s", uid, gid, homeDir, cacheDir, hfDir),
-		fmt.Sprintf("chmod 1777 %s /tmp", homeDir),
-		fmt.Sprintf("chmod 0775 %s %s", cacheDir, hfDir),
+		fmt.Sprintf("mkdir -p %s %s %s /tmp", ImageHomeDir, ImageCacheDir, ImageHFDir),
+		fmt.Sprintf("chown %s:%s %s %s %s", uid, gid, ImageHomeDir, ImageCacheDir, ImageHFDir),
+		fmt.Sprintf("chmod 1777 %s /tmp", ImageHomeDir),
+		fmt.Sprintf("chmod 0775 %s %s", ImageCacheDir, ImageHFDir),
 	}
 	return strings.Join(steps, "; \\\n    ")
 }

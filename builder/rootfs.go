@@ -13,9 +13,9 @@ import (
 
 // The image's unprivileged account.
 const (
-	ttUser = "tt"
-	ttUID  = 1000
-	ttGID  = 1000
+	ttUser   = "tt"
+	ImageUID = 1000
+	ImageGID = 1000
 )
 
 // rootfs tracks what the image's file system holds so far (the base, then
@@ -120,12 +120,12 @@ func accountFiles(base *baseImage) (passwd, group []byte, err error) {
 	if group == nil {
 		group = []byte("root:x:0:\n")
 	}
-	passwd, err = ensureAccount(passwd, "/etc/passwd", ttUser, ttUID,
-		fmt.Sprintf("%s:x:%d:%d:tt-model:/home/tt:/sbin/nologin", ttUser, ttUID, ttGID), 2)
+	passwd, err = ensureAccount(passwd, "/etc/passwd", ttUser, ImageUID,
+		fmt.Sprintf("%s:x:%d:%d:tt-model:/home/tt:/sbin/nologin", ttUser, ImageUID, ImageGID), 2)
 	if err != nil {
 		return nil, nil, err
 	}
-	group, err = ensureAccount(group, "/etc/group", ttUser, ttGID, fmt.Sprintf("%s:x:%d:", ttUser, ttGID), 2)
+	group, err = ensureAccount(group, "/etc/group", ttUser, ImageGID, fmt.Sprintf("%s:x:%d:", ttUser, ImageGID), 2)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -168,9 +168,9 @@ func accountsLayer(fs *rootfs, base *baseImage, description string, homeMode int
 	}
 	l.add(fileEntry("/etc/passwd", 0o644, passwd))
 	l.add(fileEntry("/etc/group", 0o644, group))
-	l.add(dirEntry(homeDir, homeMode, ttUID, ttGID))
-	l.add(dirEntry(cacheDir, 0o775, ttUID, ttGID))
-	l.add(dirEntry(hfDir, 0o775, ttUID, ttGID))
+	l.add(dirEntry(ImageHomeDir, homeMode, ImageUID, ImageGID))
+	l.add(dirEntry(ImageCacheDir, 0o775, ImageUID, ImageGID))
+	l.add(dirEntry(ImageHFDir, 0o775, ImageUID, ImageGID))
 	if !fs.tree.isDir("/tmp") {
 		l.add(dirEntry("/tmp", 0o1777, 0, 0))
 	}

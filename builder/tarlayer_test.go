@@ -14,7 +14,7 @@ func TestBuildLayerIsAFunctionOfItsEntries(t *testing.T) {
 	entries := []entry{
 		dirEntry("/etc", 0o755, 0, 0),
 		fileEntry("/etc/passwd", 0o644, []byte("root:x:0:0::/root:/sbin/nologin\n")),
-		dirEntry("/cache", 0o775, ttUID, ttGID),
+		dirEntry("/cache", 0o775, ImageUID, ImageGID),
 		{Path: "/lib64", Type: tar.TypeSymlink, Linkname: "usr/lib64"},
 	}
 	reversed := []entry{entries[3], entries[2], entries[1], entries[0]}
@@ -58,7 +58,7 @@ func TestBuildLayerIsAFunctionOfItsEntries(t *testing.T) {
 		if !hdr.ModTime.Equal(epoch) || hdr.Uname != "" || hdr.Gname != "" {
 			t.Errorf("%s: mtime %v uname %q gname %q, want the epoch and no names", hdr.Name, hdr.ModTime, hdr.Uname, hdr.Gname)
 		}
-		if hdr.Name == "cache/" && (hdr.Uid != ttUID || hdr.Gid != ttGID || hdr.Mode != 0o775) {
+		if hdr.Name == "cache/" && (hdr.Uid != ImageUID || hdr.Gid != ImageGID || hdr.Mode != 0o775) {
 			t.Errorf("cache/: %d:%d %o, want 1000:1000 775", hdr.Uid, hdr.Gid, hdr.Mode)
 		}
 	}

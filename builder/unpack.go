@@ -18,6 +18,13 @@ import (
 // entry replaces an earlier one, and a path through a symlink of a lower
 // layer (/lib64 -> usr/lib64) follows it inside dir. Owners are left to the
 // caller's uid: only a verify run reads this tree.
+//
+// Why not go-containerregistry's mutate.Extract (which base.scan uses for
+// the flattened path list): it emits the top layer first, so an entry our
+// own layers write through a base symlink (the ELF interpreter at
+// /lib64/ld-linux-x86-64.so.2 on a usrmerge base) would be extracted before
+// the symlink it goes through, as a directory in its way. Replaying layers
+// bottom first keeps the image's view.
 func unpackRootfs(img v1.Image, dir string) error {
 	layers, err := img.Layers()
 	if err != nil {
@@ -131,35 +138,24 @@ func applyLayer(tr *tar.Reader, root string) error {
 }
 
 // resolveIn maps an image path to a host path under root, following the
-// symlinks of the tree already unpacked there as the image would see them:
-// an absolute link target restarts at root, and ".." never leaves it.
+// symlinks of the tree already unpacked there as the image would see them
+// (followLinks): an absolute link target restarts at root, and ".." never
+// leaves it. Missing components are kept: the path may be about to be made.
 func resolveIn(root, p string) (string, error) {
-	parts := strings.Split(strings.Trim(path.Clean("/"+p), "/"), "/")
-	resolved := "/"
-	for hops := 0; len(parts) > 0; {
-		part := parts[0]
-		parts = parts[1:]
-		if part == "" || part == "." {
-			continue
-		}
-		next := path.Join(resolved, part)
-		host := filepath.Join(root, filepath.FromSlash(next))
+	resolved, err := followLinks(p, true, func(q string) (string, bool, bool) {
+		host := filepath.Join(root, filepath.FromSlash(q))
 		info, err := os.Lstat(host)
-		if err != nil || info.Mode()&os.ModeSymlink == 0 {
-			resolved = next
-			continue
-		}
-		if hops++; hops > 40 {
-			return "", fmt.Errorf("too many symlinks resolving %s", p)
-		}
-		link, err := os.Readlink(host)
 		if err != nil {
-			return "", err
+			return "", false, false
 		}
-		if path.IsAbs(link) {
-			resolved = "/"
+		if info.Mode()&os.ModeSymlink == 0 {
+			return "", false, true
 		}
-		parts = append(strings.Split(strings.Trim(link, "/"), "/"), parts...)
+		target, err := os.Readlink(host)
+		return target, err == nil, true
+	})
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(root, filepath.FromSlash(resolved)), nil
 }

@@ -48,11 +48,11 @@ func (r chrootRunner) Where() string { return "the unpacked image file system (c
 
 func (r chrootRunner) Run(ctx context.Context, argv []string, out io.Writer) (int, error) {
 	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: r.env, Dir: r.cwd, Stdout: out, Stderr: out}
-	attr := &syscall.SysProcAttr{Chroot: r.dir, Credential: &syscall.Credential{Uid: ttUID, Gid: ttGID}}
+	attr := &syscall.SysProcAttr{Chroot: r.dir, Credential: &syscall.Credential{Uid: ImageUID, Gid: ImageGID}}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags = syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: ttUID, HostID: os.Geteuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: ttGID, HostID: os.Getegid(), Size: 1}}
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: ImageUID, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: ImageGID, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 		attr.Credential.NoSetGroups = true
 	}
@@ -118,7 +118,7 @@ type verifyStep struct {
 // image (scratch) it is split into words, and shell syntax is refused with
 // the reason rather than run wrongly.
 func verifySteps(statements []string, tree *fsTree, pathEnv string) ([]verifyStep, error) {
-	steps := []verifyStep{{What: "tt-model-server --verify", Argv: []string{serverImagePath, "--verify"}}}
+	steps := []verifyStep{{What: "tt-model-server --verify", Argv: []string{ImageServerPath, "--verify"}}}
 	hasShell := tree.isFile("/bin/sh")
 	for i, st := range statements {
 		what := fmt.Sprintf("verify[%d] %q", i, st)

@@ -2,6 +2,8 @@ package builder
 
 import (
 	"archive/tar"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -50,7 +52,7 @@ func TestVerifySteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][]string{{serverImagePath, "--verify"}, {"/usr/local/bin/tt-model", "--version"}}
+	want := [][]string{{ImageServerPath, "--verify"}, {"/usr/local/bin/tt-model", "--version"}}
 	if len(steps) != 2 || !reflect.DeepEqual([][]string{steps[0].Argv, steps[1].Argv}, want) {
 		t.Errorf("steps %+v, want %q", steps, want)
 	}
@@ -96,5 +98,36 @@ func TestFSTreeResolve(t *testing.T) {
 	}
 	if !tree.isDir("/lib") || !tree.isFile("/usr/lib/x86_64-linux-gnu/libc.so.6") || tree.isFile("/lib") {
 		t.Error("isDir/isFile do not follow the links")
+	}
+
+	// The same tree unpacked on disk resolves the same way through resolveIn
+	// (one resolver, followLinks, behind both), except that a missing
+	// component is kept: it names a path about to be created.
+	root := t.TempDir()
+	for _, d := range []string{"usr/lib/x86_64-linux-gnu"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"lib": "usr/lib", "lib64": "/usr/lib/x86_64-linux-gnu", "loop": "loop"} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/lib/x86_64-linux-gnu/libc.so.6"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"},
+		{"/lib64/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"},
+		{"/lib/nope", "/usr/lib/nope"},
+	} {
+		got, err := resolveIn(root, tc.in)
+		if want := filepath.Join(root, tc.want); got != want || err != nil {
+			t.Errorf("resolveIn(%q) = %q, %v; want %q", tc.in, got, err, want)
+		}
+	}
+	if _, err := resolveIn(root, "/loop/x"); err == nil {
+		t.Error("resolveIn(/loop/x): want an error for a symlink loop")
 	}
 }

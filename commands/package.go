@@ -9,6 +9,8 @@ import (
 
 	"github.com/ttmodel/tt-model/builder"
 	"github.com/ttmodel/tt-model/manifest"
+
+	"github.com/ttmodel/tt-model/internal/version"
 )
 
 func newPackageCmd() *cobra.Command {
@@ -47,7 +49,7 @@ func newPackageCmd() *cobra.Command {
 			exe, _ := os.Executable()
 			progress := cmd.ErrOrStderr()
 			res, err := builder.Package(cmd.Context(), builder.Options{
-				Manifest: m, OutDir: out, Profile: profile, ToolVersion: Version, Executable: exe,
+				Manifest: m, OutDir: out, Profile: profile, ToolVersion: version.Version, Executable: exe,
 				SourceDateEpoch: os.Getenv("SOURCE_DATE_EPOCH"), Verify: verify, Log: progress,
 				Base: base, BuildNetwork: network, Context: contextDir,
 			})

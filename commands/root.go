@@ -10,10 +10,9 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-)
 
-// Version is the tool's version, stamped into manifests and labels.
-const Version = "0.1.0"
+	"github.com/ttmodel/tt-model/internal/version"
+)
 
 // ExitError carries a process exit code through cobra's error path.
 type ExitError struct {
@@ -35,7 +34,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tt-model",
 		Short:         "Package, ship, serve and supervise models for Tenstorrent hosts",
-		Version:       Version,
+		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -54,6 +53,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newPushCmd(),
 		newSuperviseCmd(),
 		newServiceCmd(),
+		newHealthCmd(),
+		newK8sCmd(),
 	)
 	return root
 }

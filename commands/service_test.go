@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ttmodel/tt-model/manifest"
+
+	"github.com/ttmodel/tt-model/internal/version"
 )
 
 // wireFixture packages manifest/testdata/good/tt-go-server.yaml into a
@@ -27,7 +29,7 @@ func wireFixture(t *testing.T) string {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, manifest.WireFile)
-	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: Version}).WriteFile(path); err != nil {
+	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: version.Version}).WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
 	return path

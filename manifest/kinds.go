@@ -5,13 +5,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // KindGoServer is this tool's kind: an image built around tt-model-server.
 const KindGoServer = "tt-go-server"
 
-// GoServerModels are the models tt-model-server runs (runtime.model).
-func GoServerModels() []string { return []string{"pi05", "rf-detr"} }
+// GoServerModels are the models tt-model-server runs (runtime.model): the
+// kinds of its route table.
+func GoServerModels() []string { return api.Kinds() }
 
 // kind is what one launcher kind requires of a manifest and how it starts
 // its server. Everything here is pure: no environment, files or clock.

@@ -18,7 +18,7 @@ type Options struct {
 // read is a *ReadError; a manifest that breaks rules is an ErrorList with
 // every problem found.
 func Load(path string, opts Options) (*Manifest, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return nil, &ReadError{File: path, Err: err}
 	}

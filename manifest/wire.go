@@ -233,9 +233,9 @@ func ReadWire(path string) (*Wire, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, WireFile)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
+		return nil, fmt.Errorf("read manifest %s: %w", path, err)
 	}
 	w, err := ParseWire(data)
 	if err != nil {

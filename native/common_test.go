@@ -1,6 +1,11 @@
 package native
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"github.com/ttmodel/tt-model/internal/testenv"
+)
 
 func TestKernelSelfTests(t *testing.T) {
 	t.Logf("cpu: %s, default threads %d", DetectCPU(), DefaultThreads())
@@ -10,10 +15,27 @@ func TestKernelSelfTests(t *testing.T) {
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			if err := RunKernelSelfTest(name); err != nil {
+			err := RunKernelSelfTest(name)
+			if errors.Is(err, ErrISAUnsupported) {
+				testenv.Skip(t, err.Error())
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A case above the ISA the kernels may use is reported as not run, never as
+// a pass: TT_ISA caps the ISA the way a CPU without AVX-512 does.
+func TestKernelSelfTestSkipsAnISAItCannotRun(t *testing.T) {
+	t.Setenv("TT_ISA", "scalar")
+	err := RunKernelSelfTest("gemm/avx512")
+	if !errors.Is(err, ErrISAUnsupported) {
+		t.Fatalf("gemm/avx512 under TT_ISA=scalar: %v, want an error wrapping ErrISAUnsupported", err)
+	}
+	if err := RunKernelSelfTest("gemm/scalar"); err != nil {
+		t.Fatalf("gemm/scalar under TT_ISA=scalar: %v", err)
 	}
 }
 

@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "65c5e9c7a49f23e1bf9c4972eeb49899afdfb9184f9fd23b037965021b03d0e5"
+const kernelSourcesSHA256 = "049b67c41fad0847f7ab614cece016f5755b9fee8989f3600989b66abfb0e810"

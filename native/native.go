@@ -16,6 +16,7 @@ package native
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unsafe"
@@ -96,18 +97,27 @@ func PeakGFLOPSThreads(precision string, threads, iters int) (float64, error) {
 	return float64(C.tt_peak_gflops_pool(pool, dt, C.long(iters))), nil
 }
 
-// KernelSelfTests names the C self-tests of kernels/common: every fast
-// kernel against its scalar reference on every ISA the CPU supports.
+// ErrISAUnsupported is wrapped by RunKernelSelfTest for a case whose ISA
+// this CPU cannot run: the case did not run, and is not a pass.
+var ErrISAUnsupported = errors.New("ISA not supported by this CPU")
+
+// KernelSelfTests names the C self-test cases of kernels/common: one per
+// kernel and ISA it has an implementation for ("gemm/avx512bf16"), or one
+// for a kernel without ISA ("pool").
 func KernelSelfTests() []string {
 	n := int(C.tt_selftest_count())
+	buf := (*C.char)(C.malloc(128))
+	defer C.free(unsafe.Pointer(buf))
 	names := make([]string, n)
 	for i := range names {
-		names[i] = C.GoString(C.tt_selftest_name(C.int(i)))
+		C.tt_selftest_name(C.int(i), buf, 128)
+		names[i] = C.GoString(buf)
 	}
 	return names
 }
 
-// RunKernelSelfTest runs the named self-test.
+// RunKernelSelfTest runs the named self-test case. A case this CPU cannot
+// run returns an error wrapping ErrISAUnsupported.
 func RunKernelSelfTest(name string) error {
 	for i, n := range KernelSelfTests() {
 		if n != name {
@@ -115,10 +125,14 @@ func RunKernelSelfTest(name string) error {
 		}
 		buf := (*C.char)(C.malloc(1024))
 		defer C.free(unsafe.Pointer(buf))
-		if C.tt_selftest_run(C.int(i), buf, 1024) != 0 {
+		switch C.tt_selftest_run(C.int(i), buf, 1024) {
+		case C.TT_SELFTEST_PASS:
+			return nil
+		case C.TT_SELFTEST_SKIP:
+			return fmt.Errorf("kernel self-test %s: %s: %w", name, C.GoString(buf), ErrISAUnsupported)
+		default:
 			return fmt.Errorf("kernel self-test %s: %s", name, C.GoString(buf))
 		}
-		return nil
 	}
 	return fmt.Errorf("kernel self-test %q: no such test", name)
 }

@@ -12,17 +12,19 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/ttmodel/tt-model/models/pi05/arch"
 )
 
 // pi0.5 on the CPU (kernels/pi05/pi05.h): VISION, PREFIX and EXPERT megakernels, one cgo call each.
 //
 // Loading (models/pi05 maps the checkpoint; this package only takes named tensors):
 //
-//	dims := native.Pi05DefaultDims()           // then override from config.json / tensor shapes
-//	m, err := native.NewPi05Model(dims, native.Pi05BF16, "")
+//	dims := native.Pi05DefaultDims()           // an arch.Dims; models/pi05 reads it from the checkpoint
+//	m, err := native.NewPi05Model(dims, native.BF16, native.ISABest)
 //	for each tensor of model.safetensors:      // lerobot names, e.g.
 //	    // "paligemma_with_expert.paligemma.model.language_model.layers.0.self_attn.q_proj.weight"
-//	    used, err := m.SetTensor(name, "F32" or "BF16", shape, rawLittleEndianBytes)
+//	    used, err := m.SetTensor(name, native.DTypeF32 or native.DTypeBF16, shape, rawLittleEndianBytes)
 //	    // the bytes may be unmapped (madvise DONTNEED) right after: the model keeps its own packed
 //	    // copy, so an F32 checkpoint streams to bf16 one tensor at a time. used=false: not a pi0.5
 //	    // tensor (e.g. an expert lm_head), ignore it.
@@ -30,7 +32,7 @@ import (
 //
 // Serving one request:
 //
-//	prog, _ := m.NewProgram(native.Pi05Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 4}, 0)
+//	prog, _ := m.NewProgram(arch.Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 4}, 0)
 //	slab, _ := prog.NewSlab()                  // allocate a few at start, reuse them
 //	prog.Vision(slab, images, camMask)         // images [cams][3][224][224] in [-1, 1]
 //	prog.Prefix(slab, tokens, tokenMask)       // len(tokens) <= TextBucket; padding masked false
@@ -41,168 +43,95 @@ import (
 // vision_config / text_config / expert_config; checkpoint tensors are checked against the dims and a
 // mismatch names the tensor with both shapes.
 
-// Pi05Dims mirrors pi05_dims: the shapes of a pi0.5 checkpoint.
-type Pi05Dims struct {
-	Image, Patch                                       int // 224, 14
-	VisionWidth, VisionLayers, VisionHeads, VisionMLP  int // 1152, 27, 16, 4304
-	VisionEps                                          float32
-	Width, Layers, Heads, KVHeads, HeadDim, MLP, Vocab int // 2048, 18, 8, 1, 256, 16384, 257152
-	ExpertWidth, ExpertHeads, ExpertMLP                int // 1024, 8, 4096 (expert layers = Layers)
-	Eps, ExpertEps, RopeTheta                          float32
-	MinPeriod, MaxPeriod                               float64 // 4e-3, 4.0
-	ActionDim                                          int     // 32
-}
-
 // Pi05DefaultDims returns the full-size lerobot/pi05_base shapes.
-func Pi05DefaultDims() Pi05Dims {
+func Pi05DefaultDims() arch.Dims {
 	var c C.pi05_dims
 	C.pi05_dims_default(&c)
-	return dimsFromC(c)
-}
-
-func dimsFromC(c C.pi05_dims) Pi05Dims {
-	return Pi05Dims{
+	return arch.Dims{
 		Image: int(c.image), Patch: int(c.patch),
-		VisionWidth: int(c.v_width), VisionLayers: int(c.v_layers), VisionHeads: int(c.v_heads),
-		VisionMLP: int(c.v_mlp), VisionEps: float32(c.v_eps),
-		Width: int(c.l_width), Layers: int(c.l_layers), Heads: int(c.l_heads), KVHeads: int(c.kv_heads),
-		HeadDim: int(c.head_dim), MLP: int(c.l_mlp), Vocab: int(c.vocab),
-		ExpertWidth: int(c.e_width), ExpertHeads: int(c.e_heads), ExpertMLP: int(c.e_mlp),
-		Eps: float32(c.l_eps), ExpertEps: float32(c.e_eps), RopeTheta: float32(c.rope_theta),
+		VWidth: int(c.v_width), VLayers: int(c.v_layers), VHeads: int(c.v_heads), VMLP: int(c.v_mlp),
+		VEps:   float64(c.v_eps),
+		LWidth: int(c.l_width), LLayers: int(c.l_layers), LHeads: int(c.l_heads), LMLP: int(c.l_mlp),
+		KVHeads: int(c.kv_heads), HeadDim: int(c.head_dim), Vocab: int(c.vocab),
+		EWidth: int(c.e_width), EHeads: int(c.e_heads), EMLP: int(c.e_mlp),
+		LEps: float64(c.l_eps), EEps: float64(c.e_eps), RopeTheta: float64(c.rope_theta),
 		MinPeriod: float64(c.min_period), MaxPeriod: float64(c.max_period), ActionDim: int(c.action_dim),
 	}
 }
 
-func (d Pi05Dims) toC() C.pi05_dims {
+// dimsToC is the one conversion between the Go and the C shapes (eps and theta are floats in C).
+func dimsToC(d arch.Dims) C.pi05_dims {
 	return C.pi05_dims{
 		image: C.int(d.Image), patch: C.int(d.Patch),
-		v_width: C.int(d.VisionWidth), v_layers: C.int(d.VisionLayers), v_heads: C.int(d.VisionHeads),
-		v_mlp: C.int(d.VisionMLP), v_eps: C.float(d.VisionEps),
-		l_width: C.int(d.Width), l_layers: C.int(d.Layers), l_heads: C.int(d.Heads), kv_heads: C.int(d.KVHeads),
-		head_dim: C.int(d.HeadDim), l_mlp: C.int(d.MLP), vocab: C.int(d.Vocab),
-		e_width: C.int(d.ExpertWidth), e_heads: C.int(d.ExpertHeads), e_mlp: C.int(d.ExpertMLP),
-		l_eps: C.float(d.Eps), e_eps: C.float(d.ExpertEps), rope_theta: C.float(d.RopeTheta),
+		v_width: C.int(d.VWidth), v_layers: C.int(d.VLayers), v_heads: C.int(d.VHeads),
+		v_mlp: C.int(d.VMLP), v_eps: C.float(d.VEps),
+		l_width: C.int(d.LWidth), l_layers: C.int(d.LLayers), l_heads: C.int(d.LHeads), kv_heads: C.int(d.KVHeads),
+		head_dim: C.int(d.HeadDim), l_mlp: C.int(d.LMLP), vocab: C.int(d.Vocab),
+		e_width: C.int(d.EWidth), e_heads: C.int(d.EHeads), e_mlp: C.int(d.EMLP),
+		l_eps: C.float(d.LEps), e_eps: C.float(d.EEps), rope_theta: C.float(d.RopeTheta),
 		min_period: C.double(d.MinPeriod), max_period: C.double(d.MaxPeriod), action_dim: C.int(d.ActionDim),
 	}
 }
 
-// Pi05Precision selects the kernel path.
-type Pi05Precision int
-
-const (
-	// Pi05Ref is the scalar fp32 reference path (plain loops, one thread, fp32 weights: small
-	// checkpoints and tests only).
-	Pi05Ref Pi05Precision = C.PI05_REF
-	// Pi05F32 is the fast path (packed GEMMs, thread pool, runtime ISA dispatch) in fp32.
-	Pi05F32 Pi05Precision = C.PI05_F32
-	// Pi05BF16 is the fast path with bf16 weights and matmul inputs, fp32 accumulation (serving).
-	Pi05BF16 Pi05Precision = C.PI05_BF16
-)
-
-func (p Pi05Precision) String() string {
+// pi05Precision maps a Precision to the kernels' path.
+func pi05Precision(p Precision) (C.pi05_precision, error) {
 	switch p {
-	case Pi05Ref:
-		return "ref"
-	case Pi05F32:
-		return "fp32"
-	case Pi05BF16:
-		return "bf16"
+	case Ref:
+		return C.PI05_REF, nil
+	case FP32:
+		return C.PI05_F32, nil
+	case BF16, "":
+		return C.PI05_BF16, nil
 	}
-	return fmt.Sprintf("Pi05Precision(%d)", int(p))
+	return 0, fmt.Errorf("pi05 precision %q: want ref, fp32 or bf16", p)
 }
 
-// ParsePi05Precision reads "ref", "fp32" or "bf16" ("" is bf16).
-func ParsePi05Precision(s string) (Pi05Precision, error) {
-	switch s {
-	case "", "bf16":
-		return Pi05BF16, nil
-	case "fp32":
-		return Pi05F32, nil
-	case "ref":
-		return Pi05Ref, nil
-	}
-	return 0, fmt.Errorf("pi05 precision %q: want ref, fp32 or bf16", s)
-}
-
-const errLen = 1024
-
-// cerr is a C buffer for error messages.
-type cerr struct{ p *C.char }
-
-func newCerr() cerr           { return cerr{(*C.char)(C.malloc(errLen))} }
-func (e cerr) free()          { C.free(unsafe.Pointer(e.p)) }
-func (e cerr) String() string { return C.GoString(e.p) }
-
-func isaCode(isa string) (C.int, error) {
-	switch isa {
-	case "":
-		return -1, nil
-	case "scalar":
-		return C.int(C.TT_ISA_SCALAR), nil
-	case "avx2":
-		return C.int(C.TT_ISA_AVX2), nil
-	case "avx512":
-		return C.int(C.TT_ISA_AVX512), nil
-	case "avx512bf16":
-		return C.int(C.TT_ISA_AVX512BF16), nil
-	}
-	return 0, fmt.Errorf("isa %q: want scalar, avx2, avx512 or avx512bf16", isa)
-}
-
-// Pi05Model holds the packed weights. Its methods are not for concurrent use while loading.
+// Pi05Model holds the packed weights. Its methods are not for concurrent use while loading; once
+// Ready, programs of it run concurrently (the weights are read only).
 type Pi05Model struct {
 	c    *C.pi05_model
-	prec Pi05Precision
-	dims Pi05Dims
+	prec Precision
+	dims arch.Dims
 }
 
-// NewPi05Model creates an empty model. isa "" uses the best the CPU has (capped by TT_ISA);
-// "scalar", "avx2", "avx512", "avx512bf16" force a kernel family (tests).
-func NewPi05Model(d Pi05Dims, prec Pi05Precision, isa string) (*Pi05Model, error) {
-	code, err := isaCode(isa)
+// NewPi05Model creates an empty model. isa forces a kernel family (tests); ISABest uses the best
+// the CPU has (capped by TT_ISA). The Ref precision ignores it.
+func NewPi05Model(d arch.Dims, prec Precision, isa ISA) (*Pi05Model, error) {
+	if prec == "" {
+		prec = BF16
+	}
+	cp, err := pi05Precision(prec)
 	if err != nil {
 		return nil, err
 	}
+	code := C.tt_isa(C.TT_ISA_SCALAR)
+	if prec != Ref {
+		if code, err = isa.code(); err != nil {
+			return nil, err
+		}
+	}
 	e := newCerr()
 	defer e.free()
-	cd := d.toC()
-	m := C.pi05_model_new(&cd, C.pi05_precision(prec), code, e.p, errLen)
+	cd := dimsToC(d)
+	m := C.pi05_model_new(&cd, cp, C.int(code), e.p, errLen)
 	if m == nil {
 		return nil, fmt.Errorf("pi05 model: %s", e)
 	}
 	return &Pi05Model{c: m, prec: prec, dims: d}, nil
 }
 
-// SetTensor hands one checkpoint tensor (raw little-endian bytes, dtype "F32" or "BF16") to the
-// model, which copies and packs it. used is false for names that are not part of pi0.5.
-func (m *Pi05Model) SetTensor(name, dtype string, shape []int, raw []byte) (used bool, err error) {
-	var dt C.int
-	var size int
-	switch dtype {
-	case "F32":
-		dt, size = C.PI05_DT_F32, 4
-	case "BF16":
-		dt, size = C.PI05_DT_BF16, 2
-	default:
-		return false, fmt.Errorf("pi05 tensor %s: dtype %s (want F32 or BF16)", name, dtype)
-	}
-	n := 1
-	cshape := make([]C.int64_t, len(shape)+1)
-	for i, s := range shape {
-		n *= s
-		cshape[i] = C.int64_t(s)
-	}
-	if n*size != len(raw) {
-		return false, fmt.Errorf("pi05 tensor %s: %d bytes for shape %v of %s", name, len(raw), shape, dtype)
+// SetTensor hands one checkpoint tensor (raw little-endian bytes of dtype F32 or BF16) to the
+// model under its lerobot name; it is copied and packed at once. used is false for names that are
+// not part of pi0.5.
+func (m *Pi05Model) SetTensor(name string, dtype DType, shape []int, raw []byte) (used bool, err error) {
+	dt, cshape, data, err := tensorArgs(name, dtype, shape, raw)
+	if err != nil {
+		return false, fmt.Errorf("pi05 %w", err)
 	}
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	e := newCerr()
 	defer e.free()
-	var data unsafe.Pointer
-	if len(raw) > 0 {
-		data = unsafe.Pointer(&raw[0])
-	}
 	rc := C.pi05_model_set(m.c, cname, dt, &cshape[0], C.int(len(shape)), data, e.p, errLen)
 	switch {
 	case rc == 1:
@@ -215,11 +144,7 @@ func (m *Pi05Model) SetTensor(name, dtype string, shape []int, raw []byte) (used
 
 // SetF32 is SetTensor for float32 values.
 func (m *Pi05Model) SetF32(name string, shape []int, data []float32) (bool, error) {
-	var raw []byte
-	if len(data) > 0 {
-		raw = unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), 4*len(data))
-	}
-	return m.SetTensor(name, "F32", shape, raw)
+	return m.SetTensor(name, DTypeF32, shape, F32Bytes(data))
 }
 
 // Ready reports every expected tensor not yet set (the first few by name, then a count).
@@ -249,10 +174,10 @@ func (m *Pi05Model) Bytes() int64 { return int64(C.pi05_model_bytes(m.c)) }
 func (m *Pi05Model) ISA() string { return C.GoString(C.pi05_model_isa(m.c)) }
 
 // Precision is the path the model was created for.
-func (m *Pi05Model) Precision() Pi05Precision { return m.prec }
+func (m *Pi05Model) Precision() Precision { return m.prec }
 
 // Dims are the model's shapes.
-func (m *Pi05Model) Dims() Pi05Dims { return m.dims }
+func (m *Pi05Model) Dims() arch.Dims { return m.dims }
 
 // Close frees the weights; programs of this model must be closed first.
 func (m *Pi05Model) Close() {
@@ -277,20 +202,14 @@ func (m *Pi05Model) FlopsExpertStep(prefixLen, horizon int) float64 {
 	return float64(C.pi05_flops_expert_step(m.c, C.int(prefixLen), C.int(horizon)))
 }
 
-// Pi05Preset is one compiled configuration (seed 000): Cams 1-4; TextBucket 32/64/128/224, or 192
-// with 1 camera, 160 with 2, 96 with 4; ActionRows 32 (H <= 32) or 64; MaxBatch 1-8.
-type Pi05Preset struct {
-	Cams, TextBucket, ActionRows, MaxBatch int
-}
-
-func (p Pi05Preset) toC() C.pi05_preset {
+func presetToC(p arch.Preset) C.pi05_preset {
 	return C.pi05_preset{cams: C.int(p.Cams), text_bucket: C.int(p.TextBucket),
 		action_rows: C.int(p.ActionRows), max_batch: C.int(p.MaxBatch)}
 }
 
-// Valid reports whether p is one of the seed's presets.
-func (p Pi05Preset) Valid() bool {
-	c := p.toC()
+// Pi05PresetValid reports whether p is one of the seed's presets.
+func Pi05PresetValid(p arch.Preset) bool {
+	c := presetToC(p)
 	return C.pi05_preset_valid(&c) != 0
 }
 
@@ -300,14 +219,14 @@ type Pi05Program struct {
 	mu     sync.Mutex
 	c      *C.pi05_program
 	m      *Pi05Model
-	preset Pi05Preset
+	preset arch.Preset
 }
 
 // NewProgram allocates the preset's scratch and starts threads (<= 0: DefaultThreads()).
-func (m *Pi05Model) NewProgram(p Pi05Preset, threads int) (*Pi05Program, error) {
+func (m *Pi05Model) NewProgram(p arch.Preset, threads int) (*Pi05Program, error) {
 	e := newCerr()
 	defer e.free()
-	cp := p.toC()
+	cp := presetToC(p)
 	c := C.pi05_program_new(m.c, &cp, C.int(threads), e.p, errLen)
 	if c == nil {
 		return nil, fmt.Errorf("pi05: %s", e)
@@ -316,7 +235,7 @@ func (m *Pi05Model) NewProgram(p Pi05Preset, threads int) (*Pi05Program, error) 
 }
 
 // Preset is the program's preset.
-func (p *Pi05Program) Preset() Pi05Preset { return p.preset }
+func (p *Pi05Program) Preset() arch.Preset { return p.preset }
 
 // Threads is the size of the program's thread pool.
 func (p *Pi05Program) Threads() int { return int(C.pi05_program_threads(p.c)) }
@@ -507,12 +426,12 @@ func (s *Pi05Slab) KV(layer int) (k, v []float32, err error) {
 // ImageTokens returns the projected image tokens of the present cameras [rows][Width] (tests).
 func (s *Pi05Slab) ImageTokens() ([]float32, int, error) {
 	d := s.p.m.dims
-	out := make([]float32, s.p.preset.Cams*(d.Image/d.Patch)*(d.Image/d.Patch)*d.Width+1)
+	out := make([]float32, s.p.preset.Cams*(d.Image/d.Patch)*(d.Image/d.Patch)*d.LWidth+1)
 	var rows C.int
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	if C.pi05_slab_image_tokens(s.c, (*C.float)(&out[0]), &rows) != 0 {
 		return nil, 0, fmt.Errorf("pi05: no image tokens in the slab (run Vision)")
 	}
-	return out[:int(rows)*d.Width], int(rows), nil
+	return out[:int(rows)*d.LWidth], int(rows), nil
 }

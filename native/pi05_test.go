@@ -11,95 +11,42 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ttmodel/tt-model/models/pi05/arch"
+	"github.com/ttmodel/tt-model/models/pi05/golden"
 	"github.com/ttmodel/tt-model/models/safetensors"
 )
 
 // The goldens come from tools/reference/pi05.py (PyTorch, from the spec) on a tiny random
 // checkpoint with the real lerobot tensor names: `pi05.py goldens --out kernels/pi05/testdata`.
-const pi05Testdata = "../kernels/pi05/testdata"
+const pi05Testdata = "../" + golden.Dir
 
-// pi05Golden is one committed case: inputs and the reference's outputs.
-type pi05Golden struct {
-	name                 string
-	images, noise        []float32
-	camMask, tokMask     []bool
-	tokens               []int32
-	steps, horizon       int
-	imageTokens, pk, pv  []float32 // fp32 reference: valid image tokens, prefix K/V [L][KV][P][hd]
-	actions, actionsBF16 []float32
-	prefixLen            int
-}
-
-func readGolden(t *testing.T, path string) pi05Golden {
+func pi05Goldens(t *testing.T) []golden.Case {
 	t.Helper()
-	f, err := safetensors.Open(path)
+	cases, err := golden.All(pi05Testdata)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	f32 := func(n string) []float32 {
-		v, err := f.Float32(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return append([]float32(nil), v...)
-	}
-	raw := func(n string) []byte {
-		b, err := f.Bytes(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	bools := func(n string) []bool {
-		b := raw(n)
-		out := make([]bool, len(b))
-		for i, v := range b {
-			out[i] = v != 0
-		}
-		return out
-	}
-	i32 := func(n string) []int32 {
-		b := raw(n)
-		out := make([]int32, len(b)/4)
-		for i := range out {
-			out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		return out
-	}
-	g := pi05Golden{name: strings.TrimSuffix(filepath.Base(path), ".safetensors"),
-		images: f32("images"), noise: f32("noise"), camMask: bools("image_masks"), tokMask: bools("token_masks"),
-		tokens: i32("tokens"), steps: int(i32("steps")[0]), imageTokens: f32("image_tokens"),
-		pk: f32("prefix_k"), pv: f32("prefix_v"), actions: f32("actions"), actionsBF16: f32("actions_bf16")}
-	info, _ := f.Info("noise")
-	g.horizon = info.Shape[0]
-	info, _ = f.Info("prefix_k")
-	g.prefixLen = info.Shape[2]
-	return g
+	return cases
 }
 
-func pi05Goldens(t *testing.T) []pi05Golden {
+func readGolden(t *testing.T, path string) golden.Case {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(pi05Testdata, "*.safetensors"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no goldens in %s: %v", pi05Testdata, err)
+	c, err := golden.Read(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out []pi05Golden
-	for _, p := range paths {
-		out = append(out, readGolden(t, p))
-	}
-	return out
+	return c
 }
 
 // tinyDims reads the tiny checkpoint's config.json (HF key names) over the defaults, as models/pi05
 // does for a real one. (Depths come from config.json here; a loader takes them from the tensors.)
-func tinyDims(t *testing.T) Pi05Dims {
+func tinyDims(t *testing.T) arch.Dims {
 	t.Helper()
 	return configDims(t, filepath.Join(pi05Testdata, "tiny", "config.json"))
 }
 
 // configDims reads the sub-configs of a config.json written by tools/reference/pi05.py.
-func configDims(t *testing.T, path string) Pi05Dims {
+func configDims(t *testing.T, path string) arch.Dims {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -115,9 +62,9 @@ func configDims(t *testing.T, path string) Pi05Dims {
 		Vocab     int     `json:"vocab_size"`
 		Patch     int     `json:"patch_size"`
 		Image     int     `json:"image_size"`
-		LNEps     float32 `json:"layer_norm_eps"`
-		RMSEps    float32 `json:"rms_norm_eps"`
-		RopeTheta float32 `json:"rope_theta"`
+		LNEps     float64 `json:"layer_norm_eps"`
+		RMSEps    float64 `json:"rms_norm_eps"`
+		RopeTheta float64 `json:"rope_theta"`
 	}
 	var c struct {
 		Vision    sub     `json:"vision_config"`
@@ -131,17 +78,17 @@ func configDims(t *testing.T, path string) Pi05Dims {
 	}
 	d := Pi05DefaultDims()
 	d.Image, d.Patch = c.Vision.Image, c.Vision.Patch
-	d.VisionWidth, d.VisionLayers, d.VisionHeads, d.VisionMLP, d.VisionEps =
+	d.VWidth, d.VLayers, d.VHeads, d.VMLP, d.VEps =
 		c.Vision.Hidden, c.Vision.Layers, c.Vision.Heads, c.Vision.MLP, c.Vision.LNEps
-	d.Width, d.Layers, d.Heads, d.KVHeads, d.HeadDim, d.MLP, d.Vocab, d.Eps, d.RopeTheta =
+	d.LWidth, d.LLayers, d.LHeads, d.KVHeads, d.HeadDim, d.LMLP, d.Vocab, d.LEps, d.RopeTheta =
 		c.Text.Hidden, c.Text.Layers, c.Text.Heads, c.Text.KV, c.Text.HeadDim, c.Text.MLP, c.Text.Vocab,
 		c.Text.RMSEps, c.Text.RopeTheta
-	d.ExpertWidth, d.ExpertHeads, d.ExpertMLP, d.ExpertEps = c.Expert.Hidden, c.Expert.Heads, c.Expert.MLP, c.Expert.RMSEps
+	d.EWidth, d.EHeads, d.EMLP, d.EEps = c.Expert.Hidden, c.Expert.Heads, c.Expert.MLP, c.Expert.RMSEps
 	d.MinPeriod, d.MaxPeriod = c.MinPeriod, c.MaxPeriod
 	return d
 }
 
-func loadTiny(t *testing.T, prec Pi05Precision, isa string) *Pi05Model {
+func loadTiny(t *testing.T, prec Precision, isa ISA) *Pi05Model {
 	t.Helper()
 	m, err := NewPi05Model(tinyDims(t), prec, isa)
 	if err != nil {
@@ -159,7 +106,7 @@ func loadTiny(t *testing.T, prec Pi05Precision, isa string) *Pi05Model {
 		if err != nil {
 			t.Fatal(err)
 		}
-		used, err := m.SetTensor(name, string(info.DType), info.Shape, raw)
+		used, err := m.SetTensor(name, DType(info.DType), info.Shape, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,12 +121,12 @@ func loadTiny(t *testing.T, prec Pi05Precision, isa string) *Pi05Model {
 	return m
 }
 
-func presetFor(g pi05Golden, batch int) Pi05Preset {
+func presetFor(g golden.Case, batch int) arch.Preset {
 	rows := 64
-	if g.horizon <= 32 {
+	if g.Horizon <= 32 {
 		rows = 32
 	}
-	return Pi05Preset{Cams: len(g.camMask), TextBucket: len(g.tokens), ActionRows: rows, MaxBatch: batch}
+	return arch.Preset{Cams: len(g.CamMask), TextBucket: len(g.Tokens), ActionRows: rows, MaxBatch: batch}
 }
 
 func maxAbsDiff(a, b []float32) float64 {
@@ -200,7 +147,7 @@ func maxAbsDiff(a, b []float32) float64 {
 }
 
 // runGolden runs the three stages on a fresh program and slab of g's preset.
-func runGolden(t *testing.T, m *Pi05Model, g pi05Golden) (*Pi05Slab, []float32) {
+func runGolden(t *testing.T, m *Pi05Model, g golden.Case) (*Pi05Slab, []float32) {
 	t.Helper()
 	prog, err := m.NewProgram(presetFor(g, 1), 2)
 	if err != nil {
@@ -212,13 +159,13 @@ func runGolden(t *testing.T, m *Pi05Model, g pi05Golden) (*Pi05Slab, []float32) 
 		t.Fatal(err)
 	}
 	t.Cleanup(slab.Close)
-	if err := prog.Vision(slab, g.images, g.camMask); err != nil {
+	if err := prog.Vision(slab, g.Images, g.CamMask); err != nil {
 		t.Fatal(err)
 	}
-	if err := prog.Prefix(slab, g.tokens, g.tokMask); err != nil {
+	if err := prog.Prefix(slab, g.Tokens, g.TokMask); err != nil {
 		t.Fatal(err)
 	}
-	act, err := prog.Expert(slab, g.noise, g.horizon, g.steps)
+	act, err := prog.Expert(slab, g.Noise, g.Horizon, g.Steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,30 +173,30 @@ func runGolden(t *testing.T, m *Pi05Model, g pi05Golden) (*Pi05Slab, []float32) 
 }
 
 // checkStages compares the image tokens, every layer's K/V and the actions with the fp32 reference.
-func checkStages(t *testing.T, m *Pi05Model, g pi05Golden, slab *Pi05Slab, act []float32, tol float64) {
+func checkStages(t *testing.T, m *Pi05Model, g golden.Case, slab *Pi05Slab, act []float32, tol float64) {
 	t.Helper()
 	img, _, err := slab.ImageTokens()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := maxAbsDiff(img, g.imageTokens); d > tol {
+	if d := maxAbsDiff(img, g.ImageTokens); d > tol {
 		t.Errorf("image tokens: max |diff| %.3g > %.g", d, tol)
 	}
-	if slab.PrefixLen() != g.prefixLen {
-		t.Fatalf("prefix length %d, reference %d", slab.PrefixLen(), g.prefixLen)
+	if slab.PrefixLen() != g.PrefixLen {
+		t.Fatalf("prefix length %d, reference %d", slab.PrefixLen(), g.PrefixLen)
 	}
 	d := m.Dims()
-	per := d.KVHeads * g.prefixLen * d.HeadDim
-	for l := 0; l < d.Layers; l++ {
+	per := d.KVHeads * g.PrefixLen * d.HeadDim
+	for l := 0; l < d.LLayers; l++ {
 		k, v, err := slab.KV(l)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dk, dv := maxAbsDiff(k, g.pk[l*per:(l+1)*per]), maxAbsDiff(v, g.pv[l*per:(l+1)*per]); dk > tol || dv > tol {
+		if dk, dv := maxAbsDiff(k, g.PK[l*per:(l+1)*per]), maxAbsDiff(v, g.PV[l*per:(l+1)*per]); dk > tol || dv > tol {
 			t.Errorf("layer %d K/V: max |diff| %.3g / %.3g > %.g", l, dk, dv, tol)
 		}
 	}
-	if dd := maxAbsDiff(act, g.actions); dd > tol {
+	if dd := maxAbsDiff(act, g.Actions); dd > tol {
 		t.Errorf("actions: max |diff| %.3g > %.g", dd, tol)
 	} else {
 		t.Logf("actions: max |diff| %.3g vs the fp32 reference", dd)
@@ -260,22 +207,22 @@ func checkStages(t *testing.T, m *Pi05Model, g pi05Golden, slab *Pi05Slab, act [
 func TestPi05ParityFP32(t *testing.T) {
 	goldens := pi05Goldens(t)
 	paths := []struct {
-		prec Pi05Precision
-		isa  string
-	}{{Pi05Ref, ""}, {Pi05F32, ""}}
+		prec Precision
+		isa  ISA
+	}{{Ref, ISABest}, {FP32, ISABest}}
 	cpu := DetectCPU()
-	for _, isa := range []string{"avx2", "scalar"} { // the other kernel families of the fast path
-		if isa != cpu.BestISA && (isa == "scalar" || (cpu.AVX2 && cpu.FMA)) {
+	for _, isa := range []ISA{ISAAVX2, ISAScalar} { // the other kernel families of the fast path
+		if string(isa) != cpu.BestISA && (isa == ISAScalar || (cpu.AVX2 && cpu.FMA)) {
 			paths = append(paths, struct {
-				prec Pi05Precision
-				isa  string
-			}{Pi05F32, isa})
+				prec Precision
+				isa  ISA
+			}{FP32, isa})
 		}
 	}
 	for _, pth := range paths {
 		m := loadTiny(t, pth.prec, pth.isa)
 		for _, g := range goldens {
-			t.Run(fmt.Sprintf("%s-%s/%s", pth.prec, m.ISA(), g.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s-%s/%s", pth.prec, m.ISA(), g.Name), func(t *testing.T) {
 				slab, act := runGolden(t, m, g)
 				checkStages(t, m, g, slab, act, 1e-4)
 			})
@@ -287,22 +234,22 @@ func TestPi05ParityFP32(t *testing.T) {
 // scalar bf16 kernels are covered on an AVX-512 machine too).
 func TestPi05ParityBF16(t *testing.T) {
 	goldens := pi05Goldens(t)
-	isas := []string{""}
+	isas := []ISA{ISABest}
 	cpu := DetectCPU()
-	for _, isa := range []string{"avx512", "avx2", "scalar"} {
-		if isa != cpu.BestISA && (isa == "scalar" || (isa == "avx2" && cpu.AVX2 && cpu.FMA) || (isa == "avx512" && cpu.AVX512F)) {
+	for _, isa := range []ISA{ISAAVX512, ISAAVX2, ISAScalar} {
+		if string(isa) != cpu.BestISA && (isa == ISAScalar || (isa == ISAAVX2 && cpu.AVX2 && cpu.FMA) || (isa == ISAAVX512 && cpu.AVX512F)) {
 			isas = append(isas, isa)
 		}
 	}
 	for _, isa := range isas {
-		m := loadTiny(t, Pi05BF16, isa)
+		m := loadTiny(t, BF16, isa)
 		for _, g := range goldens {
-			t.Run(fmt.Sprintf("%s/%s", m.ISA(), g.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s", m.ISA(), g.Name), func(t *testing.T) {
 				_, act := runGolden(t, m, g)
-				if d := maxAbsDiff(act, g.actionsBF16); d > 2e-2 {
+				if d := maxAbsDiff(act, g.ActionsBF16); d > 2e-2 {
 					t.Errorf("actions: max |diff| %.3g > 2e-2 vs the bf16 reference", d)
 				} else {
-					t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.actions))
+					t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.Actions))
 				}
 			})
 		}
@@ -312,16 +259,16 @@ func TestPi05ParityBF16(t *testing.T) {
 // Batched EXPERT: three requests with their own slabs (different images, prompts, noise) in one
 // call equal the single-request calls, bit for bit with pack=false (PI05_EXPERT_PACK=0).
 func TestPi05ExpertBatch(t *testing.T) {
-	var base pi05Golden
+	var base golden.Case
 	for _, g := range pi05Goldens(t) {
-		if g.name == "c2_t50_h50_s5" {
+		if g.Name == "c2_t50_h50_s5" {
 			base = g
 		}
 	}
-	if base.name == "" {
+	if base.Name == "" {
 		t.Fatal("golden c2_t50_h50_s5 missing")
 	}
-	for _, prec := range []Pi05Precision{Pi05Ref, Pi05BF16} {
+	for _, prec := range []Precision{Ref, BF16} {
 		m := loadTiny(t, prec, "")
 		prog, err := m.NewProgram(presetFor(base, 4), 2)
 		if err != nil {
@@ -337,29 +284,29 @@ func TestPi05ExpertBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			img := append([]float32(nil), base.images...)
+			img := append([]float32(nil), base.Images...)
 			for i := range img {
 				img[i] *= 1 - 0.2*float32(r)
 			}
-			tok, mask := append([]int32(nil), base.tokens...), append([]bool(nil), base.tokMask...)
+			tok, mask := append([]int32(nil), base.Tokens...), append([]bool(nil), base.TokMask...)
 			for i := 0; i < 10*r; i++ { // request r drops its last 10r real tokens
 				mask[30-i] = false
 			}
-			if err := prog.Vision(s, img, base.camMask); err != nil {
+			if err := prog.Vision(s, img, base.CamMask); err != nil {
 				t.Fatal(err)
 			}
 			if err := prog.Prefix(s, tok, mask); err != nil {
 				t.Fatal(err)
 			}
 			slabs = append(slabs, s)
-			for _, v := range base.noise {
+			for _, v := range base.Noise {
 				noise = append(noise, v*(1+0.1*float32(r)))
 			}
 		}
-		per := base.horizon * m.Dims().ActionDim
+		per := base.Horizon * m.Dims().ActionDim
 		var single []float32
 		for r, s := range slabs {
-			a, err := prog.Expert(s, noise[r*per:(r+1)*per], base.horizon, base.steps)
+			a, err := prog.Expert(s, noise[r*per:(r+1)*per], base.Horizon, base.Steps)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -368,7 +315,7 @@ func TestPi05ExpertBatch(t *testing.T) {
 		if maxAbsDiff(single[:per], single[per:2*per]) == 0 {
 			t.Fatal("requests 0 and 1 gave the same actions: the test inputs do not differ")
 		}
-		exact, err := prog.ExpertBatch(slabs, noise, base.horizon, base.steps, false)
+		exact, err := prog.ExpertBatch(slabs, noise, base.Horizon, base.Steps, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,10 +333,10 @@ func TestPi05ExpertBatch(t *testing.T) {
 		if err := cp.CopyFrom(slabs[1]); err != nil {
 			t.Fatal(err)
 		}
-		if a, err := prog.Expert(cp, noise[per:2*per], base.horizon, base.steps); err != nil || maxAbsDiff(a, single[per:2*per]) != 0 {
+		if a, err := prog.Expert(cp, noise[per:2*per], base.Horizon, base.Steps); err != nil || maxAbsDiff(a, single[per:2*per]) != 0 {
 			t.Fatalf("%s: copied slab: err %v, max |diff| %.3g", prec, err, maxAbsDiff(a, single[per:2*per]))
 		}
-		packed, err := prog.ExpertBatch(slabs, noise, base.horizon, base.steps, true)
+		packed, err := prog.ExpertBatch(slabs, noise, base.Horizon, base.Steps, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,7 +350,7 @@ func TestPi05ExpertBatch(t *testing.T) {
 
 func TestPi05Errors(t *testing.T) {
 	d := tinyDims(t)
-	m, err := NewPi05Model(d, Pi05BF16, "")
+	m, err := NewPi05Model(d, BF16, ISABest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,21 +366,21 @@ func TestPi05Errors(t *testing.T) {
 	if err := m.Ready(); err == nil || !strings.Contains(err.Error(), "embeddings.patch_embedding.weight") {
 		t.Errorf("Ready on an empty model: %v, want the missing names", err)
 	}
-	if _, err := m.NewProgram(Pi05Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
+	if _, err := m.NewProgram(arch.Preset{Cams: 2, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
 		t.Error("a program of an incomplete model was created")
 	}
-	if (Pi05Preset{Cams: 2, TextBucket: 192, ActionRows: 64, MaxBatch: 1}).Valid() {
+	if Pi05PresetValid(arch.Preset{Cams: 2, TextBucket: 192, ActionRows: 64, MaxBatch: 1}) {
 		t.Error("bucket 192 is for one camera only")
 	}
-	if !(Pi05Preset{Cams: 4, TextBucket: 96, ActionRows: 32, MaxBatch: 8}).Valid() {
+	if !Pi05PresetValid(arch.Preset{Cams: 4, TextBucket: 96, ActionRows: 32, MaxBatch: 8}) {
 		t.Error("c4 bucket 96 is a preset")
 	}
 
-	tiny := loadTiny(t, Pi05BF16, "")
-	if _, err := tiny.NewProgram(Pi05Preset{Cams: 5, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
+	tiny := loadTiny(t, BF16, ISABest)
+	if _, err := tiny.NewProgram(arch.Preset{Cams: 5, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
 		t.Error("5 cameras accepted")
 	}
-	prog, err := tiny.NewProgram(Pi05Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 2}, 1)
+	prog, err := tiny.NewProgram(arch.Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 2}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +427,7 @@ func TestPi05Errors(t *testing.T) {
 	if _, err := prog.ExpertBatch([]*Pi05Slab{s, s, s}, make([]float32, 3*32*d.ActionDim), 32, 10, true); err == nil {
 		t.Error("batch of 3 in a program of 2 accepted")
 	}
-	other, err := tiny.NewProgram(Pi05Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 1}, 1)
+	other, err := tiny.NewProgram(arch.Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,13 +450,13 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var g pi05Golden
+	var g golden.Case
 	for _, c := range pi05Goldens(t) {
-		if c.name == "c3_mid_masked_t100_h20_s10" {
+		if c.Name == "c3_mid_masked_t100_h20_s10" {
 			g = c
 		}
 	}
-	load := func(prec Pi05Precision, set func(m *Pi05Model, name string, shape []int, vals []float32) error) []float32 {
+	load := func(prec Precision, set func(m *Pi05Model, name string, shape []int, vals []float32) error) []float32 {
 		m, err := NewPi05Model(tinyDims(t), prec, "")
 		if err != nil {
 			t.Fatal(err)
@@ -528,15 +475,15 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 		_, act := runGolden(t, m, g)
 		return act
 	}
-	fromBF16 := load(Pi05Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+	fromBF16 := load(Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
 		raw := make([]byte, 2*len(vals))
 		for i, v := range vals {
 			binary.LittleEndian.PutUint16(raw[2*i:], safetensors.Float32ToBF16(v))
 		}
-		_, err := m.SetTensor(name, "BF16", shape, raw)
+		_, err := m.SetTensor(name, DTypeBF16, shape, raw)
 		return err
 	})
-	fromRounded := load(Pi05Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+	fromRounded := load(Ref, func(m *Pi05Model, name string, shape []int, vals []float32) error {
 		r := make([]float32, len(vals))
 		for i, v := range vals {
 			r[i] = math.Float32frombits(uint32(safetensors.Float32ToBF16(v)) << 16)
@@ -549,15 +496,15 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 			t.Fatalf("BF16 checkpoint: action %d is %v, the same values as F32 give %v", i, fromBF16[i], fromRounded[i])
 		}
 	}
-	misaligned := load(Pi05F32, func(m *Pi05Model, name string, shape []int, vals []float32) error {
+	misaligned := load(FP32, func(m *Pi05Model, name string, shape []int, vals []float32) error {
 		buf := make([]byte, 4*len(vals)+1)
 		for i, v := range vals {
 			binary.LittleEndian.PutUint32(buf[1+4*i:], math.Float32bits(v))
 		}
-		_, err := m.SetTensor(name, "F32", shape, buf[1:])
+		_, err := m.SetTensor(name, DTypeF32, shape, buf[1:])
 		return err
 	})
-	if d := maxAbsDiff(misaligned, g.actions); d > 1e-4 {
+	if d := maxAbsDiff(misaligned, g.Actions); d > 1e-4 {
 		t.Errorf("misaligned F32 checkpoint (fast fp32 path, packed in place): max |diff| %.3g from the reference", d)
 	}
 }
@@ -565,20 +512,20 @@ func TestPi05CheckpointDTypes(t *testing.T) {
 // A program keeps the adaRMS modulations of the last step count: changing the count between calls
 // must give what a fresh program gives.
 func TestPi05StepCountChanges(t *testing.T) {
-	var g pi05Golden
+	var g golden.Case
 	for _, c := range pi05Goldens(t) {
-		if c.name == "c1_t20_h50_s10" {
+		if c.Name == "c1_t20_h50_s10" {
 			g = c
 		}
 	}
-	m := loadTiny(t, Pi05BF16, "")
+	m := loadTiny(t, BF16, ISABest)
 	slab, ten := runGolden(t, m, g) // 10 steps on a fresh program
 	prog := slab.p
-	five, err := prog.Expert(slab, g.noise, g.horizon, 5)
+	five, err := prog.Expert(slab, g.Noise, g.Horizon, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := prog.Expert(slab, g.noise, g.horizon, 10)
+	again, err := prog.Expert(slab, g.Noise, g.Horizon, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +533,7 @@ func TestPi05StepCountChanges(t *testing.T) {
 		t.Errorf("10 steps after 5: max |diff| %.3g from the first 10-step call", maxAbsDiff(again, ten))
 	}
 	g5 := g
-	g5.steps = 5
+	g5.Steps = 5
 	_, fresh5 := runGolden(t, m, g5)
 	if maxAbsDiff(five, fresh5) != 0 {
 		t.Errorf("5 steps after 10: max |diff| %.3g from a fresh program", maxAbsDiff(five, fresh5))
@@ -612,8 +559,8 @@ func TestPi05ExternalGolden(t *testing.T) {
 	}
 	defer f.Close()
 	d := configDims(t, filepath.Join(dir, "config.json"))
-	d.VisionLayers, d.Layers = countLayers(f.Names(), "vision_model.encoder.layers."), countLayers(f.Names(), "language_model.layers.")
-	for _, prec := range []Pi05Precision{Pi05F32, Pi05BF16} {
+	d.VLayers, d.LLayers = countLayers(f.Names(), "vision_model.encoder.layers."), countLayers(f.Names(), "language_model.layers.")
+	for _, prec := range []Precision{FP32, BF16} {
 		m, err := NewPi05Model(d, prec, "")
 		if err != nil {
 			t.Fatal(err)
@@ -624,14 +571,14 @@ func TestPi05ExternalGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := m.SetTensor(name, string(info.DType), info.Shape, raw); err != nil {
+			if _, err := m.SetTensor(name, DType(info.DType), info.Shape, raw); err != nil {
 				t.Fatal(err)
 			}
 		}
 		slab, act := runGolden(t, m, g)
-		if prec == Pi05F32 {
+		if prec == FP32 {
 			checkStages(t, m, g, slab, act, 1e-3)
-		} else if dd := maxAbsDiff(act, g.actionsBF16); dd > 2e-2 {
+		} else if dd := maxAbsDiff(act, g.ActionsBF16); dd > 2e-2 {
 			t.Errorf("bf16 actions: max |diff| %.3g > 2e-2", dd)
 		} else {
 			t.Logf("bf16 actions: max |diff| %.3g vs the bf16 reference", dd)

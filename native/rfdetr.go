@@ -9,7 +9,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"unsafe"
@@ -57,35 +56,13 @@ func RFDETRWeights() []WeightSpec {
 	return specs
 }
 
-// Precision selects the GEMM arithmetic of the RF-DETR program.
-type Precision string
-
-const (
-	// FP32 is the default: fp32 GEMMs, numerically faithful to PyTorch fp32.
-	FP32 Precision = "fp32"
-	// BF16 rounds GEMM operands to bf16 (fp32 accumulate); the rest is fp32.
-	BF16 Precision = "bf16"
-)
-
-// PrecisionFromEnv reads RFDETR_PRECISION (fp32 when unset or empty).
-func PrecisionFromEnv() (Precision, error) {
-	v := strings.TrimSpace(os.Getenv("RFDETR_PRECISION"))
-	switch Precision(v) {
-	case "", FP32:
-		return FP32, nil
-	case BF16:
-		return BF16, nil
-	}
-	return "", fmt.Errorf("RFDETR_PRECISION=%q: want fp32 or bf16", v)
-}
-
-// RFDETROptions configure LoadRFDETR.
+// RFDETROptions configure NewRFDETR.
 type RFDETROptions struct {
-	Precision Precision // "" means fp32
+	Precision Precision // FP32 (the default, "") or BF16
 	Threads   int       // <= 0: DefaultThreads()
-	// ISA forces a kernel family ("scalar", "avx2", "avx512", "avx512bf16");
-	// "" picks the best the CPU supports. For tests and triage.
-	ISA string
+	// ISA forces a kernel family (tests and triage); ISABest picks the best the CPU supports.
+	// ISAScalar is RF-DETR's reference path.
+	ISA ISA
 }
 
 // RFDETROutput is one forward's result.
@@ -110,7 +87,9 @@ const (
 	StageScore  RFDETRStage = C.RFDETR_STAGE_SCORE  // [1600] encoder score (best class logit) per token
 )
 
-// RFDETR is a loaded program: packed weights, scratch and a thread pool.
+// RFDETR is the program: packed weights, scratch and a thread pool. Load it with NewRFDETR, one
+// SetTensor per weight (in RFDETRWeights order: LayerScales are folded into the projections after
+// them), then Ready.
 type RFDETR struct {
 	mu        sync.Mutex
 	p         *C.rfdetr
@@ -118,18 +97,8 @@ type RFDETR struct {
 	threads   int
 }
 
-// LoadRFDETR packs the weights named by RFDETRWeights from tensors.
-// Names it does not need are ignored.
-func LoadRFDETR(tensors map[string]Tensor, opts RFDETROptions) (*RFDETR, error) {
-	return LoadRFDETRFunc(func(name string) (Tensor, bool) {
-		t, ok := tensors[name]
-		return t, ok
-	}, opts)
-}
-
-// LoadRFDETRFunc is LoadRFDETR with a lookup: each tensor is requested once,
-// packed, and not referenced after the lookup's next call.
-func LoadRFDETRFunc(lookup func(name string) (Tensor, bool), opts RFDETROptions) (*RFDETR, error) {
+// NewRFDETR creates an empty program.
+func NewRFDETR(opts RFDETROptions) (*RFDETR, error) {
 	prec := opts.Precision
 	if prec == "" {
 		prec = FP32
@@ -141,9 +110,9 @@ func LoadRFDETRFunc(lookup func(name string) (Tensor, bool), opts RFDETROptions)
 	case BF16:
 		cprec = C.RFDETR_BF16
 	default:
-		return nil, fmt.Errorf("rf-detr precision %q: want fp32 or bf16", prec)
+		return nil, fmt.Errorf("rf-detr precision %q: want fp32 or bf16 (the scalar ISA is its reference path)", prec)
 	}
-	isa, err := pickISA(opts.ISA)
+	isa, err := opts.ISA.code()
 	if err != nil {
 		return nil, err
 	}
@@ -151,12 +120,54 @@ func LoadRFDETRFunc(lookup func(name string) (Tensor, bool), opts RFDETROptions)
 	if p == nil {
 		return nil, errors.New("rf-detr: out of memory or cannot start threads")
 	}
-	errBuf := (*C.char)(C.malloc(512))
-	defer C.free(unsafe.Pointer(errBuf))
-	// One pass: every tensor is checked (all problems are reported together)
-	// and packed while no problem has been found yet.
+	return &RFDETR{p: p, precision: prec, threads: int(C.rfdetr_threads(p))}, nil
+}
+
+// SetTensor hands one checkpoint tensor (raw little-endian bytes of dtype F32 or BF16) to the
+// program under its rfdetr name; it is copied and packed at once. used is false for names that are
+// not weights of the program.
+func (m *RFDETR) SetTensor(name string, dtype DType, shape []int, raw []byte) (used bool, err error) {
+	dt, cshape, data, err := tensorArgs(name, dtype, shape, raw)
+	if err != nil {
+		return false, fmt.Errorf("rf-detr %w", err)
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	e := newCerr()
+	defer e.free()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch rc := C.rfdetr_set(m.p, cname, dt, &cshape[0], C.int(len(shape)), data, e.p, errLen); rc {
+	case 0:
+		return true, nil
+	case 1:
+		return false, nil
+	}
+	return false, fmt.Errorf("rf-detr weight %s", e)
+}
+
+// Ready finishes loading; it names the first weight not set.
+func (m *RFDETR) Ready() error {
+	e := newCerr()
+	defer e.free()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if C.rfdetr_finish(m.p, e.p, errLen) != 0 {
+		return fmt.Errorf("rf-detr: %s", e)
+	}
+	return nil
+}
+
+// LoadRFDETRFunc builds a program from a lookup: each weight of RFDETRWeights is requested once,
+// in order, handed over with SetTensor and not referenced after the lookup's next call. Every
+// missing or mis-shaped weight is reported, not just the first.
+func LoadRFDETRFunc(lookup func(name string) (Tensor, bool), opts RFDETROptions) (*RFDETR, error) {
+	m, err := NewRFDETR(opts)
+	if err != nil {
+		return nil, err
+	}
 	var problems []string
-	for i, s := range RFDETRWeights() {
+	for _, s := range RFDETRWeights() {
 		t, ok := lookup(s.Name)
 		if !ok {
 			problems = append(problems, fmt.Sprintf("%s: missing (want shape %v)", s.Name, s.Shape))
@@ -169,19 +180,20 @@ func LoadRFDETRFunc(lookup func(name string) (Tensor, bool), opts RFDETROptions)
 		if len(problems) > 0 {
 			continue
 		}
-		if C.rfdetr_set_weight(p, C.int(i), (*C.float)(unsafe.Pointer(&t.Data[0])), C.int(t.Shape[0]), errBuf, 512) != 0 {
-			problems = append(problems, fmt.Sprintf("%s: %s", s.Name, C.GoString(errBuf)))
+		if _, err := m.SetTensor(s.Name, DTypeF32, t.Shape, F32Bytes(t.Data)); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) == 0 {
+		if err := m.Ready(); err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	if len(problems) > 0 {
-		C.rfdetr_free(p)
+		m.Close()
 		return nil, fmt.Errorf("rf-detr weights: %d problem(s): %s", len(problems), strings.Join(problems, "; "))
 	}
-	if C.rfdetr_finish(p, errBuf, 512) != 0 {
-		C.rfdetr_free(p)
-		return nil, fmt.Errorf("rf-detr: %s", C.GoString(errBuf))
-	}
-	return &RFDETR{p: p, precision: prec, threads: int(C.rfdetr_threads(p))}, nil
+	return m, nil
 }
 
 func checkShape(s WeightSpec, t Tensor) error {
@@ -207,21 +219,6 @@ func checkShape(s WeightSpec, t Tensor) error {
 		return fmt.Errorf("%s: %d values for shape %v (want %d)", s.Name, len(t.Data), t.Shape, n)
 	}
 	return nil
-}
-
-func pickISA(name string) (C.tt_isa, error) {
-	if name == "" {
-		return C.tt_cpu_best_isa(), nil
-	}
-	for i := C.tt_isa(C.TT_ISA_SCALAR); i <= C.TT_ISA_AVX512BF16; i++ {
-		if C.GoString(C.tt_isa_name(i)) == name {
-			if C.tt_cpu_supports(i) == 0 {
-				return 0, fmt.Errorf("isa %s: not supported by this CPU", name)
-			}
-			return i, nil
-		}
-	}
-	return 0, fmt.Errorf("isa %q: want scalar, avx2, avx512 or avx512bf16", name)
 }
 
 // Forward runs the network once on pixels [3][560][560] (normalized CHW).

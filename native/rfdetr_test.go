@@ -64,19 +64,19 @@ func boxDist(a, b [4]float32) float64 {
 // The best kernels on three seeds, and the AVX2 fallback and the scalar
 // reference path (every kernel in plain C) of the whole forward on one.
 var rfParityCases = []struct {
-	isa   string
+	isa   ISA
 	seeds []int
-}{{"", []int{1, 2, 3}}, {"avx2", []int{1}}, {"scalar", []int{1}}}
+}{{ISABest, []int{1, 2, 3}}, {ISAAVX2, []int{1}}, {ISAScalar, []int{1}}}
 
 func TestRFDETRParityFP32(t *testing.T) {
 	for _, c := range rfParityCases {
 		for _, seed := range c.seeds {
-			name := c.isa
+			name := string(c.isa)
 			if name == "" {
 				name = "best"
 			}
 			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
-				if c.isa == "avx2" && !DetectCPU().AVX2 {
+				if c.isa == ISAAVX2 && !DetectCPU().AVX2 {
 					testenv.Skip(t, "this CPU has no AVX2")
 				}
 				rfParity(t, c.isa, seed)
@@ -85,7 +85,7 @@ func TestRFDETRParityFP32(t *testing.T) {
 	}
 }
 
-func rfParity(t *testing.T, isa string, seed int) {
+func rfParity(t *testing.T, isa ISA, seed int) {
 	g, err := readRFDETRGolden(seed)
 	if err != nil {
 		t.Fatal(err)
@@ -312,17 +312,104 @@ func TestRFDETRForwardRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestPrecisionFromEnv(t *testing.T) {
+func TestParsePrecision(t *testing.T) {
 	for _, c := range []struct {
-		env  string
-		want Precision
-		ok   bool
-	}{{"", FP32, true}, {"fp32", FP32, true}, {"bf16", BF16, true}, {"fp16", "", false}} {
-		t.Setenv("RFDETR_PRECISION", c.env)
-		got, err := PrecisionFromEnv()
+		value string
+		want  Precision
+		ok    bool
+	}{{"", FP32, true}, {"fp32", FP32, true}, {"bf16", BF16, true}, {"ref", "", false}, {"fp16", "", false}} {
+		got, err := ParsePrecision("RFDETR_PRECISION", c.value, FP32, FP32, BF16)
 		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("RFDETR_PRECISION=%q: got %q, %v", c.env, got, err)
+			t.Errorf("RFDETR_PRECISION=%q: got %q, %v", c.value, got, err)
 		}
+		if err != nil && !strings.Contains(err.Error(), "RFDETR_PRECISION") {
+			t.Errorf("error %q does not name the variable", err)
+		}
+	}
+}
+
+func TestParseISA(t *testing.T) {
+	if _, err := ParseISA("avx9"); err == nil || !strings.Contains(err.Error(), "avx9") {
+		t.Errorf("ParseISA(avx9) = %v, want an error naming it", err)
+	}
+	if isa, err := ParseISA("scalar"); err != nil || isa != ISAScalar {
+		t.Errorf("ParseISA(scalar) = %q, %v", isa, err)
+	}
+	if !DetectCPU().AVX512BF16 {
+		if _, err := ParseISA("avx512bf16"); err == nil || !strings.Contains(err.Error(), "not supported by this CPU") {
+			t.Errorf("ParseISA(avx512bf16) on a CPU without it = %v, want 'not supported by this CPU'", err)
+		}
+	}
+}
+
+// Loading by name: a BF16 tensor is widened (the same program as from its F32 values), names the
+// program does not use are ignored, a wrong shape is named with both shapes, and a projection a
+// LayerScale is folded into cannot be set before it.
+func TestRFDETRSetTensorByName(t *testing.T) {
+	spec, err := ReadRandomCheckpointSpec(rfCheckpointSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup := spec.Lookup(1)
+	m, err := NewRFDETR(RFDETROptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if used, err := m.SetTensor("mask_token", DTypeF32, []int{1}, F32Bytes([]float32{0})); used || err != nil {
+		t.Errorf("an unused name: used %v, err %v; want ignored", used, err)
+	}
+	const dense = "backbone.0.encoder.encoder.encoder.layer.0.attention.output.dense.weight"
+	d, _ := lookup(dense)
+	if _, err := m.SetTensor(dense, DTypeF32, d.Shape, F32Bytes(d.Data)); err == nil || !strings.Contains(err.Error(), "layer_scale1") {
+		t.Errorf("dense before its LayerScale: %v, want an error naming the LayerScale", err)
+	}
+	const fc1 = "backbone.0.encoder.encoder.encoder.layer.0.mlp.fc1.weight"
+	if _, err := m.SetTensor(fc1, DTypeF32, []int{1536, 383}, make([]byte, 4*1536*383)); err == nil ||
+		!strings.Contains(err.Error(), "shape [1536 383], want [1536 384]") {
+		t.Errorf("a mis-shaped tensor: %v, want both shapes named", err)
+	}
+	if err := m.Ready(); err == nil {
+		t.Error("Ready with no weights set: want an error naming the first missing weight")
+	}
+	// Every weight as BF16 bytes gives the same program as their bf16-rounded F32 values.
+	rounded, err := NewRFDETR(RFDETROptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rounded.Close()
+	for _, w := range RFDETRWeights() {
+		v, _ := lookup(w.Name)
+		half := make([]byte, 2*len(v.Data))
+		back := make([]float32, len(v.Data))
+		for i, x := range v.Data {
+			h := uint16(math.Float32bits(x) >> 16)
+			half[2*i], half[2*i+1] = byte(h), byte(h>>8)
+			back[i] = math.Float32frombits(uint32(h) << 16)
+		}
+		if _, err := m.SetTensor(w.Name, DTypeBF16, v.Shape, half); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rounded.SetTensor(w.Name, DTypeF32, v.Shape, F32Bytes(back)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []*RFDETR{m, rounded} {
+		if err := p.Ready(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pix := RandomTensor(spec.Pixels, 1).Data
+	a, err := m.Forward(pix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := rounded.Forward(pix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Logits != b.Logits || a.Boxes != b.Boxes {
+		t.Error("a program loaded from BF16 bytes differs from one loaded from the same values as F32")
 	}
 }
 

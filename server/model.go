@@ -1,5 +1,5 @@
 // Package server is the model server's HTTP layer, shared by every model:
-// /health, /info, /v1/models and /metrics, request serialisation, per-request
+// /health, /info, /v1/models and /metrics (api.Common), request serialisation, per-request
 // panic recovery, JSON errors in FastAPI's shape ({"detail": …}), graceful
 // shutdown. Each model plugs in through the Model interface from its own
 // route file (rfdetr_routes.go, …); this file and server.go know no model.
@@ -7,9 +7,12 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // Model is one servable model. The server calls Load once, in the
@@ -22,11 +25,13 @@ type Model interface {
 	Load(ctx context.Context, log *slog.Logger) error
 	// Device describes where inference runs; "" until loaded.
 	Device() string
-	// Info is the body of GET /info; it is called while starting too.
-	Info() any
+	// Info is the body of GET /info; it is called while starting too. The
+	// server adds "routes": the routes it answers.
+	Info() map[string]any
 	// ModelCards lists what GET /v1/models reports.
 	ModelCards() []ModelCard
-	// Routes are the model's own endpoints. Their handlers run only once the
+	// Routes are the model's own endpoints: a served model's come from its
+	// kind's route table (bindRoutes). Their handlers run only once the
 	// model is loaded, one request at a time across all model routes.
 	Routes() []Route
 	// Close releases the model at shutdown.
@@ -40,15 +45,52 @@ type ModelCard struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-// Route is one model endpoint.
+// Route is one model endpoint: its declaration in the route table (package
+// api) and the handler that serves it.
 type Route struct {
-	Method string // GET, POST, …
-	Path   string // exact path, e.g. /predict
-	// Name labels the route's metrics, e.g. "predict".
-	Name string
-	// Counts marks requests that count as predictions for the fault switch.
-	Counts  bool
-	Handler func(w http.ResponseWriter, r *http.Request, rec Recorder)
+	api.Route
+	Handler RouteHandler
+}
+
+// RouteHandler serves one model route; rec takes the request's stage times.
+type RouteHandler func(w http.ResponseWriter, r *http.Request, rec Recorder)
+
+// bindRoutes pairs every route of kind's table (api.ModelRoutes) with the
+// handler of the same name. A route without a handler, or a handler without
+// a route, is a programming error that would make the card and /info list
+// something the server does not serve (or hide something it does): it
+// panics, so any test that builds the model fails.
+func bindRoutes(kind string, handlers map[string]RouteHandler) []Route {
+	table, err := api.ModelRoutes(kind)
+	if err != nil {
+		panic(err)
+	}
+	routes, err := bind(table, handlers)
+	if err != nil {
+		panic(fmt.Sprintf("server: %s: %v", kind, err))
+	}
+	return routes
+}
+
+// bind pairs each route of table with handlers[route.Name]; every handler
+// must be used.
+func bind(table []api.Route, handlers map[string]RouteHandler) ([]Route, error) {
+	var routes []Route
+	used := map[string]bool{}
+	for _, r := range table {
+		h := handlers[r.Name]
+		if h == nil {
+			return nil, fmt.Errorf("route %s %s (%s) has no handler", r.Method, r.Path, r.Name)
+		}
+		used[r.Name] = true
+		routes = append(routes, Route{Route: r, Handler: h})
+	}
+	for name := range handlers {
+		if !used[name] {
+			return nil, fmt.Errorf("handler %q serves no route of the table", name)
+		}
+	}
+	return routes, nil
 }
 
 // Recorder lets a handler report where its time went (the stage histogram

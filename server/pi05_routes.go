@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/models/pi05"
-	"github.com/ttmodel/tt-model/native"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // PI05MaxBodyBytes bounds a pi0.5 request: four 640x480 frames as JSON arrays are about 15 MB.
@@ -25,8 +25,12 @@ const PI05MaxBodyBytes = 64 << 20
 
 // PI05Options configure the pi0.5 model behind the server.
 type PI05Options struct {
-	Getenv  func(string) string // os.Getenv in production: PI05_*, HF_MODEL, HF cache
-	Version string              // the server binary's version, reported by /info
+	Getenv func(string) string // os.Getenv in production: PI05_*, HF_MODEL, HF cache
+	// Build packs the weights (pi05native.Builder: the C megakernels).
+	Build pi05.Builder
+	// Precision names the kernels' arithmetic Build uses (PI05_PRECISION), for /info.
+	Precision string
+	Version   string // the server binary's version, reported by /info
 }
 
 // PI05 serves seed 000's pi0.5 API (POST /predict) and SGLang's action API
@@ -34,11 +38,11 @@ type PI05Options struct {
 type PI05 struct {
 	opts PI05Options
 	srv  pi05.ServerConfig
-	load pi05.LoadOptions
 	log  *slog.Logger
 
-	mu     sync.Mutex // guards policy and dir, which Load sets while /info reads
+	mu     sync.Mutex // guards policy, device and dir, which Load sets while /info reads
 	policy *pi05.Policy
+	device *pi05.Device
 	dir    string
 }
 
@@ -48,11 +52,7 @@ func NewPI05(opts PI05Options) (*PI05, error) {
 	if err != nil {
 		return nil, err
 	}
-	prec, err := native.ParsePi05Precision(opts.Getenv("PI05_PRECISION"))
-	if err != nil {
-		return nil, fmt.Errorf("PI05_PRECISION: %w", err)
-	}
-	return &PI05{opts: opts, srv: srv, load: pi05.LoadOptions{Precision: prec}, log: slog.Default()}, nil
+	return &PI05{opts: opts, srv: srv, log: slog.Default()}, nil
 }
 
 // Name is the served repository, as the seed's /health reports it.
@@ -69,26 +69,32 @@ func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 	m.mu.Lock()
 	m.dir = dir
 	m.mu.Unlock()
-	log.Info("loading pi05", "dir", dir, "precision", m.load.Precision.String(), "cameras", m.srv.NumImages,
+	log.Info("loading pi05", "dir", dir, "precision", m.opts.Precision, "cameras", m.srv.NumImages,
 		"horizon", m.srv.ActionHorizon, "steps", m.srv.NumSteps)
-	p, err := pi05.LoadPolicy(ctx, m.srv, dir, m.load, log)
+	p, err := pi05.LoadPolicy(ctx, m.srv, dir, m.opts.Build, log)
 	if err != nil {
 		return err
 	}
+	d, err := p.NewDevice(0, 1)
+	if err != nil {
+		p.Close()
+		return err
+	}
 	start := time.Now()
-	if err := warmup(ctx, p); err != nil {
+	if err := warmup(ctx, p, d); err != nil {
+		d.Close()
 		p.Close()
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	log.Info("warm-up complete", "seconds", time.Since(start).Seconds())
 	m.mu.Lock()
-	m.policy = p
+	m.policy, m.device = p, d
 	m.mu.Unlock()
 	return nil
 }
 
 // warmup runs one full request (all cameras, a short prompt, seeded noise).
-func warmup(ctx context.Context, p *pi05.Policy) error {
+func warmup(ctx context.Context, p *pi05.Policy, d *pi05.Device) error {
 	side := p.Dims.Image
 	frame := pi05.RGB{H: side, W: side, Pix: make([]uint8, 3*side*side)}
 	imgs := make([]pi05.RGB, p.Server.NumImages)
@@ -100,7 +106,7 @@ func warmup(ctx context.Context, p *pi05.Policy) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.Run(ctx, in)
+	_, err = d.Run(ctx, in)
 	return err
 }
 
@@ -112,16 +118,22 @@ func (m *PI05) current() (*pi05.Policy, string) {
 
 // Device describes where inference runs; "" until loaded.
 func (m *PI05) Device() string {
-	if p, _ := m.current(); p != nil {
-		return p.Device()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.policy == nil {
+		return ""
 	}
-	return ""
+	k := m.policy.Kernels()
+	return fmt.Sprintf("cpu (%s, %s, %d threads)", k.ISA, k.Precision, m.device.Threads())
 }
 
-// Close releases the policy.
+// Close releases the device and the policy.
 func (m *PI05) Close() error {
-	if p, _ := m.current(); p != nil {
-		p.Close()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.policy != nil {
+		m.device.Close()
+		m.policy.Close()
 	}
 	return nil
 }
@@ -139,7 +151,7 @@ func (m *PI05) ModelCards() []ModelCard {
 }
 
 // Info is the body of GET /info.
-func (m *PI05) Info() any {
+func (m *PI05) Info() map[string]any {
 	p, dir := m.current()
 	presets := []map[string]any{}
 	for _, b := range pi05.PromptBuckets(m.srv.NumImages) {
@@ -150,19 +162,18 @@ func (m *PI05) Info() any {
 		"status": "starting",
 		"config": map[string]any{
 			"PI05_NUM_IMAGES": m.srv.NumImages, "PI05_ACTION_HORIZON": m.srv.ActionHorizon,
-			"PI05_NUM_STEPS": m.srv.NumSteps, "PI05_TOKEN_LEN": nilIfZero(m.srv.TokenLen), "PI05_PRECISION": m.load.Precision.String(),
+			"PI05_NUM_STEPS": m.srv.NumSteps, "PI05_TOKEN_LEN": nilIfZero(m.srv.TokenLen), "PI05_PRECISION": m.opts.Precision,
 			"HF_MODEL": m.srv.HFModel, "TT_WEIGHTS_REVISION": nilIfEmpty(m.srv.Revision), "PI05_WEIGHTS_DIR": nilIfEmpty(m.srv.WeightsDir),
 		},
 		"presets":  presets,
 		"weights":  map[string]any{"dir": nilIfEmpty(dir), "revision": nilIfEmpty(m.srv.Revision)},
 		"hardware": "cpu",
-		"routes":   []string{"/health", "/info", "/v1/models", "/predict", "/v1/actions/generations", "/v1/actions/metadata"},
 		"server":   map[string]any{"name": "tt-model-server", "version": m.opts.Version},
 	}
 	if p != nil {
 		d := p.Dims
 		info["status"] = "ok"
-		info["device"] = p.Device()
+		info["device"] = m.Device()
 		info["dims"] = d
 		info["cameras"] = p.Config.Cameras()
 		info["action_dim"] = p.Config.ActionDim()
@@ -177,13 +188,11 @@ func (m *PI05) Info() any {
 	return info
 }
 
-// Routes are the model endpoints.
+// Routes binds the pi0.5 routes of the route table (api.ModelRoutes) to their handlers.
 func (m *PI05) Routes() []Route {
-	return []Route{
-		{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, Handler: m.predict},
-		{Method: http.MethodPost, Path: "/v1/actions/generations", Name: "actions_generations", Counts: true, Handler: m.generate},
-		{Method: http.MethodGet, Path: "/v1/actions/metadata", Name: "actions_metadata", Handler: m.metadata},
-	}
+	return bindRoutes(api.KindPI05, map[string]RouteHandler{
+		"predict": m.predict, "actions_generations": m.generate, "actions_metadata": m.metadata,
+	})
 }
 
 // apiError is an HTTP error with its status.
@@ -237,7 +246,10 @@ func (m *PI05) infer(ctx context.Context, start time.Time, req *pi05.Request, fi
 		return nil, &apiError{http.StatusBadRequest, err.Error()}
 	}
 	pre := time.Since(start)
-	res, err := runGuarded(ctx, p, prep)
+	m.mu.Lock()
+	d := m.device
+	m.mu.Unlock()
+	res, err := runGuarded(ctx, d, prep)
 	if err != nil {
 		var pe *PanicError
 		if errors.As(err, &pe) {
@@ -258,13 +270,13 @@ func (m *PI05) infer(ctx context.Context, start time.Time, req *pi05.Request, fi
 }
 
 // runGuarded turns a panic inside inference into an error so the request gets a 500.
-func runGuarded(ctx context.Context, p *pi05.Policy, in *pi05.Prepared) (res *pi05.Result, err error) {
+func runGuarded(ctx context.Context, d *pi05.Device, in *pi05.Prepared) (res *pi05.Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: string(debug.Stack())}
 		}
 	}()
-	return p.Run(ctx, in)
+	return d.Run(ctx, in)
 }
 
 func (inf *inference) inferenceTime() time.Duration {

@@ -14,6 +14,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/models/pi05/pi05native"
+	"github.com/ttmodel/tt-model/native"
 )
 
 // The tiny random pi0.5 checkpoint of the kernel tests and a SentencePiece model with fewer pieces
@@ -37,7 +40,8 @@ func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Serv
 	for k, v := range overrides {
 		env[k] = v
 	}
-	m, err := NewPI05(PI05Options{Getenv: func(k string) string { return env[k] }, Version: "test"})
+	m, err := NewPI05(PI05Options{Getenv: func(k string) string { return env[k] }, Version: "test",
+		Build: pi05native.Builder(pi05native.Options{Precision: native.FP32}), Precision: "fp32"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,9 +309,6 @@ func TestPI05StartupErrors(t *testing.T) {
 	}
 	if _, err := NewPI05(PI05Options{Getenv: env(map[string]string{"PI05_NUM_IMAGES": "7"})}); err == nil || !strings.Contains(err.Error(), "PI05_NUM_IMAGES") {
 		t.Errorf("PI05_NUM_IMAGES=7: %v", err)
-	}
-	if _, err := NewPI05(PI05Options{Getenv: env(map[string]string{"PI05_PRECISION": "fp8"})}); err == nil || !strings.Contains(err.Error(), "PI05_PRECISION") {
-		t.Errorf("PI05_PRECISION=fp8: %v", err)
 	}
 	m, err := NewPI05(PI05Options{Getenv: env(map[string]string{"PI05_TOKENIZER": "/nonexistent/tokenizer.model"})})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
 	"io"
 	"log/slog"
 	"math"
@@ -14,9 +13,10 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/models/rfdetr"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
-// RFDETRName is the display name of the RF-DETR model (seed 003).
+// RFDETRName is the display name of the RF-DETR model, as /health reports it.
 const RFDETRName = "RF-DETR-base"
 
 // RFDETROptions configure the RF-DETR model behind the server.
@@ -114,7 +114,7 @@ func (m *RFDETR) ModelCards() []ModelCard {
 	return []ModelCard{{ID: m.repo(), Object: "model", OwnedBy: "tt-model"}}
 }
 
-func (m *RFDETR) Info() any {
+func (m *RFDETR) Info() map[string]any {
 	m.mu.Lock()
 	src, det := m.source, m.det
 	m.mu.Unlock()
@@ -153,8 +153,9 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
+// Routes binds the RF-DETR routes of the route table (api.ModelRoutes) to their handlers.
 func (m *RFDETR) Routes() []Route {
-	return []Route{{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, Handler: m.predict}}
+	return bindRoutes(api.KindRFDETR, map[string]RouteHandler{"predict": m.predict})
 }
 
 type detectionJSON struct {
@@ -225,15 +226,20 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		return
 	}
 	req.Image = "" // let the collector free the base64 text while the forward runs
-	img, _, err := rfdetr.DecodeImage(data)
+	pic, err := rfdetr.DecodePicture(data)
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	decode := time.Since(t0)
 
-	res, err := detect(r.Context(), m.detector(), img, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
+	res, err := detect(r.Context(), m.detector(), pic, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
 	if err != nil {
+		var bad *rfdetr.BadImageError
+		if errors.As(err, &bad) { // a streamed PNG's pixel data was corrupt
+			writeDetail(w, http.StatusBadRequest, err.Error())
+			return
+		}
 		var p *PanicError
 		if errors.As(err, &p) {
 			m.log.Error("forward panicked", "panic", p.Error(), "stack", p.Stack)
@@ -254,7 +260,7 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		resp.Detections = append(resp.Detections, detectionJSON{Label: d.Label, LabelID: d.LabelID, Score: d.Score, Box: d.Box, BoxNorm: d.BoxNorm})
 	}
 	resp.NumDetections = len(resp.Detections)
-	resp.ImageSize.Width, resp.ImageSize.Height = img.Bounds().Dx(), img.Bounds().Dy()
+	resp.ImageSize.Width, resp.ImageSize.Height = pic.Width, pic.Height
 	if req.ReturnRaw {
 		if !finite(res.Logits) || !finite(res.Boxes) {
 			writeDetail(w, http.StatusInternalServerError, "inference failed: NonFiniteOutput: raw logits or boxes contain NaN or Inf")
@@ -275,13 +281,13 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 
 // detect runs the detector, turning a panic in the forward into an error so
 // the request is answered as an inference failure.
-func detect(ctx context.Context, det *rfdetr.Detector, img image.Image, opt rfdetr.Options) (res rfdetr.Result, err error) {
+func detect(ctx context.Context, det *rfdetr.Detector, pic *rfdetr.Picture, opt rfdetr.Options) (res rfdetr.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &rfdetr.InferenceError{Err: &PanicError{Value: p, Stack: string(debug.Stack())}}
 		}
 	}()
-	return det.Detect(ctx, img, opt)
+	return det.Detect(ctx, pic, opt)
 }
 
 // PanicError is a recovered panic.

@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/ttmodel/tt-model/models/rfdetr"
+
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // scriptedNetwork returns outputs fixed by the test, to check how the HTTP
@@ -289,13 +291,13 @@ func TestSelectModel(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{"rf-detr", nil, KindRFDETR, ""},
-		{"auto", map[string]string{"TT_RF_DETR_WEIGHTS": "/w"}, KindRFDETR, ""},
-		{"", map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}, KindRFDETR, ""},
-		{"", map[string]string{"HF_MODEL": "/hf/hub/models--Roboflow--rf-detr-base/snapshots/abc"}, KindRFDETR, ""},
-		{"", map[string]string{"HF_MODEL": "lerobot/pi05_base"}, KindPI05, ""},
-		{"pi0.5", nil, KindPI05, ""},
-		{"auto", map[string]string{"PI05_WEIGHTS_DIR": "/w"}, KindPI05, ""},
+		{"rf-detr", nil, api.KindRFDETR, ""},
+		{"auto", map[string]string{"TT_RF_DETR_WEIGHTS": "/w"}, api.KindRFDETR, ""},
+		{"", map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}, api.KindRFDETR, ""},
+		{"", map[string]string{"HF_MODEL": "/hf/hub/models--Roboflow--rf-detr-base/snapshots/abc"}, api.KindRFDETR, ""},
+		{"", map[string]string{"HF_MODEL": "lerobot/pi05_base"}, api.KindPI05, ""},
+		{"pi0.5", nil, api.KindPI05, ""},
+		{"auto", map[string]string{"PI05_WEIGHTS_DIR": "/w"}, api.KindPI05, ""},
 		{"", map[string]string{"HF_MODEL": "openai/whisper-small"}, "", "does not name a model this server knows"},
 		{"", nil, "", "no model to serve"},
 		{"yolo", nil, "", `--model "yolo"`},

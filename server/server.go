@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // ExitFault is the exit code of a device hang: the supervisor resets the
@@ -50,6 +52,8 @@ type Server struct {
 	metrics *metrics
 	handler http.Handler
 
+	table []api.Route // what routes() registered, in order
+
 	ready       atomic.Bool
 	exclusive   sync.Mutex // one model request at a time (the program has one set of buffers)
 	predictions atomic.Int64
@@ -76,42 +80,54 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Ready reports whether the model is loaded.
 func (s *Server) Ready() bool { return s.ready.Load() }
 
-// routes wires the common endpoints and the model's. Dispatch is by exact
-// path, then method, so unknown paths and wrong methods get JSON 404/405.
+// Routes are the routes this server answers, in the order it registered
+// them: api.Common, then the model's. GET /info lists them.
+func (s *Server) Routes() []api.Route { return append([]api.Route(nil), s.table...) }
+
+// routes builds the dispatch table from the common routes (api.Common, bound
+// here by name) and the model's. Dispatch is by exact path, then method, so
+// unknown paths and wrong methods get JSON 404/405. A route declared twice,
+// or a common route without a handler here, panics: the route table and the
+// server would disagree.
 func (s *Server) routes() http.Handler {
-	type entry struct {
-		methods map[string]http.HandlerFunc
-	}
-	table := map[string]*entry{}
-	add := func(method, path, name string, h http.HandlerFunc) {
-		e := table[path]
-		if e == nil {
-			e = &entry{methods: map[string]http.HandlerFunc{}}
-			table[path] = e
-		}
-		e.methods[method] = s.instrument(name, h)
-	}
-	add(http.MethodGet, "/health", "health", s.health)
-	add(http.MethodGet, "/info", "info", s.info)
-	add(http.MethodGet, "/v1/models", "models", s.models)
 	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
-	add(http.MethodGet, "/metrics", "metrics", metricsHandler.ServeHTTP)
+	common, err := bind(api.Common(), map[string]RouteHandler{
+		"health": s.health, "info": s.info, "models": s.models,
+		"metrics": func(w http.ResponseWriter, r *http.Request, _ Recorder) { metricsHandler.ServeHTTP(w, r) },
+	})
+	if err != nil {
+		panic("server: common routes: " + err.Error())
+	}
+	table := map[string]map[string]http.HandlerFunc{} // path -> method -> handler
+	add := func(r Route, h http.HandlerFunc) {
+		if table[r.Path] == nil {
+			table[r.Path] = map[string]http.HandlerFunc{}
+		}
+		if table[r.Path][r.Method] != nil {
+			panic(fmt.Sprintf("server: route %s %s declared twice", r.Method, r.Path))
+		}
+		table[r.Path][r.Method] = s.instrument(r.Name, h)
+		s.table = append(s.table, r.Route)
+	}
+	for _, r := range common {
+		add(r, func(w http.ResponseWriter, req *http.Request) { r.Handler(w, req, stageRecorder{s.metrics}) })
+	}
 	for _, r := range s.model.Routes() {
-		add(r.Method, r.Path, r.Name, s.modelRoute(r))
+		add(r, s.modelRoute(r))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e := table[r.URL.Path]
-		if e == nil {
+		methods := table[r.URL.Path]
+		if methods == nil {
 			writeDetail(w, http.StatusNotFound, "Not Found")
 			return
 		}
-		h := e.methods[r.Method]
+		h := methods[r.Method]
 		if h == nil && r.Method == http.MethodHead {
-			h = e.methods[http.MethodGet]
+			h = methods[http.MethodGet]
 		}
 		if h == nil {
-			allowed := make([]string, 0, len(e.methods))
-			for m := range e.methods {
+			allowed := make([]string, 0, len(methods))
+			for m := range methods {
 				allowed = append(allowed, m)
 			}
 			sort.Strings(allowed)
@@ -195,7 +211,7 @@ func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 	}
 }
 
-func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 	status, device := "starting", any(nil)
 	if s.ready.Load() {
 		status, device = "ok", s.model.Device()
@@ -203,11 +219,18 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": status, "model": s.model.Name(), "device": device})
 }
 
-func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.model.Info())
+// info is the model's Info with "routes": every route this server answers.
+func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ Recorder) {
+	info := s.model.Info()
+	routes := make([]map[string]string, 0, len(s.table))
+	for _, r := range s.table {
+		routes = append(routes, map[string]string{"method": r.Method, "path": r.Path, "what": r.What})
+	}
+	info["routes"] = routes
+	writeJSON(w, http.StatusOK, info)
 }
 
-func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) models(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": s.model.ModelCards()})
 }
 

@@ -14,7 +14,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ttmodel/tt-model/server/api"
 )
+
+// routesJSON is routes as GET /info lists them.
+func routesJSON(routes []api.Route) string {
+	var list []map[string]string
+	for _, r := range routes {
+		list = append(list, map[string]string{"method": r.Method, "path": r.Path, "what": r.What})
+	}
+	b, _ := json.Marshal(list)
+	return string(b)
+}
 
 // echoModel is a minimal Model for the server's own behaviour: its Load
 // waits for a signal, /echo answers with the request count, /boom panics.
@@ -35,15 +47,15 @@ func (m *echoModel) Load(ctx context.Context, _ *slog.Logger) error {
 	}
 	return m.loadErr
 }
-func (m *echoModel) Device() string { return "test device" }
-func (m *echoModel) Info() any      { return map[string]string{"model": "echo"} }
+func (m *echoModel) Device() string       { return "test device" }
+func (m *echoModel) Info() map[string]any { return map[string]any{"model": "echo"} }
 func (m *echoModel) ModelCards() []ModelCard {
 	return []ModelCard{{ID: "test/echo", Object: "model", OwnedBy: "tt-model"}}
 }
 func (m *echoModel) Close() error { m.closed.Store(true); return nil }
 func (m *echoModel) Routes() []Route {
 	return []Route{
-		{Method: http.MethodPost, Path: "/echo", Name: "echo", Counts: true, Handler: func(w http.ResponseWriter, r *http.Request, _ Recorder) {
+		{Route: api.Route{Method: http.MethodPost, Path: "/echo", Name: "echo", What: "answers ok", Counts: true}, Handler: func(w http.ResponseWriter, r *http.Request, _ Recorder) {
 			n := m.inFlight.Add(1)
 			if n > m.maxSeen.Load() {
 				m.maxSeen.Store(n)
@@ -52,7 +64,7 @@ func (m *echoModel) Routes() []Route {
 			m.inFlight.Add(-1)
 			writeJSON(w, http.StatusOK, map[string]string{"ok": "yes"})
 		}},
-		{Method: http.MethodPost, Path: "/boom", Name: "boom", Handler: func(http.ResponseWriter, *http.Request, Recorder) {
+		{Route: api.Route{Method: http.MethodPost, Path: "/boom", Name: "boom", What: "panics"}, Handler: func(http.ResponseWriter, *http.Request, Recorder) {
 			var m map[string]int
 			m["x"]++ // nil map write: a real runtime panic
 		}},
@@ -163,7 +175,8 @@ func TestRoutingPanicsAndSerialisation(t *testing.T) {
 		{"GET", "/echo", 405, `{"detail":"Method Not Allowed"}`},
 		{"POST", "/health", 405, `{"detail":"Method Not Allowed"}`},
 		{"POST", "/boom", 500, `{"detail":"internal error: assignment to entry in nil map"}`},
-		{"GET", "/info", 200, `{"model":"echo"}`},
+		{"GET", "/info", 200, `{"model":"echo","routes":` + routesJSON(append(api.Common(),
+			api.Route{Method: "POST", Path: "/echo", What: "answers ok"}, api.Route{Method: "POST", Path: "/boom", What: "panics"})) + `}`},
 	}
 	for _, c := range cases {
 		req, _ := http.NewRequest(c.method, ts.URL+c.path, strings.NewReader("{}"))

@@ -22,13 +22,12 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
 	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/server"
+	"github.com/ttmodel/tt-model/server/api"
 )
-
-// version is stamped by the builder (-ldflags "-X main.version=…").
-var version = "0.1.0"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -42,9 +41,20 @@ type config struct {
 	host, port, model string
 	kind, kindErr     string // resolved model, or why it could not be
 	precision         native.Precision
+	precisionVar      string // the variable precision came from
 	threads           int
 	faultAfter        int
 	logLevel          slog.Level
+}
+
+// precisionVars are each model's precision variable, default and choices.
+var precisionVars = map[string]struct {
+	name    string
+	def     native.Precision
+	allowed []native.Precision
+}{
+	api.KindRFDETR: {"RFDETR_PRECISION", native.FP32, []native.Precision{native.FP32, native.BF16}},
+	api.KindPI05:   {"PI05_PRECISION", native.BF16, []native.Precision{native.BF16, native.FP32, native.Ref}},
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -61,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	if *showVersion {
-		fmt.Fprintln(stdout, "tt-model-server", version)
+		fmt.Fprintln(stdout, "tt-model-server", version.Version)
 		return 0
 	}
 	if err := cfg.resolve(getenv, *level); err != nil {
@@ -97,13 +107,15 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 		c.kindErr = err.Error()
 	}
 	c.kind = kind
-	switch p := native.Precision(getenv("RFDETR_PRECISION")); p {
-	case "", native.FP32:
-		c.precision = native.FP32
-	case native.BF16:
-		c.precision = p
-	default:
-		return fmt.Errorf("RFDETR_PRECISION=%q: want fp32 or bf16", p)
+	// The served model's precision; before the model is known, every model's variable is checked.
+	for k, v := range precisionVars {
+		p, err := native.ParsePrecision(v.name, getenv(v.name), v.def, v.allowed...)
+		if err != nil {
+			return err
+		}
+		if k == kind {
+			c.precision, c.precisionVar = p, v.name
+		}
 	}
 	c.threads = native.DefaultThreads()
 	if v := getenv("TT_MODEL_FAULT_EXIT_AFTER"); v != "" {
@@ -125,10 +137,14 @@ func (c *config) print(w io.Writer) {
 	if model == "" {
 		model = "chosen at start (" + c.kindErr + ")"
 	}
-	fmt.Fprintf(w, "tt-model-server %s\n", version)
+	fmt.Fprintf(w, "tt-model-server %s\n", version.Version)
 	fmt.Fprintf(w, "model:     %s\n", model)
 	fmt.Fprintf(w, "listen:    %s\n", net.JoinHostPort(c.host, c.port))
-	fmt.Fprintf(w, "precision: %s (RFDETR_PRECISION)\n", c.precision)
+	if c.precisionVar != "" {
+		fmt.Fprintf(w, "precision: %s (%s)\n", c.precision, c.precisionVar)
+	} else {
+		fmt.Fprintln(w, "precision: chosen with the model")
+	}
 	fmt.Fprintf(w, "threads:   %d (TT_NUM_THREADS, else usable CPUs)\n", c.threads)
 	fmt.Fprintf(w, "cpu:       %s\n", native.DetectCPU())
 	fmt.Fprintln(w, "weights:   not opened (--verify)")
@@ -137,15 +153,15 @@ func (c *config) print(w io.Writer) {
 func serve(ctx context.Context, c config, getenv func(string) string, log *slog.Logger) int {
 	var m server.Model
 	switch c.kind {
-	case server.KindRFDETR:
+	case api.KindRFDETR:
 		m = server.NewRFDETR(server.RFDETROptions{
 			Getenv:  getenv,
 			Build:   rfdetrnative.Builder(native.RFDETROptions{Precision: c.precision, Threads: c.threads}),
 			Device:  c.device(),
-			Version: version,
+			Version: version.Version,
 		})
-	case server.KindPI05:
-		pm, err := pi05Model(getenv)
+	case api.KindPI05:
+		pm, err := pi05Model(getenv, c.precision)
 		if err != nil {
 			log.Error("pi05 settings", "err", err)
 			return 2

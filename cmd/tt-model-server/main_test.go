@@ -19,6 +19,8 @@ import (
 
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
+
+	"github.com/ttmodel/tt-model/internal/version"
 )
 
 func freePort(t *testing.T) string {
@@ -195,11 +197,15 @@ func TestFlags(t *testing.T) {
 		code int
 		out  string
 	}{
-		{[]string{"--version"}, nil, 0, "tt-model-server " + version},
+		{[]string{"--version"}, nil, 0, "tt-model-server " + version.Version},
 		{[]string{"--verify"}, map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}, 0, "model:     rf-detr"},
 		{[]string{"--verify"}, nil, 0, "weights:   not opened"},
 		{[]string{"--verify", "--model", "yolo"}, nil, 2, `--model "yolo"`},
 		{[]string{"--verify"}, map[string]string{"RFDETR_PRECISION": "int8"}, 2, "RFDETR_PRECISION"},
+		{[]string{"--verify"}, map[string]string{"PI05_PRECISION": "fp8"}, 2, "PI05_PRECISION"},
+		{[]string{"--verify", "--model", "pi05"}, map[string]string{"PI05_PRECISION": "fp32"}, 0, "precision: fp32 (PI05_PRECISION)"},
+		{[]string{"--verify", "--model", "pi05"}, nil, 0, "precision: bf16 (PI05_PRECISION)"},
+		{[]string{"--verify", "--model", "rf-detr"}, nil, 0, "precision: fp32 (RFDETR_PRECISION)"},
 		{[]string{"--port", "x"}, nil, 2, "--port"},
 		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT_EXIT_AFTER": "-1"}, 2, "TT_MODEL_FAULT_EXIT_AFTER"},
 		{[]string{}, nil, 2, "no model to serve"},

@@ -1,9 +1,19 @@
 package main
 
-import "github.com/ttmodel/tt-model/server"
+import (
+	"github.com/ttmodel/tt-model/internal/version"
+	"github.com/ttmodel/tt-model/models/pi05/pi05native"
+	"github.com/ttmodel/tt-model/native"
+	"github.com/ttmodel/tt-model/server"
+)
 
-// pi05Model builds the pi0.5 policy server from PI05_*, HF_MODEL, TT_WEIGHTS_REVISION and
-// PI05_PRECISION; a bad setting is an error naming the variable (exit 2).
-func pi05Model(getenv func(string) string) (server.Model, error) {
-	return server.NewPI05(server.PI05Options{Getenv: getenv, Version: version})
+// pi05Model builds the pi0.5 policy server from PI05_*, HF_MODEL and TT_WEIGHTS_REVISION, on the
+// native kernels at precision; a bad setting is an error naming the variable (exit 2).
+func pi05Model(getenv func(string) string, precision native.Precision) (server.Model, error) {
+	return server.NewPI05(server.PI05Options{
+		Getenv:    getenv,
+		Build:     pi05native.Builder(pi05native.Options{Precision: precision}),
+		Precision: string(precision),
+		Version:   version.Version,
+	})
 }

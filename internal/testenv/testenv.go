@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/engine"
+	"github.com/ttmodel/tt-model/internal/kubebin"
 )
 
 // RequireEnv names the requirements that must be present: a comma list of
@@ -38,6 +39,11 @@ var checks = map[string]func() error{
 	},
 	"python3-websockets": func() error {
 		return pythonImports("websockets")
+	},
+	// kube-apiserver and etcd, built by scripts/kube-apiserver.sh.
+	kubebin.Requirement: func() error {
+		_, err := kubebin.Dir()
+		return err
 	},
 }
 

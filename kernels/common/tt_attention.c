@@ -1,3 +1,5 @@
+/* tt_attention.c: tt_attention as two pool runs: pack K and V^T of every (batch, head) as GEMM
+ * weights, then one task per (batch, head, block of QB query rows) on per-thread score scratch. */
 #include "tt_attention.h"
 
 #include <stdint.h>
@@ -64,6 +66,9 @@ static void pack_task(void *arg, int task, int thread)
                      j->v + row0 * j->ld + h * s->hd, j->ld, 1, s->hd, s->seq);
 }
 
+/* One (batch b, head h, query rows [r0, r0 + rows)) task, rows <= QB, S = seq:
+ *   sc [rows][S] = Q_h K_h^T;  e = exp(scale sc - rowmax), sums = sum_j e   (tt_softmax_unnorm_rows)
+ *   out_h [rows][hd] = (e V_h) / sums */
 static void compute_task(void *arg, int task, int thread)
 {
     attn_job *j = arg;

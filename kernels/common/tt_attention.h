@@ -4,6 +4,7 @@
  * columns [h*hd, (h+1)*hd). The output uses the same layout with stride ldo.
  * No mask. The matmuls run through tt_gemm panels in `dtype` (bf16 rounds Q,
  * K, V and the probabilities; softmax is fp32 either way).
+ * Must not: allocate: the caller gives tt_attention_ws_bytes() of scratch.
  */
 #ifndef TT_ATTENTION_H
 #define TT_ATTENTION_H

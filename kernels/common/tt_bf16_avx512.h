@@ -1,6 +1,8 @@
 /* tt_bf16_avx512: fp32 -> bf16 rounding on AVX-512 lanes, bit-identical to
  * tt_f32_to_bf16 (round to nearest even, NaN kept a quiet NaN). Internal to
- * kernels/common: included by the .c files that vectorise conversions. */
+ * kernels/common: included by the .c files that vectorise conversions.
+ * Must not: round differently from tt_f32_to_bf16 (bf16_convert/avx512 and
+ * pack/avx512 check it bit for bit). */
 #ifndef TT_BF16_AVX512_H
 #define TT_BF16_AVX512_H
 

@@ -1,3 +1,5 @@
+/* tt_cpu.c: the CPU feature bits (cpuid through __builtin_cpu_supports), the isa each allows, and
+ * the TT_ISA cap. Must not: cache a decision in global state; every call asks again (cheap). */
 #include "tt_cpu.h"
 
 #include <stdlib.h>

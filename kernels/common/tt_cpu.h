@@ -3,6 +3,7 @@
  * Kernels are compiled for the baseline x86-64 ISA with per-function target
  * attributes; callers pick an implementation by tt_isa, never by #ifdef, so
  * one binary runs on any x86-64 machine and tests can force every path.
+ * Must not: be bypassed by -march flags: what ships is built for baseline x86-64.
  */
 #ifndef TT_CPU_H
 #define TT_CPU_H

@@ -1,3 +1,8 @@
+/* tt_gemm.c: the packed GEMM of tt_gemm.h: bf16 conversion, packing, the
+ * micro-kernels per isa (scalar reference, AVX2 strips, AVX-512 tiles, AVX-512
+ * BF16 vdpbf16ps tiles), the blocked driver, and the peak-FLOPS benchmark.
+ * Must not: change a kernel's summation order per isa without the self-test
+ * (gemm/<isa> against float64) and the models' parity tests agreeing. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #endif
@@ -419,6 +424,8 @@ static inline void prefetch_share(const char *next, long bytes, int part, int np
     for (long l = l0; l < l1; l++) __builtin_prefetch(next + l * 64, 0, 3);
 }
 
+/* C[m0:m1][panels p0:p1] (+)= A[m0:m1][0:k] . W^T + bias, then act: K in equal blocks of at most
+ * KC steps (a panel slice stays in L1), each block over every panel and row group of TT_MR rows. */
 void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc, int m0, int m1,
                    int p0, int p1, int flags)
 {
@@ -499,6 +506,8 @@ static void convert_task(void *arg, int task, int thread)
                     j->lda, m1 - m0, j->w->k);
 }
 
+/* C[m][n] (+)= A[m][k] . W^T + bias, act: (bf16: A rounded into ws first, in parallel) then tasks of
+ * MB rows x NB_PANELS panels on the pool, each a tt_gemm_block. */
 void tt_gemm(tt_pool *pool, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m,
              int flags, void *ws)
 {

@@ -7,6 +7,8 @@
  * Lanes past n and k past the end are zero, so kernels never branch on them.
  * A and C are row-major fp32 with arbitrary row strides. A bf16 GEMM rounds A
  * to bf16 (round to nearest even) and accumulates in fp32, like vdpbf16ps.
+ * Must not: allocate on the hot path: tt_gemm, tt_gemm_block, tt_mat_pack_into
+ * and tt_to_bf16_rows work in caller memory; only tt_mat_pack/alloc allocate.
  */
 #ifndef TT_GEMM_H
 #define TT_GEMM_H

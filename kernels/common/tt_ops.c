@@ -1,10 +1,17 @@
+/* tt_ops.c: the row operations of tt_ops.h. Each op has its scalar
+ * reference first, then its vector versions, then one dispatch function that
+ * picks by isa; tt_selftest.c holds each fast version to its reference. */
 #include "tt_ops.h"
 
 #include <immintrin.h>
 #include <math.h>
 
 #include "tt_bf16_avx512.h"
-#include "tt_exp_avx512.h"
+#include "tt_exp.h"
+
+#define TT_INV_SQRT2 0.70710678118654752f      /* 1/sqrt(2), exact-erf GELU */
+#define TT_SQRT_2_OVER_PI 0.7978845608028654f  /* sqrt(2/pi), GELU-tanh */
+#define TT_GELU_TANH_CUBIC 0.044715f           /* GELU-tanh's x^3 coefficient */
 
 /* ---------- scalar references ---------- */
 
@@ -13,7 +20,7 @@ static float act_scalar(tt_act act, float v)
     switch (act) {
     case TT_ACT_NONE: return v;
     case TT_ACT_RELU: return v > 0.0f ? v : 0.0f;
-    case TT_ACT_GELU: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case TT_ACT_GELU: return 0.5f * v * (1.0f + erff(v * TT_INV_SQRT2));
     case TT_ACT_SILU: return v / (1.0f + expf(-v));
     }
     return v;
@@ -59,20 +66,38 @@ static float softmax_unnorm_row_scalar(float *x, uint16_t *bf, int n, float scal
     return (float)s;
 }
 
+static float rms_inv_scalar(const float *x, int n, float eps)
+{
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
+static float gelu_tanh_scalar(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(TT_SQRT_2_OVER_PI * (x + TT_GELU_TANH_CUBIC * x * x * x)));
+}
+
 /* ---------- AVX-512 ---------- */
 
 /* erf(x) by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
  * erf(x) = 1 - (a1 t + ... + a5 t^5) e^{-x^2}, t = 1/(1 + p|x|), odd symmetry. */
+#define AS_P 0.3275911f
+#define AS_A1 0.254829592f
+#define AS_A2 (-0.284496736f)
+#define AS_A3 1.421413741f
+#define AS_A4 (-1.453152027f)
+#define AS_A5 1.061405429f
 TT_TARGET_AVX512 static inline __m512 erf512(__m512 x)
 {
     __m512 ax = _mm512_abs_ps(x);
     __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
-                             _mm512_fmadd_ps(ax, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
-    __m512 p = _mm512_set1_ps(1.061405429f);
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+                             _mm512_fmadd_ps(ax, _mm512_set1_ps(AS_P), _mm512_set1_ps(1.0f)));
+    __m512 p = _mm512_set1_ps(AS_A5);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(AS_A4));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(AS_A3));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(AS_A2));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(AS_A1));
     p = _mm512_mul_ps(p, t);
     __m512 e = tt_exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ax), ax));
     __m512 y = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
@@ -90,7 +115,7 @@ TT_TARGET_AVX512 static inline __m512 act512(tt_act act, __m512 v)
     case TT_ACT_GELU:
         return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v),
                              _mm512_add_ps(_mm512_set1_ps(1.0f),
-                                           erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)))));
+                                           erf512(_mm512_mul_ps(v, _mm512_set1_ps(TT_INV_SQRT2)))));
     case TT_ACT_SILU:
         return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f),
                                               tt_exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
@@ -183,6 +208,74 @@ TT_TARGET_AVX512 static void softmax_row_avx512(float *x, int n, float scale)
 }
 
 
+TT_TARGET_AVX512 static float rms_inv_avx512(const float *x, int n, float eps)
+{
+    __m512 acc = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        acc = _mm512_fmadd_ps(v, v, acc);
+    }
+    float ss = _mm512_reduce_add_ps(acc);
+    for (; i < n; i++) ss += x[i] * x[i];
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
+/* gelu_tanh(x) = x * sigmoid(2u) = x / (1 + e^{-2u}), u = sqrt(2/pi) (x + 0.044715 x^3). */
+TT_TARGET_AVX512 static inline __m512 gelu_tanh512(__m512 x)
+{
+    __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    __m512 u = _mm512_mul_ps(_mm512_set1_ps(TT_SQRT_2_OVER_PI),
+                             _mm512_fmadd_ps(_mm512_set1_ps(TT_GELU_TANH_CUBIC), x3, x));
+    __m512 e = tt_exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+TT_TARGET_AVX512 static void gelu_tanh_mul_avx512(float *g, const float *u, long n)
+{
+    long i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = gelu_tanh512(_mm512_loadu_ps(g + i));
+        if (u) v = _mm512_mul_ps(v, _mm512_loadu_ps(u + i));
+        _mm512_storeu_ps(g + i, v);
+    }
+    for (; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
+}
+
+/* ---------- AVX2 (the ops whose AVX2 machines would otherwise run scalar on a hot path) ---------- */
+
+TT_TARGET_AVX2 static float rms_inv_avx2(const float *x, int n, float eps)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float ss = _mm_cvtss_f32(h);
+    for (; i < n; i++) ss += x[i] * x[i];
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
+/* gelu_tanh512 on 8 lanes. */
+TT_TARGET_AVX2 static void gelu_tanh_mul_avx2(float *g, const float *u, long n)
+{
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        __m256 t = _mm256_mul_ps(_mm256_set1_ps(TT_SQRT_2_OVER_PI),
+                                 _mm256_fmadd_ps(_mm256_set1_ps(TT_GELU_TANH_CUBIC), x3, x));
+        __m256 e = tt_exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), t));
+        __m256 v = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+        if (u) v = _mm256_mul_ps(v, _mm256_loadu_ps(u + i));
+        _mm256_storeu_ps(g + i, v);
+    }
+    for (; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
+}
 /* ---------- dispatch ---------- */
 
 static int use512(tt_isa isa) { return isa >= TT_ISA_AVX512; }
@@ -231,6 +324,41 @@ void tt_layernorm(tt_pool *pool, tt_isa isa, const float *x, long ldx, float *y,
 {
     ln_job j = {isa, x, ldx, y, ldy, rows, n, 64, g, b, eps};
     tt_pool_run(pool, (rows + j.per - 1) / j.per, ln_task, &j);
+}
+
+float tt_rms_inv(tt_isa isa, const float *x, int n, float eps)
+{
+    if (isa >= TT_ISA_AVX512) return rms_inv_avx512(x, n, eps);
+    if (isa >= TT_ISA_AVX2) return rms_inv_avx2(x, n, eps);
+    return rms_inv_scalar(x, n, eps);
+}
+
+void tt_rmsnorm_rows(tt_isa isa, const float *x, long ldx, float *y, long ldy, int rows, int n,
+                     const float *w, float w_add, const float *shift, float eps)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + r * ldx;
+        float *yr = y + r * ldy;
+        float inv = tt_rms_inv(isa, xr, n, eps);
+        if (shift) {
+            for (int i = 0; i < n; i++) yr[i] = xr[i] * inv * (w_add + w[i]) + shift[i];
+        } else {
+            for (int i = 0; i < n; i++) yr[i] = xr[i] * inv * (w_add + w[i]);
+        }
+    }
+}
+
+void tt_gelu_tanh_mul(tt_isa isa, float *g, const float *u, long n)
+{
+    if (isa >= TT_ISA_AVX512) {
+        gelu_tanh_mul_avx512(g, u, n);
+        return;
+    }
+    if (isa >= TT_ISA_AVX2) {
+        gelu_tanh_mul_avx2(g, u, n);
+        return;
+    }
+    for (long i = 0; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
 }
 
 void tt_softmax_rows(tt_isa isa, float *x, long ldx, int rows, int n, float scale)

@@ -1,8 +1,14 @@
-/* tt_ops: row-wise fp32 operations (activations, LayerNorm, softmax).
+/* tt_ops: row-wise fp32 operations shared by the models: activations,
+ * LayerNorm, RMSNorm, GELU-tanh (with its GEGLU product) and softmax.
  *
- * Each has a scalar version (libm, the reference) and an AVX-512 version
- * (polynomial exp / erf, ~1e-7 relative), chosen by isa; AVX2 machines use
- * the scalar one. All work in place or out of place on rows with strides.
+ * Each has a scalar version (libm: the reference) and fast versions chosen by
+ * isa: AVX-512 for all, AVX2 for RMSNorm and GELU-tanh (the others fall back
+ * to scalar on AVX2). The vector exp/erf are polynomials (~1e-7 relative; see
+ * tt_exp.h). All work on rows with strides, in place or out of place.
+ *
+ * Must not: allocate, create threads (tt_layernorm uses the caller's pool),
+ * or know a model: model-specific wiring (Gemma's 1 + w, adaRMS modulation
+ * layout) is expressed through the arguments.
  */
 #ifndef TT_OPS_H
 #define TT_OPS_H
@@ -23,6 +29,20 @@ void tt_layernorm_rows(tt_isa isa, const float *x, long ldx, float *y, long ldy,
 /* The same, parallel over rows. */
 void tt_layernorm(tt_pool *pool, tt_isa isa, const float *x, long ldx, float *y, long ldy,
                   int rows, int n, const float *g, const float *b, float eps);
+
+/* 1 / sqrt(mean(x[0:n]^2) + eps): the scale of an RMSNorm row. */
+float tt_rms_inv(tt_isa isa, const float *x, int n, float eps);
+
+/* RMSNorm of rows [0, rows) over n columns:
+ *   y[r][i] = x[r][i] * tt_rms_inv(x[r]) * (w_add + w[i])  (+ shift[i] when shift != NULL)
+ * w_add = 1 for Gemma, whose checkpoints store the weight as w - 1; 0 for a
+ * plain RMSNorm. shift is the additive term of an adaptive (adaRMS) norm. */
+void tt_rmsnorm_rows(tt_isa isa, const float *x, long ldx, float *y, long ldy, int rows, int n,
+                     const float *w, float w_add, const float *shift, float eps);
+
+/* g[0:n] = gelu_tanh(g[0:n]) * u[0:n] (GEGLU), or gelu_tanh(g) alone when u is NULL:
+ *   gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void tt_gelu_tanh_mul(tt_isa isa, float *g, const float *u, long n);
 
 /* x[r][0:n] = softmax(scale * x[r][0:n]) for rows [0, rows). */
 void tt_softmax_rows(tt_isa isa, float *x, long ldx, int rows, int n, float scale);

@@ -1,3 +1,5 @@
+/* tt_pool.c: the persistent worker pool of tt_pool.h (pthreads, a job generation counter, dynamic
+ * task hand-out). Must not: create a thread or allocate in tt_pool_run: only create/destroy do. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif

@@ -4,6 +4,7 @@
  * a function applied to task indices 0..ntasks-1, handed out dynamically so
  * uneven tasks balance. The calling thread works too, so a pool of n threads
  * spawns n-1 workers. No allocation and no thread creation per job.
+ * Must not: know what a task computes: kernels hand it functions.
  */
 #ifndef TT_POOL_H
 #define TT_POOL_H

@@ -1,5 +1,13 @@
+/* tt_selftest.c: the self-tests of kernels/common, one (kernel, isa) case at
+ * a time: every fast version against its scalar reference or a float64
+ * reference, and the scalar references themselves against float64.
+ *
+ * Holds: test data generators, the float64 references, the case table.
+ * Must not: be linked into a hot path (it allocates freely), or report a case
+ * whose isa this CPU cannot run as passed: tt_selftest_run says SKIP. */
 #include "tt_selftest.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,9 +15,14 @@
 #include <string.h>
 
 #include "tt_attention.h"
+#include "tt_exp.h"
 #include "tt_gemm.h"
 #include "tt_ops.h"
 #include "tt_pool.h"
+
+/* The scale and eps the tests use, named as the kernels name theirs. */
+#define TEST_SOFTMAX_SCALE 0.125f /* 1/sqrt(64): an attention head of 64 */
+#define TEST_NORM_EPS 1e-6f
 
 /* xorshift32: deterministic test data in [-1, 1). */
 static float rnd(uint32_t *s)
@@ -37,10 +50,8 @@ static double act_ref(tt_act act, double v)
     return v;
 }
 
-static const tt_isa all_isas[] = {TT_ISA_SCALAR, TT_ISA_AVX2, TT_ISA_AVX512, TT_ISA_AVX512BF16};
-
 /* ---- GEMM against a float64 reference on the (bf16-rounded) operands ---- */
-static int test_gemm(char *msg, size_t len)
+static int test_gemm(tt_isa isa, char *msg, size_t len)
 {
     static const int shapes[][3] = {{1, 1, 1}, {13, 33, 7}, {25, 91, 384}, {100, 64, 101},
                                     {37, 130, 515}, {12, 32, 600}, {5, 4, 256}};
@@ -61,9 +72,7 @@ static int test_gemm(char *msg, size_t len)
         fill(bias, n, 3 + si, 0.5f);
         fill(c0, m * ldc, 4 + si, 1.0f);
         for (int dt = 0; dt < 2 && rc == 0; dt++) {
-            for (size_t ii = 0; ii < 4 && rc == 0; ii++) {
-                tt_isa isa = all_isas[ii];
-                if (!tt_cpu_supports(isa)) continue;
+            {
                 for (size_t fi = 0; fi < sizeof flagsets / sizeof flagsets[0] && rc == 0; fi++) {
                     int flags = flagsets[fi];
                     const float *bp = fi % 2 ? bias : NULL;
@@ -113,7 +122,9 @@ static int test_gemm(char *msg, size_t len)
     return rc;
 }
 
-static int test_bf16_convert(char *msg, size_t len)
+/* fp32 -> bf16 rows: the fast version bit for bit against the scalar one;
+ * the scalar one against a rounding tie and the zero pad. */
+static int test_bf16_convert(tt_isa isa, char *msg, size_t len)
 {
     enum { K = 77, R = 3 };
     float src[R * K];
@@ -123,24 +134,24 @@ static int test_bf16_convert(char *msg, size_t len)
     uint32_t snan = 0x7f800001u; /* a NaN whose rounding would carry into infinity */
     memcpy(&src[7], &snan, 4);
     tt_to_bf16_rows(TT_ISA_SCALAR, src, K, want, 80, R, K);
-    for (size_t ii = 1; ii < 4; ii++) {
-        if (!tt_cpu_supports(all_isas[ii])) continue;
-        memset(got, 0xff, sizeof got);
-        tt_to_bf16_rows(all_isas[ii], src, K, got, 80, R, K);
-        for (int r = 0; r < R; r++)
-            for (int i = 0; i <= K; i++)
-                if (got[r * 80 + i] != want[r * 80 + i])
-                    return snprintf(msg, len, "%s: row %d col %d %#x want %#x", tt_isa_name(all_isas[ii]), r, i,
-                                    got[r * 80 + i], want[r * 80 + i]),
-                           -1;
+    if (isa == TT_ISA_SCALAR) {
+        if (want[5] != 0x3f80 || want[K] != 0) return snprintf(msg, len, "scalar rounding/padding wrong"), -1;
+        return 0;
     }
-    if (want[5] != 0x3f80 || want[K] != 0) return snprintf(msg, len, "scalar rounding/padding wrong"), -1;
+    memset(got, 0xff, sizeof got);
+    tt_to_bf16_rows(isa, src, K, got, 80, R, K);
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i <= K; i++)
+            if (got[r * 80 + i] != want[r * 80 + i])
+                return snprintf(msg, len, "%s: row %d col %d %#x want %#x", tt_isa_name(isa), r, i, got[r * 80 + i],
+                                want[r * 80 + i]),
+                       -1;
     return 0;
 }
 
 /* The fast packers of tt_mat_pack_into against the generic one, bit for bit
  * (NaN and rounding ties included). */
-static int test_pack(char *msg, size_t len)
+static int test_pack(tt_isa isa, char *msg, size_t len)
 {
     static const int shapes[][2] = {{101, 64}, {64, 101}, {37, 7}, {33, 1}, {1, 33}, {70, 515}};
     enum { LD = 530 };
@@ -158,17 +169,14 @@ static int test_pack(char *msg, size_t len)
                 unsigned char *got = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
                 tt_mat mw, mg;
                 tt_mat_pack_into(&mw, want, (tt_dtype)dt, TT_ISA_SCALAR, src, LD, trans, n, k);
-                for (size_t ii = 1; ii < 4 && rc == 0; ii++) {
-                    if (!tt_cpu_supports(all_isas[ii])) continue;
-                    memset(got, 0xab, bytes);
-                    tt_mat_pack_into(&mg, got, (tt_dtype)dt, all_isas[ii], src, LD, trans, n, k);
-                    for (size_t b = 0; b < bytes && rc == 0; b++)
-                        if (got[b] != want[b]) {
-                            snprintf(msg, len, "pack %s %s trans=%d n=%d k=%d: byte %zu is %#x, want %#x", dt ? "bf16" : "f32",
-                                     tt_isa_name(all_isas[ii]), trans, n, k, b, got[b], want[b]);
-                            rc = -1;
-                        }
-                }
+                memset(got, 0xab, bytes);
+                tt_mat_pack_into(&mg, got, (tt_dtype)dt, isa, src, LD, trans, n, k);
+                for (size_t b = 0; b < bytes && rc == 0; b++)
+                    if (got[b] != want[b]) {
+                        snprintf(msg, len, "pack %s %s trans=%d n=%d k=%d: byte %zu is %#x, want %#x", dt ? "bf16" : "f32",
+                                 tt_isa_name(isa), trans, n, k, b, got[b], want[b]);
+                        rc = -1;
+                    }
                 free(want), free(got);
             }
         }
@@ -177,29 +185,25 @@ static int test_pack(char *msg, size_t len)
     return rc;
 }
 
-static int test_act(char *msg, size_t len)
+static int test_act(tt_isa isa, char *msg, size_t len)
 {
     enum { N = 1003 };
     float x[N], y[N];
     for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * i / (N - 1);
     for (int act = TT_ACT_RELU; act <= TT_ACT_SILU; act++) {
-        for (size_t ii = 0; ii < 4; ii++) {
-            if (!tt_cpu_supports(all_isas[ii])) continue;
-            memcpy(y, x, sizeof x);
-            tt_act_inplace(all_isas[ii], (tt_act)act, y, N);
-            for (int i = 0; i < N; i++) {
-                double want = act_ref((tt_act)act, x[i]);
-                if (!(fabs(y[i] - want) <= 1e-6 * fmax(1.0, fabs(x[i]))))
-                    return snprintf(msg, len, "act %d %s x=%g got %g want %g", act, tt_isa_name(all_isas[ii]),
-                                    x[i], y[i], want),
-                           -1;
-            }
+        memcpy(y, x, sizeof x);
+        tt_act_inplace(isa, (tt_act)act, y, N);
+        for (int i = 0; i < N; i++) {
+            double want = act_ref((tt_act)act, x[i]);
+            if (!(fabs(y[i] - want) <= 1e-6 * fmax(1.0, fabs(x[i]))))
+                return snprintf(msg, len, "act %d %s x=%g got %g want %g", act, tt_isa_name(isa), x[i], y[i], want),
+                       -1;
         }
     }
     return 0;
 }
 
-static int test_layernorm(char *msg, size_t len)
+static int test_layernorm(tt_isa isa, char *msg, size_t len)
 {
     enum { R = 5, LD = 400 };
     static const int widths[] = {7, 128, 256, 384, 391};
@@ -210,29 +214,26 @@ static int test_layernorm(char *msg, size_t len)
     for (int r = 0; r < R; r++) x[r * LD] += 50.0f; /* a large mean */
     for (size_t wi = 0; wi < 5; wi++) {
         int n = widths[wi];
-        for (size_t ii = 0; ii < 4; ii++) {
-            if (!tt_cpu_supports(all_isas[ii])) continue;
-            tt_layernorm_rows(all_isas[ii], x, LD, y, LD, R, n, g, b, 1e-6f);
-            for (int r = 0; r < R; r++) {
-                double mean = 0, var = 0;
-                for (int i = 0; i < n; i++) mean += x[r * LD + i];
-                mean /= n;
-                for (int i = 0; i < n; i++) var += (x[r * LD + i] - mean) * (x[r * LD + i] - mean);
-                var /= n;
-                for (int i = 0; i < n; i++) {
-                    double want = (x[r * LD + i] - mean) / sqrt(var + 1e-6) * g[i] + b[i];
-                    if (!(fabs(y[r * LD + i] - want) <= 1e-5 * (1 + fabs(want))))
-                        return snprintf(msg, len, "layernorm %s n=%d [%d][%d] %g want %g", tt_isa_name(all_isas[ii]),
-                                        n, r, i, y[r * LD + i], want),
-                               -1;
-                }
+        tt_layernorm_rows(isa, x, LD, y, LD, R, n, g, b, TEST_NORM_EPS);
+        for (int r = 0; r < R; r++) {
+            double mean = 0, var = 0;
+            for (int i = 0; i < n; i++) mean += x[r * LD + i];
+            mean /= n;
+            for (int i = 0; i < n; i++) var += (x[r * LD + i] - mean) * (x[r * LD + i] - mean);
+            var /= n;
+            for (int i = 0; i < n; i++) {
+                double want = (x[r * LD + i] - mean) / sqrt(var + (double)TEST_NORM_EPS) * g[i] + b[i];
+                if (!(fabs(y[r * LD + i] - want) <= 1e-5 * (1 + fabs(want))))
+                    return snprintf(msg, len, "layernorm %s n=%d [%d][%d] %g want %g", tt_isa_name(isa), n, r, i,
+                                    y[r * LD + i], want),
+                           -1;
             }
         }
     }
     return 0;
 }
 
-static int test_softmax(char *msg, size_t len)
+static int test_softmax(tt_isa isa, char *msg, size_t len)
 {
     enum { R = 4, LD = 1700 };
     static const int widths[] = {1, 2, 17, 101, 300, 1616};
@@ -241,18 +242,17 @@ static int test_softmax(char *msg, size_t len)
     int rc = 0;
     for (size_t wi = 0; wi < 6 && rc == 0; wi++) {
         int n = widths[wi];
-        for (size_t ii = 0; ii < 4 && rc == 0; ii++) {
-            if (!tt_cpu_supports(all_isas[ii])) continue;
+        {
             memcpy(y, x, sizeof(float) * R * LD);
-            tt_softmax_rows(all_isas[ii], y, LD, R, n, 0.125f);
+            tt_softmax_rows(isa, y, LD, R, n, TEST_SOFTMAX_SCALE);
             for (int r = 0; r < R && rc == 0; r++) {
                 double mx = -1e30, s = 0;
-                for (int i = 0; i < n; i++) mx = fmax(mx, x[r * LD + i] * 0.125);
-                for (int i = 0; i < n; i++) s += exp(x[r * LD + i] * 0.125 - mx);
+                for (int i = 0; i < n; i++) mx = fmax(mx, x[r * LD + i] * (double)TEST_SOFTMAX_SCALE);
+                for (int i = 0; i < n; i++) s += exp(x[r * LD + i] * (double)TEST_SOFTMAX_SCALE - mx);
                 for (int i = 0; i < n && rc == 0; i++) {
-                    double want = exp(x[r * LD + i] * 0.125 - mx) / s;
+                    double want = exp(x[r * LD + i] * (double)TEST_SOFTMAX_SCALE - mx) / s;
                     if (!(fabs(y[r * LD + i] - want) <= 1e-6 * want + 1e-9)) {
-                        snprintf(msg, len, "softmax %s n=%d [%d][%d] %g want %g", tt_isa_name(all_isas[ii]), n, r, i,
+                        snprintf(msg, len, "softmax %s n=%d [%d][%d] %g want %g", tt_isa_name(isa), n, r, i,
                                  y[r * LD + i], want);
                         rc = -1;
                     }
@@ -266,32 +266,31 @@ static int test_softmax(char *msg, size_t len)
     float sums[R];
     for (size_t wi = 0; wi < 6 && rc == 0; wi++) {
         int n = widths[wi];
-        for (size_t ii = 0; ii < 4 && rc == 0; ii++) {
-            if (!tt_cpu_supports(all_isas[ii])) continue;
+        {
             memcpy(y, x, sizeof(float) * R * LD);
-            tt_softmax_unnorm_rows(all_isas[ii], y, LD, NULL, 0, R, n, 0.125f, sums);
+            tt_softmax_unnorm_rows(isa, y, LD, NULL, 0, R, n, TEST_SOFTMAX_SCALE, sums);
             memset(bf, 0xff, sizeof(uint16_t) * R * LD);
             float sums2[R];
-            tt_softmax_unnorm_rows(all_isas[ii], x, LD, bf, LD, R, n, 0.125f, sums2);
+            tt_softmax_unnorm_rows(isa, x, LD, bf, LD, R, n, TEST_SOFTMAX_SCALE, sums2);
             for (int r = 0; r < R && rc == 0; r++) {
                 double mx = -1e30, s = 0;
-                for (int i = 0; i < n; i++) mx = fmax(mx, x[r * LD + i] * 0.125);
-                for (int i = 0; i < n; i++) s += exp(x[r * LD + i] * 0.125 - mx);
+                for (int i = 0; i < n; i++) mx = fmax(mx, x[r * LD + i] * (double)TEST_SOFTMAX_SCALE);
+                for (int i = 0; i < n; i++) s += exp(x[r * LD + i] * (double)TEST_SOFTMAX_SCALE - mx);
                 if (sums2[r] != sums[r]) {
-                    snprintf(msg, len, "softmax_unnorm %s n=%d row %d: sums differ with bf16 output", tt_isa_name(all_isas[ii]), n, r);
+                    snprintf(msg, len, "softmax_unnorm %s n=%d row %d: sums differ with bf16 output", tt_isa_name(isa), n, r);
                     rc = -1;
                 }
                 for (int i = 0; i < n && rc == 0; i++) {
-                    double want = exp(x[r * LD + i] * 0.125 - mx) / s;
+                    double want = exp(x[r * LD + i] * (double)TEST_SOFTMAX_SCALE - mx) / s;
                     if (!(fabs(y[r * LD + i] / sums[r] - want) <= 1e-6 * want + 1e-9) ||
                         bf[r * LD + i] != tt_f32_to_bf16(y[r * LD + i])) {
-                        snprintf(msg, len, "softmax_unnorm %s n=%d [%d][%d] %g (bf16 %#x) want %g", tt_isa_name(all_isas[ii]),
+                        snprintf(msg, len, "softmax_unnorm %s n=%d [%d][%d] %g (bf16 %#x) want %g", tt_isa_name(isa),
                                  n, r, i, y[r * LD + i] / sums[r], bf[r * LD + i], want);
                         rc = -1;
                     }
                 }
                 if (rc == 0 && (n & 1) && bf[r * LD + n] != 0) {
-                    snprintf(msg, len, "softmax_unnorm %s n=%d: no zero pad after an odd row", tt_isa_name(all_isas[ii]), n);
+                    snprintf(msg, len, "softmax_unnorm %s n=%d: no zero pad after an odd row", tt_isa_name(isa), n);
                     rc = -1;
                 }
             }
@@ -303,7 +302,7 @@ static int test_softmax(char *msg, size_t len)
 }
 
 /* Attention of every ISA against float64 math on the same operands. */
-static int test_attention(char *msg, size_t len)
+static int test_attention(tt_isa isa, char *msg, size_t len)
 {
     static const int cases[][4] = {{2, 37, 3, 16}, {3, 101, 2, 64}, {1, 300, 1, 32}};
     tt_pool *pool = tt_pool_create(2);
@@ -336,9 +335,8 @@ static int test_attention(char *msg, size_t len)
                             want[((long)b * S + i) * ldo + h * D + d] = o;
                         }
                     }
-            for (size_t ii = 0; ii < 4 && rc == 0; ii++) {
-                if (!tt_cpu_supports(all_isas[ii])) continue;
-                tt_attn_shape sh = {B, S, H, D, tt_pool_threads(pool), (tt_dtype)dt, all_isas[ii]};
+            {
+                tt_attn_shape sh = {B, S, H, D, tt_pool_threads(pool), (tt_dtype)dt, isa};
                 void *ws = aligned_alloc(64, (tt_attention_ws_bytes(&sh) + 63) & ~(size_t)63);
                 tt_attention(pool, &sh, qkv, qkv + H * D, qkv + 2 * H * D, ld, out, ldo, scale, ws);
                 double tol = dt == TT_F32 ? 2e-5 : 2e-2; /* bf16 rounds q, k, v and p */
@@ -346,7 +344,7 @@ static int test_attention(char *msg, size_t len)
                     for (int c = 0; c < H * D && rc == 0; c++)
                         if (!(fabs(out[r * ldo + c] - want[r * ldo + c]) <= tol)) {
                             snprintf(msg, len, "attention %s %s B=%d S=%d H=%d D=%d out[%ld][%d]=%g want %g",
-                                     dt ? "bf16" : "f32", tt_isa_name(all_isas[ii]), B, S, H, D, r, c, out[r * ldo + c],
+                                     dt ? "bf16" : "f32", tt_isa_name(isa), B, S, H, D, r, c, out[r * ldo + c],
                                      want[r * ldo + c]);
                             rc = -1;
                         }
@@ -372,8 +370,9 @@ static void probe_task(void *arg, int task, int thread)
     if (thread < 0 || thread >= pp->nthreads) __atomic_store_n(pp->bad_thread, 1, __ATOMIC_RELAXED);
 }
 
-static int test_pool(char *msg, size_t len)
+static int test_pool(tt_isa isa, char *msg, size_t len)
 {
+    (void)isa;
     enum { TASKS = 257, JOBS = 2000 };
     for (int nt = 1; nt <= 4; nt++) {
         tt_pool *pool = tt_pool_create(nt);
@@ -392,21 +391,178 @@ static int test_pool(char *msg, size_t len)
     return 0;
 }
 
-typedef int (*test_fn)(char *, size_t);
+/* RMSNorm against float64, for a plain weight (w_add 0), Gemma's 1 + w, and
+ * the adaRMS shift. */
+static int test_rmsnorm(tt_isa isa, char *msg, size_t len)
+{
+    enum { R = 4, LD = 1040 };
+    static const int widths[] = {7, 128, 1024, 1031};
+    static float x[R * LD], w[LD], shift[LD], y[R * LD];
+    fill(x, R * LD, 51, 3.0f);
+    fill(w, LD, 52, 1.0f);
+    fill(shift, LD, 53, 1.0f);
+    for (int r = 0; r < R; r++) x[r * LD + 3] += 40.0f; /* one large value */
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        int n = widths[wi];
+        for (int variant = 0; variant < 3; variant++) {
+            float w_add = variant == 0 ? 0.0f : 1.0f;
+            const float *sh = variant == 2 ? shift : NULL;
+            tt_rmsnorm_rows(isa, x, LD, y, LD, R, n, w, w_add, sh, TEST_NORM_EPS);
+            for (int r = 0; r < R; r++) {
+                double ss = 0;
+                for (int i = 0; i < n; i++) ss += (double)x[r * LD + i] * x[r * LD + i];
+                double inv = 1.0 / sqrt(ss / n + (double)TEST_NORM_EPS);
+                for (int i = 0; i < n; i++) {
+                    double want = x[r * LD + i] * inv * (w_add + (double)w[i]) + (sh ? sh[i] : 0.0);
+                    if (!(fabs(y[r * LD + i] - want) <= 1e-5 * (1 + fabs(want))))
+                        return snprintf(msg, len, "rmsnorm %s n=%d w_add=%g shift=%d [%d][%d] %g want %g",
+                                        tt_isa_name(isa), n, w_add, sh != NULL, r, i, y[r * LD + i], want),
+                               -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* GELU-tanh, alone and times a second operand (GEGLU), against float64. */
+static int test_gelu_tanh(tt_isa isa, char *msg, size_t len)
+{
+    enum { N = 1003 };
+    static float x[N], u[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * i / (N - 1);
+    fill(u, N, 61, 2.0f);
+    for (int with_u = 0; with_u < 2; with_u++) {
+        memcpy(y, x, sizeof x);
+        tt_gelu_tanh_mul(isa, y, with_u ? u : NULL, N);
+        for (int i = 0; i < N; i++) {
+            double v = x[i];
+            double want = 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))) * (with_u ? u[i] : 1.0);
+            if (!(fabs(y[i] - want) <= 1e-6 * fmax(1.0, fabs(x[i]))))
+                return snprintf(msg, len, "gelu_tanh %s u=%d x=%g got %g want %g", tt_isa_name(isa), with_u, x[i],
+                                y[i], want),
+                       -1;
+        }
+    }
+    return 0;
+}
+
+enum { EXP_N = 4096 };
+
+TT_TARGET_AVX512 static void exp_rows512(const float *x, float *y)
+{
+    for (int i = 0; i < EXP_N; i += 16) _mm512_storeu_ps(y + i, tt_exp512(_mm512_loadu_ps(x + i)));
+}
+
+TT_TARGET_AVX2 static void exp_rows256(const float *x, float *y)
+{
+    for (int i = 0; i < EXP_N; i += 8) _mm256_storeu_ps(y + i, tt_exp256(_mm256_loadu_ps(x + i)));
+}
+
+/* The vector exps against float64 exp of the clamped argument, over
+ * [-100, 100] (the clamps included). The AVX2 one must also equal the
+ * AVX-512 one bit for bit where this CPU can run both: same clamps, same
+ * polynomial, exact power-of-two scaling. */
+static int test_exp(tt_isa isa, char *msg, size_t len)
+{
+    static float x[EXP_N], y[EXP_N], y512[EXP_N];
+    for (int i = 0; i < EXP_N; i++) x[i] = -100.0f + 200.0f * i / (EXP_N - 1);
+    x[0] = TT_EXP_MIN, x[1] = TT_EXP_MAX, x[2] = 0.0f, x[3] = -0.0f;
+    if (isa == TT_ISA_AVX2) exp_rows256(x, y);
+    else exp_rows512(x, y);
+    for (int i = 0; i < EXP_N; i++) {
+        double c = fmin(fmax(x[i], (double)TT_EXP_MIN), (double)TT_EXP_MAX);
+        double want = exp(c);
+        if (!(fabs(y[i] - want) <= 3e-7 * want))
+            return snprintf(msg, len, "exp %s x=%.9g got %.9g want %.9g", tt_isa_name(isa), x[i], y[i], want), -1;
+    }
+    if (isa == TT_ISA_AVX2 && tt_cpu_supports(TT_ISA_AVX512)) {
+        exp_rows512(x, y512);
+        for (int i = 0; i < EXP_N; i++)
+            if (memcmp(&y[i], &y512[i], sizeof(float)) != 0)
+                return snprintf(msg, len, "exp avx2 x=%.9g is %.9g, avx512 gives %.9g", x[i], y[i], y512[i]), -1;
+    }
+    return 0;
+}
+
+/* ---- the case table ---- */
+
+typedef int (*test_fn)(tt_isa isa, char *, size_t);
+
+/* The isas a test covers: those with their own implementation of the kernel
+ * (an isa that runs another one's code adds no case). NO_ISA: one case. */
+#define ON(isa) (1u << (isa))
+enum {
+    NO_ISA = 0,
+    ALL_ISAS = ON(TT_ISA_SCALAR) | ON(TT_ISA_AVX2) | ON(TT_ISA_AVX512) | ON(TT_ISA_AVX512BF16),
+    SCALAR_AVX2_AVX512 = ON(TT_ISA_SCALAR) | ON(TT_ISA_AVX2) | ON(TT_ISA_AVX512),
+    SCALAR_AVX512 = ON(TT_ISA_SCALAR) | ON(TT_ISA_AVX512),
+};
+
 static const struct {
     const char *name;
     test_fn fn;
+    unsigned isas;
 } tests[] = {
-    {"gemm", test_gemm},       {"pack", test_pack},       {"bf16_convert", test_bf16_convert}, {"activations", test_act},
-    {"layernorm", test_layernorm}, {"softmax", test_softmax},      {"attention", test_attention},
-    {"pool", test_pool},
+    {"gemm", test_gemm, ALL_ISAS},
+    {"pack", test_pack, ON(TT_ISA_AVX512)},
+    {"bf16_convert", test_bf16_convert, SCALAR_AVX512},
+    {"activations", test_act, SCALAR_AVX512},
+    {"layernorm", test_layernorm, SCALAR_AVX512},
+    {"rmsnorm", test_rmsnorm, SCALAR_AVX2_AVX512},
+    {"gelu_tanh", test_gelu_tanh, SCALAR_AVX2_AVX512},
+    {"exp", test_exp, ON(TT_ISA_AVX2) | ON(TT_ISA_AVX512)},
+    {"softmax", test_softmax, SCALAR_AVX512},
+    {"attention", test_attention, ALL_ISAS},
+    {"pool", test_pool, NO_ISA},
 };
+enum { NTESTS = sizeof tests / sizeof tests[0] };
 
-int tt_selftest_count(void) { return (int)(sizeof tests / sizeof tests[0]); }
-const char *tt_selftest_name(int i) { return i >= 0 && i < tt_selftest_count() ? tests[i].name : NULL; }
+/* Case i as (test, isa); has_isa 0 for a NO_ISA test. Returns -1 when out of range. */
+static int case_at(int i, int *test, tt_isa *isa, int *has_isa)
+{
+    for (int t = 0; t < NTESTS && i >= 0; t++) {
+        if (tests[t].isas == NO_ISA) {
+            if (i-- == 0) return *test = t, *isa = TT_ISA_SCALAR, *has_isa = 0, 0;
+            continue;
+        }
+        for (int a = TT_ISA_SCALAR; a <= TT_ISA_AVX512BF16; a++)
+            if ((tests[t].isas & ON(a)) && i-- == 0) return *test = t, *isa = (tt_isa)a, *has_isa = 1, 0;
+    }
+    return -1;
+}
+
+int tt_selftest_count(void)
+{
+    int n = 0, t, h;
+    tt_isa a;
+    while (case_at(n, &t, &a, &h) == 0) n++;
+    return n;
+}
+
+int tt_selftest_name(int i, char *buf, size_t len)
+{
+    int t, h;
+    tt_isa a;
+    if (case_at(i, &t, &a, &h) != 0) return -1;
+    if (h) snprintf(buf, len, "%s/%s", tests[t].name, tt_isa_name(a));
+    else snprintf(buf, len, "%s", tests[t].name);
+    return 0;
+}
+
 int tt_selftest_run(int i, char *msg, size_t msglen)
 {
-    if (i < 0 || i >= tt_selftest_count()) return snprintf(msg, msglen, "no test %d", i), -1;
+    int t, h;
+    tt_isa a;
+    if (case_at(i, &t, &a, &h) != 0) return snprintf(msg, msglen, "no test case %d", i), TT_SELFTEST_FAIL;
     msg[0] = '\0';
-    return tests[i].fn(msg, msglen);
+    if (h && !tt_cpu_supports(a))
+        return snprintf(msg, msglen, "this CPU cannot run %s (its best is %s)", tt_isa_name(a),
+                        tt_isa_name(tt_cpu_best_isa())),
+               TT_SELFTEST_SKIP;
+    if (h && a > tt_cpu_best_isa())
+        return snprintf(msg, msglen, "TT_ISA caps the kernels at %s, below %s", tt_isa_name(tt_cpu_best_isa()),
+                        tt_isa_name(a)),
+               TT_SELFTEST_SKIP;
+    return tests[t].fn(a, msg, msglen) == 0 ? TT_SELFTEST_PASS : TT_SELFTEST_FAIL;
 }

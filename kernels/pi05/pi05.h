@@ -1,6 +1,6 @@
 /* pi05: the pi0.5 (lerobot/pi05_base) megakernels on the host CPU, one C ABI.
  *
- * Three stages, one call each (shared/specs/pi05.md has the math):
+ * Three stages, one call each (docs/pi05.md has the math):
  *   VISION  SigLIP + projector for 1-4 cameras -> image tokens in the request's slab;
  *   PREFIX  the Gemma prefix over the valid image and text tokens -> the slab's per-layer K/V;
  *   EXPERT  the whole flow-matching loop (time embedding, adaRMSNorm, action in/out projections,
@@ -22,6 +22,9 @@
  *
  * A program is used by one thread at a time (its scratch is shared by its calls); run several programs
  * for concurrency. Errors: functions return 0, or a negative PI05_E* code with a message in err.
+ *
+ * This header is the whole ABI of kernels/pi05: it must not expose the internal types
+ * (pi05_internal.h) nor anything of kernels/common.
  */
 #ifndef PI05_H
 #define PI05_H
@@ -69,7 +72,7 @@ enum {
     PI05_ESTATE = -5,   /* called in the wrong order (e.g. EXPERT before PREFIX on this slab) */
 };
 
-enum { PI05_DT_F32 = 0, PI05_DT_BF16 = 1 }; /* tensor dtypes accepted by pi05_model_set */
+enum { PI05_DT_F32 = 0, PI05_DT_BF16 = 1 }; /* tensor dtypes of pi05_model_set: tt_dtype's TT_F32, TT_BF16 */
 
 enum { PI05_MAX_CAMS = 4, PI05_MAX_STEPS = 32 };
 
@@ -99,14 +102,14 @@ size_t pi05_model_bytes(const pi05_model *m);
 const char *pi05_model_isa(const pi05_model *m);
 void pi05_model_free(pi05_model *m);
 
-/* A preset (seed 000): cams 1-4; text_bucket 32/64/128/224, or 192 with 1 camera, 160 with 2, 96
+/* A preset, one of the compiled configurations of the pi0.5 server: cams 1-4; text_bucket 32/64/128/224, or 192 with 1 camera, 160 with 2, 96
  * with 4; action_rows 32 (H <= 32) or 64; max_batch requests per pi05_expert_batch (1-8).
  * threads <= 0: TT_NUM_THREADS or the CPUs of this process. */
 typedef struct {
     int cams, text_bucket, action_rows, max_batch;
 } pi05_preset;
 
-/* 1 when p is one of the seed's presets. */
+/* 1 when p is one of those presets. */
 int pi05_preset_valid(const pi05_preset *p);
 
 pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *p, int threads, char *err,

@@ -1,4 +1,6 @@
-/* The run calls of pi05.h: argument checks, then the stage. */
+/* pi05_api.c: the run calls of pi05.h: argument checks (each failure named in err), then the stage.
+ * Must not: compute (the stages live in pi05_vision/prefix/expert.c) or let a bad argument reach a
+ * stage: the stages trust their inputs. */
 #include <math.h>
 
 #include "pi05_internal.h"

@@ -12,10 +12,12 @@
  *   v = action_out(adaRMS_final(h)); x += dt * v
  * pack = 1 runs each linear once over all nb*H rows (weights streamed once per step); pack = 0 runs
  * it per request, which makes every request bit-identical to a single-request call.
+ * Must not: write a slab (the prefix K/V are read-only here, so one prefix serves many expert calls).
  */
 #include <math.h>
 #include <string.h>
 
+#include "../common/tt_ops.h"
 #include "pi05_internal.h"
 
 /* torch.linspace(0, 1, n, float64): the first half counts up from 0, the second down from 1. */
@@ -26,6 +28,9 @@ static double linspace01(int i, int n)
     return i < n / 2 ? (double)i * step : 1.0 - (double)(n - 1 - i) * step;
 }
 
+/* Sinusoidal time embedding [e_width] of timestep t, half = e_width/2, in float64 as the reference:
+ *   period_i = min_period (max_period / min_period)^(i / (half - 1)),  a_i = 2 pi t / period_i
+ *   emb = [sin(a_0..a_{half-1}) | cos(a_0..a_{half-1})] */
 static void time_embedding(const pi05_dims *d, float t, float *emb)
 {
     int half = d->e_width / 2;
@@ -37,17 +42,15 @@ static void time_embedding(const pi05_dims *d, float t, float *emb)
     }
 }
 
-static void silu_inplace(float *x, long n)
-{
-    for (long i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
-}
-
 /* mods[(2l + j) * PI05_MAX_STEPS + s] for layer l norm j (0 input, 1 post), [2L] the final norm. */
 static float *mod_at(pi05_program *p, int norm, int step)
 {
     return p->e_mods + ((long)norm * PI05_MAX_STEPS + step) * 3L * p->m->d.e_width;
 }
 
+/* The step conditioning, before the Euler loop (see the file comment):
+ *   emb [steps][ew] = sinusoid(t_s); cond = silu(time_out(silu(time_in(emb))))
+ *   mods of every adaRMSNorm [steps][3 ew] = dense(cond) */
 static void conditioning(pi05_program *p, int steps)
 {
     const pi05_model *m = p->m;
@@ -57,9 +60,9 @@ static void conditioning(pi05_program *p, int steps)
     double dt = -1.0 / steps;
     for (int s = 0; s < steps; s++) time_embedding(d, (float)(1.0 + s * dt), emb + (long)s * ew);
     p5_linear(p, &m->time_in, emb, ew, c, ew, steps, 0);
-    silu_inplace(c, (long)steps * ew);
+    tt_act_inplace(TT_ISA_SCALAR, TT_ACT_SILU, c, (long)steps * ew); /* fp32 libm, as the reference */
     p5_linear(p, &m->time_out, c, ew, emb, ew, steps, 0);
-    silu_inplace(emb, (long)steps * ew);
+    tt_act_inplace(TT_ISA_SCALAR, TT_ACT_SILU, emb, (long)steps * ew);
     for (int l = 0; l < d->l_layers; l++) {
         p5_linear(p, &m->el[l].ada_in, emb, ew, mod_at(p, 2 * l, 0), 3L * ew, steps, 0);
         p5_linear(p, &m->el[l].ada_post, emb, ew, mod_at(p, 2 * l + 1, 0), 3L * ew, steps, 0);

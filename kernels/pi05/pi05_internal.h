@@ -1,4 +1,7 @@
-/* Internal types of kernels/pi05 shared by its .c files (not part of the ABI). */
+/* pi05_internal.h: the types and op signatures kernels/pi05's .c files share: the model's layers, a
+ * request's slab, a program's scratch, and the ops of pi05_ops.c the stages are written in.
+ * Must not: be included outside kernels/pi05 (native sees pi05.h only), or declare an op that
+ * allocates: every buffer an op touches is sized in pi05_program_new / pi05_slab_new. */
 #ifndef PI05_INTERNAL_H
 #define PI05_INTERNAL_H
 

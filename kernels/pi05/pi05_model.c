@@ -1,4 +1,6 @@
-/* pi05 model, program and slab lifecycles: the checkpoint tensor table, packing at load, scratch. */
+/* pi05_model.c: the model, program and slab lifecycles: the checkpoint tensor table, packing at
+ * load, every scratch buffer. All allocation of kernels/pi05 happens here.
+ * Must not: run a stage, or allocate after pi05_program_new / pi05_slab_new returned. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +9,8 @@
 #include "../common/tt_attention.h"
 #include "../common/tt_cpu.h"
 #include "pi05_internal.h"
+
+_Static_assert(PI05_DT_F32 == (int)TT_F32 && PI05_DT_BF16 == (int)TT_BF16, "pi05 tensor dtypes are tt_dtype values");
 
 #define VIS "paligemma_with_expert.paligemma.model.vision_tower.vision_model."
 #define PROJ "paligemma_with_expert.paligemma.model.multi_modal_projector.linear."

@@ -1,13 +1,14 @@
-/* pi05 building blocks: each op has the plain-loop reference (PI05_REF) and the fast version
- * (packed tt_gemm, the thread pool, AVX-512 where the model's isa allows). */
-#include <immintrin.h>
+/* pi05_ops.c: the ops the pi0.5 stages are written in (linear, norms, GEGLU, RoPE, attention over
+ * slabs). Each has the plain-loop reference (PI05_REF: one thread, fp32, libm) and the fast version
+ * (packed tt_gemm, the thread pool, kernels/common's vector ops for the model's isa).
+ * Must not: allocate (scratch comes from the program), hold vector code of its own (generic vector
+ * ops belong in kernels/common, with their self-tests), or know which stage calls it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../common/tt_attention.h"
 #include "../common/tt_cpu.h"
-#include "../common/tt_exp_avx512.h"
 #include "../common/tt_ops.h"
 #include "pi05_internal.h"
 
@@ -21,8 +22,6 @@ void p5_err(char *err, size_t n, const char *fmt, ...)
 }
 
 static int is_ref(const pi05_program *p) { return p->m->prec == PI05_REF; }
-static int use512(const pi05_program *p) { return !is_ref(p) && p->m->isa >= TT_ISA_AVX512; }
-static int use256(const pi05_program *p) { return !is_ref(p) && p->m->isa >= TT_ISA_AVX2; }
 
 /* ---------------------------------------------------------------- rows in parallel */
 
@@ -86,78 +85,39 @@ void p5_linear_fused(pi05_program *p, const p5_fused *f, const float *x, long ld
 
 /* ---------------------------------------------------------------- norms */
 
-static float rms_inv_scalar(const float *x, int n, float eps)
-{
-    float ss = 0.0f;
-    for (int i = 0; i < n; i++) ss += x[i] * x[i];
-    return 1.0f / sqrtf(ss / (float)n + eps);
-}
+/* Gemma's RMSNorm scales by (1 + w) (its checkpoints store w - 1), and so does adaRMS by (1 + scale). */
+#define P5_NORM_ONE_PLUS 1.0f
 
-TT_TARGET_AVX512 static float rms_inv_512(const float *x, int n, float eps)
-{
-    __m512 acc = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        acc = _mm512_fmadd_ps(v, v, acc);
-    }
-    float ss = _mm512_reduce_add_ps(acc);
-    for (; i < n; i++) ss += x[i] * x[i];
-    return 1.0f / sqrtf(ss / (float)n + eps);
-}
-
-TT_TARGET_AVX2 static float rms_inv_256(const float *x, int n, float eps)
-{
-    __m256 acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        acc = _mm256_fmadd_ps(v, v, acc);
-    }
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float ss = _mm_cvtss_f32(h);
-    for (; i < n; i++) ss += x[i] * x[i];
-    return 1.0f / sqrtf(ss / (float)n + eps);
-}
+/* The isa an op runs with: scalar for PI05_REF, else the model's. */
+static tt_isa op_isa(const pi05_program *p) { return is_ref(p) ? TT_ISA_SCALAR : p->m->isa; }
 
 typedef struct {
     pi05_program *p;
     const float *x, *w, *mod, *g, *b, *t;
     float *y;
     int n;
-    int mod_rows; /* rows sharing one modulation vector (adaRMS) */
     float eps;
 } norm_job;
 
-/* y = x * inv * (1 + w) (+ shift with scale from mod) */
+/* Gemma RMSNorm, y = RMS(x) (1 + w); adaRMS when mod is set, y = RMS(x) (1 + scale) + shift. */
 static void rms_rows(void *a, int r0, int r1)
 {
     norm_job *j = a;
-    int n = j->n, v = use512(j->p);
-    for (int r = r0; r < r1; r++) {
-        const float *x = j->x + (long)r * n;
-        float *y = j->y + (long)r * n;
-        float inv = v ? rms_inv_512(x, n, j->eps) : use256(j->p) ? rms_inv_256(x, n, j->eps) : rms_inv_scalar(x, n, j->eps);
-        if (j->mod) {
-            const float *scale = j->mod + (long)(r / j->mod_rows) * 3 * n, *shift = scale + n;
-            for (int i = 0; i < n; i++) y[i] = x[i] * inv * (1.0f + scale[i]) + shift[i];
-        } else {
-            for (int i = 0; i < n; i++) y[i] = x[i] * inv * (1.0f + j->w[i]);
-        }
-    }
+    long n = j->n;
+    const float *w = j->mod ? j->mod : j->w, *shift = j->mod ? j->mod + n : NULL;
+    tt_rmsnorm_rows(op_isa(j->p), j->x + r0 * n, n, j->y + r0 * n, n, r1 - r0, j->n, w, P5_NORM_ONE_PLUS, shift,
+                    j->eps);
 }
 
 void p5_rmsnorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *w, float eps)
 {
-    norm_job j = {.p = p, .x = x, .w = w, .y = y, .n = n, .eps = eps, .mod_rows = 1};
+    norm_job j = {.p = p, .x = x, .w = w, .y = y, .n = n, .eps = eps};
     par_rows(p, rows, rms_rows, &j);
 }
 
 void p5_adarms(pi05_program *p, const float *x, float *y, int rows, int n, const float *mod, float eps)
 {
-    norm_job j = {.p = p, .x = x, .mod = mod, .y = y, .n = n, .eps = eps, .mod_rows = rows};
+    norm_job j = {.p = p, .x = x, .mod = mod, .y = y, .n = n, .eps = eps};
     par_rows(p, rows, rms_rows, &j);
 }
 
@@ -180,9 +140,8 @@ void p5_gated_add(pi05_program *p, float *x, const float *t, int rows, int n, co
 static void ln_rows(void *a, int r0, int r1)
 {
     norm_job *j = a;
-    tt_isa isa = is_ref(j->p) ? TT_ISA_SCALAR : j->p->m->isa;
-    tt_layernorm_rows(isa, j->x + (long)r0 * j->n, j->n, j->y + (long)r0 * j->n, j->n, r1 - r0, j->n, j->g,
-                      j->b, j->eps);
+    tt_layernorm_rows(op_isa(j->p), j->x + (long)r0 * j->n, j->n, j->y + (long)r0 * j->n, j->n, r1 - r0, j->n,
+                      j->g, j->b, j->eps);
 }
 
 void p5_layernorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *g,
@@ -193,68 +152,6 @@ void p5_layernorm(pi05_program *p, const float *x, float *y, int rows, int n, co
 }
 
 /* ---------------------------------------------------------------- GELU (tanh) */
-
-static float gelu_tanh_scalar(float x)
-{
-    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
-}
-
-/* gelu_tanh(x) = x * sigmoid(2c(x + 0.044715 x^3)) = x / (1 + e^{-2u}) */
-TT_TARGET_AVX512 static inline __m512 gelu_tanh_512(__m512 x)
-{
-    __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-    __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
-                             _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
-    __m512 e = tt_exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
-    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-}
-
-TT_TARGET_AVX512 static void geglu_512(float *g, const float *u, long n)
-{
-    long i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 v = gelu_tanh_512(_mm512_loadu_ps(g + i));
-        if (u) v = _mm512_mul_ps(v, _mm512_loadu_ps(u + i));
-        _mm512_storeu_ps(g + i, v);
-    }
-    for (; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
-}
-
-/* The AVX2 twins of tt_exp512 / gelu_tanh_512 (2^n built in the exponent bits). */
-TT_TARGET_AVX2 static inline __m256 exp_256(__m256 x)
-{
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
-    __m256 q = _mm256_set1_ps(1.0f / 720.0f);
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 120.0f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 24.0f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 6.0f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0.5f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(q, _mm256_castsi256_ps(e));
-}
-
-TT_TARGET_AVX2 static void geglu_256(float *g, const float *u, long n)
-{
-    long i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_loadu_ps(g + i);
-        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-        __m256 t = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
-                                 _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
-        __m256 e = exp_256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), t));
-        __m256 v = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-        if (u) v = _mm256_mul_ps(v, _mm256_loadu_ps(u + i));
-        _mm256_storeu_ps(g + i, v);
-    }
-    for (; i < n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
-}
 
 typedef struct {
     pi05_program *p;
@@ -268,16 +165,7 @@ static void geglu_rows(void *a, int r0, int r1)
     geglu_job *j = a;
     for (int r = r0; r < r1; r++) {
         float *g = j->gu + (long)r * j->ld;
-        const float *u = j->up >= 0 ? g + j->up : NULL;
-        if (use512(j->p)) {
-            geglu_512(g, u, j->n);
-            continue;
-        }
-        if (use256(j->p)) {
-            geglu_256(g, u, j->n);
-            continue;
-        }
-        for (int i = 0; i < j->n; i++) g[i] = gelu_tanh_scalar(g[i]) * (u ? u[i] : 1.0f);
+        tt_gelu_tanh_mul(op_isa(j->p), g, j->up >= 0 ? g + j->up : NULL, j->n);
     }
 }
 
@@ -289,6 +177,9 @@ void p5_geglu(pi05_program *p, float *gu, long ld, int rows, int n, int up)
 
 /* ---------------------------------------------------------------- RoPE */
 
+/* Rotate-half RoPE on rows [r0, r1) of heads [rows][heads][hd] at position pos0 + row, half = hd/2:
+ *   x'[i] = x[i] cos(a_i) - x[i + half] sin(a_i),  x'[i + half] = x[i + half] cos(a_i) + x[i] sin(a_i)
+ *   a_i = pos * theta^(-2i/hd) (the program's tables). */
 typedef struct {
     pi05_program *p;
     float *x;
@@ -323,7 +214,7 @@ void p5_rope(pi05_program *p, float *x, long ld, int rows, int heads, int pos0)
 /* ---------------------------------------------------------------- attention */
 
 /* Plain attention: queries [nq][ldq] (head h at h*hd), keys/values [nk][ldkv] (kv head g at g*hd);
- * query head h reads kv head h / (heads / kvh). */
+ * query head h reads kv head h / (heads / kvh):  out_h = softmax(q_h K_g^T / sqrt(hd)) V_g. */
 static void attend_ref(const float *q, long ldq, int nq, int heads, const float *k, const float *v,
                        long ldkv, int nk, int kvh, int hd, float *out, long ldo, float *sc)
 {

@@ -5,6 +5,7 @@
  *   per layer: h = RMS(x)(1+w_in); q,k,v; RoPE(q,k); K,V -> slab; x += o(attn);
  *              h = RMS(x)(1+w_post); x += down(gelu_tanh(gate h) * up h)   (skipped in the last layer:
  *              only K/V leave the prefix, so its last MLP, final norm and LM head are never needed)
+ * Must not: keep padded text tokens (they never enter the sequence) or write anything but the slab.
  */
 #include <math.h>
 #include <string.h>

@@ -3,6 +3,7 @@
  *   patches [V = cams*T][3*p*p] -> patch embedding (fp32) + positions      -> x [V][vw]
  *   27 x { x += out(attn(LN1 x)); x += fc2(gelu_tanh(fc1(LN2 x))) }          (per camera attention)
  *   post LayerNorm -> projector                                               -> slab img [V][lw]
+ * Must not: touch the slab's K/V (PREFIX owns them) or read masked cameras: they are dropped here.
  */
 #include <string.h>
 

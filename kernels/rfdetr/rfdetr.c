@@ -1,6 +1,12 @@
-/* RF-DETR-base forward. Activations are token-major fp32 ([tokens][channels],
- * i.e. NHWC for feature maps); every linear / convolution is a tt_gemm on
- * weights packed at load; all scratch is allocated in rfdetr_new. */
+/* rfdetr.c: the RF-DETR-base program of rfdetr.h: weight packing at load,
+ * then the forward as five stages (backbone, projector, query selection,
+ * decoder, heads), each opening with its shapes and math.
+ *
+ * Activations are token-major fp32 ([tokens][channels], i.e. NHWC for feature
+ * maps); every linear / convolution is a tt_gemm on weights packed at load.
+ * Must not: allocate or start threads after rfdetr_new (all scratch lives in
+ * struct rfdetr), or hold vector code of its own: the fast kernels are
+ * kernels/common's, so the scalar reference and every ISA share this file. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #endif
@@ -29,14 +35,24 @@ enum {
     HEADS = 6,
     HD = 64,
     MLP = 1536,
-    POS_SIDE = 37,
+    POS_SIDE = 37,             /* the checkpoint's position grid (518 / 14) */
+    POS_ROWS = POS_SIDE * POS_SIDE + 1, /* 1370: CLS + grid */
     C_HALF = 128,              /* C2f hidden channels */
     C2F_CAT = 640,             /* 5 x 128 */
     DFF = 2048,
     SA_HEADS = 8,
     CA_HEADS = 16,
     CA_POINTS = 2,
+    OFFAW = CA_HEADS * CA_POINTS * 3, /* 64 sampling offsets (x, y) + 32 attention logits per query */
 };
+
+/* The reference's numeric constants, named. */
+#define BB_LN_EPS 1e-6f          /* DINOv2's LayerNorms and the projector's channel LayerNorms */
+#define DEC_LN_EPS 1e-5f         /* nn.LayerNorm's default: encoder output norm, decoder norms */
+#define BB_ATT_SCALE 0.125f      /* 1/sqrt(HD), HD = 64 */
+#define PROPOSAL_WH 0.05f        /* width and height of a two-stage proposal (normalized) */
+#define SINE_TEMPERATURE 10000.0f
+#define TWO_PI 6.283185307179586f
 
 static const int tap_layers[4] = {1, 4, 7, 10};
 static int is_global(int layer) { return layer % 3 == 2; } /* layers 2, 5, 8, (11) */
@@ -67,7 +83,7 @@ struct rfdetr {
 
     /* weights */
     float cls[RFDETR_DIM];
-    float *pos_raw; /* [1370][384] */
+    float *pos_raw; /* [POS_ROWS][384] */
     float *pos;     /* [1601][384] resized at finish */
     tt_mat patch;
     bb_layer L[NBL];
@@ -107,7 +123,7 @@ struct rfdetr {
     float *qpos, *tgt, *tq, *sa, *ca, *hs, *t300; /* [300][256] */
     float *dqkv;     /* [300][768] */
     float *val;      /* [1600][256] */
-    float *offaw;    /* [300][96] */
+    float *offaw;    /* [300][OFFAW] */
     float *delta;    /* [300][4] */
     void *gemm_ws;
     void *attn_ws;
@@ -203,7 +219,7 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
     }
     p->nthreads = tt_pool_threads(p->pool);
     for (int k = 0; k < RFDETR_HIDDEN / 2; k++)
-        p->dim_t[k] = powf(10000.0f, (float)(2 * (k / 2)) / (RFDETR_HIDDEN / 2));
+        p->dim_t[k] = powf(SINE_TEMPERATURE, (float)(2 * (k / 2)) / (RFDETR_HIDDEN / 2));
     int ok = 1;
     tt_dtype dt = p->dtype;
 #define MAT(m, n, k, bias) ok &= tt_mat_alloc(&(m), dt, isa, (n), (k), (bias)) == 0
@@ -211,7 +227,7 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
 #define BUF(b, n) ok &= ((b) = falloc(n)) != NULL
     p->set = calloc((size_t)flat_count(), 1);
     ok &= p->set != NULL;
-    BUF(p->pos_raw, 1370L * RFDETR_DIM);
+    BUF(p->pos_raw, (long)POS_ROWS * RFDETR_DIM);
     BUF(p->pos, (RFDETR_TOKENS + 1L) * RFDETR_DIM);
     MAT(p->patch, RFDETR_DIM, 3 * PATCH * PATCH, 1);
     for (int l = 0; l < NBL; l++) {
@@ -247,7 +263,7 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
         MAT(D->sa_qk, 2 * RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
         MAT(D->sa_v, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
         MAT(D->sa_out, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
-        MAT(D->off_aw, CA_HEADS * CA_POINTS * 3, RFDETR_HIDDEN, 1); /* 64 offsets + 32 weights */
+        MAT(D->off_aw, OFFAW, RFDETR_HIDDEN, 1);
         MAT(D->value, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
         MAT(D->out, RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
         MAT(D->l1, DFF, RFDETR_HIDDEN, 1);
@@ -295,7 +311,7 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
     BUF(p->t300, Q * H);
     BUF(p->dqkv, Q * 3 * H);
     BUF(p->val, T * H);
-    BUF(p->offaw, Q * 96);
+    BUF(p->offaw, Q * OFFAW);
     BUF(p->delta, Q * 4);
     /* the widest GEMM input: [1616][1536] */
     size_t gws = (size_t)SEQ * (MLP + 2) * 2;
@@ -399,7 +415,7 @@ int rfdetr_set_weight(rfdetr *p, int i, const float *d, int rows, char *err, siz
     dec_layer *D = l < NDL ? &p->D[l] : NULL;
     switch (k) {
     case W_CLS: copy_vec(p->cls, d, C, NULL); break;
-    case W_POS: copy_vec(p->pos_raw, d, 1370 * C, NULL); break;
+    case W_POS: copy_vec(p->pos_raw, d, POS_ROWS * C, NULL); break;
     case W_PATCH_W: tt_mat_set_rows(&p->patch, 0, C, d, 3 * PATCH * PATCH, 0, NULL); break;
     case W_PATCH_B: copy_vec(p->patch.bias, d, C, NULL); break;
     case W_N1W: copy_vec(L->n1.w, d, C, NULL); break;
@@ -501,6 +517,85 @@ int rfdetr_set_weight(rfdetr *p, int i, const float *d, int rows, char *err, siz
 oom:
     snprintf(err, errlen, "out of memory packing weight %d", i);
     return -1;
+}
+
+static int flat_index(wkind kind, int layer)
+{
+    int i = 0;
+    for (int k = 0; k < (int)kind; k++) i += wtable[k].count;
+    return i + layer;
+}
+
+/* The LayerScale a folded weight needs already set (see rfdetr_set_weight), or -1. */
+static int fold_source(wkind k, int layer)
+{
+    switch (k) {
+    case W_DW:
+    case W_DB: return flat_index(W_LS1, layer);
+    case W_FC2W:
+    case W_FC2B: return flat_index(W_LS2, layer);
+    default: return -1;
+    }
+}
+
+int rfdetr_set(rfdetr *p, const char *name, int dtype, const int64_t *shape, int ndim, const void *data,
+               char *err, size_t errlen)
+{
+    char want[160];
+    int n = flat_count(), i = 0;
+    for (; i < n; i++) {
+        rfdetr_weight_name(i, want, sizeof want);
+        if (strcmp(want, name) == 0) break;
+    }
+    if (i == n) return 1;
+    wkind k = W_KINDS;
+    int layer = 0;
+    flat_lookup(i, &k, &layer);
+    const wdesc *w = &wtable[k];
+    int ok = ndim == w->rank;
+    long count = 1;
+    for (int d = 0; ok && d < ndim; d++) {
+        ok = d == 0 && w->min_rows ? shape[0] >= w->min_rows : shape[d] == w->dims[d];
+        count *= (long)shape[d];
+    }
+    if (!ok) {
+        char got[96] = "", exp[96] = "";
+        for (int d = 0; d < ndim && d < 4; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? " " : "", (long long)shape[d]);
+        for (int d = 0; d < w->rank; d++)
+            snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%s%d", d ? " " : "", d == 0 && w->min_rows ? ">=" : "",
+                     d == 0 && w->min_rows ? w->min_rows : w->dims[d]);
+        snprintf(err, errlen, "%s: shape [%s], want [%s]", name, got, exp);
+        return -1;
+    }
+    if (dtype != TT_F32 && dtype != TT_BF16) {
+        snprintf(err, errlen, "%s: dtype %d is neither F32 nor BF16", name, dtype);
+        return -1;
+    }
+    int src = fold_source(k, layer);
+    if (src >= 0 && !p->set[src]) {
+        char ls[160];
+        rfdetr_weight_name(src, ls, sizeof ls);
+        snprintf(err, errlen, "%s: set %s first (it is folded into this weight)", name, ls);
+        return -1;
+    }
+    if (dtype == TT_F32 && ((uintptr_t)data & 3) == 0)
+        return rfdetr_set_weight(p, i, data, (int)shape[0], err, errlen);
+    /* BF16, or F32 bytes at an address a float may not be read from: widen into an aligned copy */
+    float *f = malloc(sizeof(float) * (size_t)count);
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    if (dtype == TT_BF16) {
+        const uint16_t *h = data;
+        for (long j = 0; j < count; j++) f[j] = tt_bf16_to_f32(h[j]);
+    } else {
+        memcpy(f, data, sizeof(float) * (size_t)count);
+    }
+    int rc = rfdetr_set_weight(p, i, f, (int)shape[0], err, errlen);
+    free(f);
+    return rc;
 }
 
 /* PIL / PyTorch antialiased bicubic kernel, a = -0.5. */
@@ -674,9 +769,15 @@ static void tap_rows(rfdetr *p, int r0, int r1, const void *ctx)
     const int C = RFDETR_DIM;
     for (int t = r0; t < r1; t++)
         tt_layernorm_rows(p->isa, p->x + (long)win_row(t) * C, C, p->taps + (long)t * 4 * C + tap * C, C, 1, C,
-                          p->bb_ln.w, p->bb_ln.b, 1e-6f);
+                          p->bb_ln.w, p->bb_ln.b, BB_LN_EPS);
 }
 
+/* BACKBONE: DINOv2-small with windows, pixels [3][560][560] -> taps [1600][4 x 384].
+ *   x [SEQ = 16 windows x (1 CLS + 100 patches)][384] = patch_embed(pixels) + pos (CLS + pos[0] per window)
+ *   11 x { x += LS1 . dense(attn(LN1 x)); x += LS2 . fc2(gelu(fc1(LN2 x))) }
+ *        (attention within each window, over the whole sequence in layers 2, 5, 8; LayerScale is folded
+ *         into dense and fc2 at load)
+ *   after layers 1, 4, 7, 10: tap i = LN_final(x) of the 1600 patch tokens, in image order */
 static void backbone(rfdetr *p, const float *pixels)
 {
     const int C = RFDETR_DIM;
@@ -686,12 +787,12 @@ static void backbone(rfdetr *p, const float *pixels)
     int tap = 0;
     for (int l = 0; l < NBL; l++) {
         bb_layer *L = &p->L[l];
-        tt_layernorm(p->pool, p->isa, p->x, C, p->xn, C, SEQ, C, L->n1.w, L->n1.b, 1e-6f);
+        tt_layernorm(p->pool, p->isa, p->x, C, p->xn, C, SEQ, C, L->n1.w, L->n1.b, BB_LN_EPS);
         bb_gemm(p, &L->qkv, p->xn, C, p->qkv, 3 * C, SEQ, 0);
         const tt_attn_shape *sh = is_global(l) ? &p->attn_glob : &p->attn_win;
-        attention(p, sh, p->qkv, 3 * C, p->att, C, 0.125f);
+        attention(p, sh, p->qkv, 3 * C, p->att, C, BB_ATT_SCALE);
         bb_gemm(p, &L->dense, p->att, C, p->x, C, SEQ, TT_GEMM_ACCUM);
-        tt_layernorm(p->pool, p->isa, p->x, C, p->xn, C, SEQ, C, L->n2.w, L->n2.b, 1e-6f);
+        tt_layernorm(p->pool, p->isa, p->x, C, p->xn, C, SEQ, C, L->n2.w, L->n2.b, BB_LN_EPS);
         bb_gemm(p, &L->fc1, p->xn, C, p->mlp, MLP, SEQ, TT_ACT_GELU);
         bb_gemm(p, &L->fc2, p->mlp, MLP, p->x, C, SEQ, TT_GEMM_ACCUM);
         if (tap < 4 && l == tap_layers[tap]) {
@@ -724,7 +825,7 @@ static void conv_im2col(rfdetr *p, int r0, int r1, const void *ctx)
     }
 }
 
-/* ConvX tail: channel LayerNorm (eps 1e-6) then SiLU, in place on n channels. */
+/* ConvX tail: channel LayerNorm then SiLU, in place on n channels. */
 typedef struct {
     float *buf;
     long ld;
@@ -737,7 +838,7 @@ static void ln_silu_rows(rfdetr *p, int r0, int r1, const void *ctx)
     const lnsilu_ctx *c = ctx;
     for (int t = r0; t < r1; t++) {
         float *row = c->buf + (long)t * c->ld;
-        tt_layernorm_rows(p->isa, row, c->ld, row, c->ld, 1, c->n, c->ln->w, c->ln->b, 1e-6f);
+        tt_layernorm_rows(p->isa, row, c->ld, row, c->ld, 1, c->n, c->ln->w, c->ln->b, BB_LN_EPS);
         tt_act_inplace(p->isa, TT_ACT_SILU, row, c->n);
     }
 }
@@ -748,6 +849,10 @@ static void ln_silu(rfdetr *p, float *buf, long ld, int n, const ln_p *ln)
     parallel_rows(p, RFDETR_TOKENS, 64, ln_silu_rows, &c);
 }
 
+/* PROJECTOR: a C2f block at the single P4 scale, taps [1600][1536] -> memory [1600][256].
+ *   y = ConvX_1x1(taps) [1600][256], split into y0 | y1 (128 each)
+ *   3 x { y_{b+2} = ConvX_3x3(ConvX_3x3(y_{b+1})) }       (bottlenecks without shortcut)
+ *   memory = LN(ConvX_1x1(y0 | y1 | y2 | y3 | y4))       ConvX = conv, channel LayerNorm, SiLU */
 static void projector(rfdetr *p)
 {
     const int T = RFDETR_TOKENS, H = RFDETR_HIDDEN;
@@ -766,7 +871,7 @@ static void projector(rfdetr *p)
     }
     gemm(p, &p->cv2, p->y, C2F_CAT, p->mem, H, T, 0);
     ln_silu(p, p->mem, H, H, &p->cv2n);
-    tt_layernorm(p->pool, p->isa, p->mem, H, p->mem, H, T, H, p->pln.w, p->pln.b, 1e-6f);
+    tt_layernorm(p->pool, p->isa, p->mem, H, p->mem, H, T, H, p->pln.w, p->pln.b, BB_LN_EPS);
 }
 
 /* Indices of the k largest scores, best first (ties: lower index first). */
@@ -810,13 +915,16 @@ static void top_k(const float *score, int n, int k, int *idx)
 #undef WORSE
 }
 
-/* Two-stage selection: encoder head on every memory token, top-300 by the
- * best class logit, then the reference boxes and content queries. */
+/* SELECTION (two-stage): memory [1600][256] -> 300 queries.
+ *   q = LN(enc_out(memory)); score[t] = max_c enc_cls(q)[t][c]; delta = enc_bbox_mlp(q) [1600][4]
+ *   proposal of token t = (cell center, PROPOSAL_WH): ts = (delta.xy * wh + xy, exp(delta.wh) * wh)
+ *   the top 300 tokens by score (ties: lower index): ref = (r.xy * ts.wh + ts.xy, exp(r.wh) * ts.wh)
+ *   with r = refpoint_embed; target = query_feat */
 static void select_queries(rfdetr *p)
 {
     const int T = RFDETR_TOKENS, H = RFDETR_HIDDEN, Q = RFDETR_QUERIES;
     gemm(p, &p->enc_out, p->mem, H, p->enc_q, H, T, 0);
-    tt_layernorm(p->pool, p->isa, p->enc_q, H, p->enc_q, H, T, H, p->enc_norm.w, p->enc_norm.b, 1e-5f);
+    tt_layernorm(p->pool, p->isa, p->enc_q, H, p->enc_q, H, T, H, p->enc_norm.w, p->enc_norm.b, DEC_LN_EPS);
     gemm(p, &p->enc_cls, p->enc_q, H, p->enc_cls_out, RFDETR_CLASSES, T, 0);
     gemm(p, &p->enc_bb[0], p->enc_q, H, p->enc_t1, H, T, TT_ACT_RELU);
     gemm(p, &p->enc_bb[1], p->enc_t1, H, p->enc_t2, H, T, TT_ACT_RELU);
@@ -831,7 +939,7 @@ static void select_queries(rfdetr *p)
     else top_k(p->score, T, Q, p->order);
     for (int q = 0; q < Q; q++) {
         int t = p->order[q];
-        float prop[4] = {((t % GRID) + 0.5f) / GRID, ((t / GRID) + 0.5f) / GRID, 0.05f, 0.05f};
+        float prop[4] = {((t % GRID) + 0.5f) / GRID, ((t / GRID) + 0.5f) / GRID, PROPOSAL_WH, PROPOSAL_WH};
         const float *d = p->enc_box + (long)t * 4;
         float ts[4] = {d[0] * prop[2] + prop[0], d[1] * prop[3] + prop[1], expf(d[2]) * prop[2], expf(d[3]) * prop[3]};
         const float *r0 = p->refpoint + (long)q * 4;
@@ -855,7 +963,7 @@ static void sine_rows(rfdetr *p, int r0, int r1, const void *ctx)
     const int NF = RFDETR_HIDDEN / 2;
     for (int q = r0; q < r1; q++)
         for (int c = 0; c < 4; c++) {
-            float v = p->ref[q * 4 + coord[c]] * 6.283185307179586f;
+            float v = p->ref[q * 4 + coord[c]] * TWO_PI;
             float *dst = p->sine + (long)q * 2 * RFDETR_HIDDEN + c * NF;
             for (int k = 0; k < NF; k++) {
                 float e = v / p->dim_t[k];
@@ -872,7 +980,7 @@ static void deform_rows(rfdetr *p, int r0, int r1, const void *ctx)
     (void)ctx;
     const int H = RFDETR_HIDDEN, HD16 = H / CA_HEADS;
     for (int q = r0; q < r1; q++) {
-        const float *oa = p->offaw + (long)q * 96, *ref = p->ref + (long)q * 4;
+        const float *oa = p->offaw + (long)q * OFFAW, *ref = p->ref + (long)q * 4;
         float *out = p->ca + (long)q * H;
         memset(out, 0, sizeof(float) * H);
         for (int h = 0; h < CA_HEADS; h++) {
@@ -912,6 +1020,12 @@ static void add_rows(float *dst, const float *a, const float *b, long n)
     for (long i = 0; i < n; i++) dst[i] = a[i] + b[i];
 }
 
+/* DECODER: 3 layers over the 300 queries, tgt [300][256], memory [1600][256].
+ *   qpos = MLP(sine(ref)) [300][256]
+ *   per layer: tgt = LN1(tgt + out(attn(q = k = tgt + qpos, v = tgt)))      8 heads of 32
+ *              tgt = LN2(tgt + out(deform(tgt + qpos, value(memory), ref)))  16 heads, 2 points
+ *              tgt = LN3(tgt + l2(relu(l1(tgt))))
+ *   hs = LN(tgt). The reference boxes stay those of the selection (no per-layer refinement). */
 static void decoder(rfdetr *p)
 {
     const int Q = RFDETR_QUERIES, H = RFDETR_HIDDEN, T = RFDETR_TOKENS;
@@ -926,22 +1040,24 @@ static void decoder(rfdetr *p)
         gemm(p, &D->sa_v, p->tgt, H, p->dqkv + 2 * H, 3 * H, Q, 0);
         attention(p, &p->attn_dec, p->dqkv, 3 * H, p->sa, H, 1.0f / sqrtf((float)(H / SA_HEADS)));
         gemm(p, &D->sa_out, p->sa, H, p->tgt, H, Q, TT_GEMM_ACCUM);
-        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n1.w, D->n1.b, 1e-5f);
+        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n1.w, D->n1.b, DEC_LN_EPS);
         /* deformable cross-attention into the memory */
         add_rows(p->tq, p->tgt, p->qpos, (long)Q * H);
         gemm(p, &D->value, p->mem, H, p->val, H, T, 0);
-        gemm(p, &D->off_aw, p->tq, H, p->offaw, 96, Q, 0);
+        gemm(p, &D->off_aw, p->tq, H, p->offaw, OFFAW, Q, 0);
         parallel_rows(p, Q, 16, deform_rows, NULL);
         gemm(p, &D->out, p->ca, H, p->tgt, H, Q, TT_GEMM_ACCUM);
-        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n2.w, D->n2.b, 1e-5f);
+        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n2.w, D->n2.b, DEC_LN_EPS);
         /* FFN */
         gemm(p, &D->l1, p->tgt, H, p->mlp, DFF, Q, TT_ACT_RELU);
         gemm(p, &D->l2, p->mlp, DFF, p->tgt, H, Q, TT_GEMM_ACCUM);
-        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n3.w, D->n3.b, 1e-5f);
+        tt_layernorm(p->pool, p->isa, p->tgt, H, p->tgt, H, Q, H, D->n3.w, D->n3.b, DEC_LN_EPS);
     }
-    tt_layernorm(p->pool, p->isa, p->tgt, H, p->hs, H, Q, H, p->dnorm.w, p->dnorm.b, 1e-5f);
+    tt_layernorm(p->pool, p->isa, p->tgt, H, p->hs, H, Q, H, p->dnorm.w, p->dnorm.b, DEC_LN_EPS);
 }
 
+/* HEADS: hs [300][256] -> logits [300][91] = cls(hs); boxes [300][4] from delta = bbox_mlp(hs):
+ *   box = (delta.xy * ref.wh + ref.xy, exp(delta.wh) * ref.wh)      (normalized cx, cy, w, h) */
 static void heads(rfdetr *p, float *logits, float *boxes)
 {
     const int Q = RFDETR_QUERIES, H = RFDETR_HIDDEN;

@@ -1,14 +1,15 @@
 /* rfdetr: the whole RF-DETR-base forward (Roboflow/rf-detr-base at 560x560)
  * as one C program: DINOv2-small windowed backbone, C2f projector, two-stage
  * top-300 query selection, 3-layer deformable decoder, heads. The math is
- * ../../shared/specs/rfdetr.md; the PyTorch twin is tools/reference/rfdetr.py.
+ * docs/rfdetr.md; the PyTorch twin is tools/reference/rfdetr.py.
  *
  * Life cycle (all allocation happens here, none per forward):
  *   p = rfdetr_new(precision, nthreads, isa)
- *   for i in 0..rfdetr_weight_count()-1:  rfdetr_set_weight(p, i, data)
- *       (in this order: a weight may be folded with an earlier one, e.g. the
- *        LayerScale lambdas into the projections they scale; data is copied or
- *        packed at once, the caller's buffer is not kept)
+ *   for i in 0..rfdetr_weight_count()-1:  rfdetr_set(p, name, dtype, shape, data)
+ *       (by name, or rfdetr_set_weight(p, i, fp32 data) by index; in this order:
+ *        a weight may be folded with an earlier one, e.g. the LayerScale lambdas
+ *        into the projections they scale; data is copied or packed at once, the
+ *        caller's buffer is not kept)
  *   rfdetr_finish(p)          derived tables (resized position embedding)
  *   rfdetr_forward(p, ...)    any number of times, one at a time
  *   rfdetr_free(p)
@@ -17,6 +18,7 @@
 #define RFDETR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tt_cpu.h"
 
@@ -63,6 +65,13 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa);
 /* data holds the tensor in row-major fp32 with the shape of the table (for a
  * min_rows tensor, `rows` rows). Returns 0, or -1 with a message in err. */
 int rfdetr_set_weight(rfdetr *p, int i, const float *data, int rows, char *err, size_t errlen);
+
+/* The same by name: one checkpoint tensor under its rfdetr name, dtype a tt_dtype (TT_F32 or
+ * TT_BF16, bf16 is widened), little-endian data of shape[ndim]. Returns 1 when the name is not a
+ * weight of the program (ignored), 0 when taken, -1 with a message in err for a wrong shape or
+ * dtype, or a folded weight set before the LayerScale it folds in (set in table order). */
+int rfdetr_set(rfdetr *p, const char *name, int dtype, const int64_t *shape, int ndim, const void *data,
+               char *err, size_t errlen);
 
 /* Returns 0, or -1 with the first weight not set named in err. */
 int rfdetr_finish(rfdetr *p, char *err, size_t errlen);

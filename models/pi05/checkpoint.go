@@ -1,12 +1,12 @@
 package pi05
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/ttmodel/tt-model/models/pi05/arch"
 	"github.com/ttmodel/tt-model/models/safetensors"
 )
 
@@ -19,21 +19,8 @@ const (
 	expertPrefix    = "paligemma_with_expert.gemma_expert.model."
 )
 
-// Dims are the model's shapes: widths, depths, MLP sizes, vocab, patch and positions come from the
-// tensors; head counts, eps and RoPE theta from config.json's sub-configs (default: full size).
-type Dims struct {
-	Image, Patch                  int // input side (224) and patch side (14)
-	VWidth, VLayers, VHeads, VMLP int // SigLIP 1152, 27, 16, 4304
-	VEps                          float64
-	LWidth, LLayers, LHeads, LMLP int // Gemma prefix 2048, 18, 8, 16384
-	KVHeads, HeadDim              int // 1, 256: shared by prefix and expert, which attend jointly
-	Vocab                         int // 257152
-	EWidth, EHeads, EMLP          int // expert 1024, 8, 4096; as many layers as the prefix
-	LEps, EEps                    float64
-	RopeTheta                     float64
-	MinPeriod, MaxPeriod          float64 // time embedding 4e-3, 4.0
-	ActionDim                     int     // 32
-}
+// Dims are the model's shapes (one type with the kernels': arch.Dims).
+type Dims = arch.Dims
 
 // TensorTable is the part of a safetensors file the loader inspects.
 type TensorTable interface {
@@ -198,7 +185,7 @@ func InferDims(t TensorTable, cfg PolicyConfig, path string) (Dims, error) {
 
 // ExpectedTensors lists every tensor the model needs, with its lerobot name and shape (PyTorch
 // Linear weights are [out, in]).
-func (d Dims) ExpectedTensors() []ExpectedTensor {
+func ExpectedTensors(d Dims) []ExpectedTensor {
 	var out []ExpectedTensor
 	add := func(name string, shape ...int) { out = append(out, ExpectedTensor{name, shape}) }
 	linear := func(prefix string, outDim, inDim int, bias bool) {
@@ -276,7 +263,7 @@ func ResolveTensors(t TensorTable, d Dims, path string) (map[string]string, erro
 	}
 	te := &TensorError{Path: path}
 	files := map[string]string{}
-	for _, e := range d.ExpectedTensors() {
+	for _, e := range ExpectedTensors(d) {
 		fileName := e.Name
 		info, ok := t.Info(fileName)
 		if !ok {
@@ -302,10 +289,4 @@ func ResolveTensors(t TensorTable, d Dims, path string) (map[string]string, erro
 		return nil, te
 	}
 	return files, nil
-}
-
-// IsTensorError reports whether err lists checkpoint tensor problems.
-func IsTensorError(err error) bool {
-	var te *TensorError
-	return errors.As(err, &te)
 }

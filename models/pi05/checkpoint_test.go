@@ -23,7 +23,7 @@ func tinyDims() Dims {
 func writeCheckpoint(t *testing.T, d Dims, dtype safetensors.DType, edit func(e *safetensors.Entry) string) *safetensors.File {
 	t.Helper()
 	var entries []safetensors.Entry
-	for _, e := range d.ExpectedTensors() {
+	for _, e := range ExpectedTensors(d) {
 		entry := safetensors.Entry{Name: e.Name, DType: dtype, Shape: e.Shape}
 		if edit != nil {
 			entry.Name = edit(&entry)
@@ -78,8 +78,8 @@ func TestInferDimsAndResolve(t *testing.T) {
 		if names["time_mlp_in.weight"] != "action_time_mlp_in.weight" {
 			t.Errorf("legacy name not mapped: %q", names["time_mlp_in.weight"])
 		}
-		if len(names) != len(want.ExpectedTensors()) {
-			t.Errorf("%d tensors resolved, want %d", len(names), len(want.ExpectedTensors()))
+		if len(names) != len(ExpectedTensors(want)) {
+			t.Errorf("%d tensors resolved, want %d", len(names), len(ExpectedTensors(want)))
 		}
 	}
 }
@@ -89,7 +89,7 @@ func TestFullSizeTensorCount(t *testing.T) {
 		LLayers: 18, LHeads: 8, LMLP: 16384, KVHeads: 1, HeadDim: 256, Vocab: 257152, EWidth: 1024,
 		EHeads: 8, EMLP: 4096, ActionDim: 32}
 	var params int64
-	ts := d.ExpectedTensors()
+	ts := ExpectedTensors(d)
 	for _, e := range ts {
 		n := int64(1)
 		for _, s := range e.Shape {

@@ -7,25 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/ttmodel/tt-model/models/pi05/spm"
 	"github.com/ttmodel/tt-model/models/safetensors"
-	"github.com/ttmodel/tt-model/native"
 	"golang.org/x/sys/unix"
 )
 
-// LoadOptions choose the kernel path.
-type LoadOptions struct {
-	Precision native.Pi05Precision // PI05_PRECISION: bf16 (default), fp32 or ref
-	Threads   int                  // <= 0: TT_NUM_THREADS or the CPUs of this process
-	ISA       string               // "" = the best the CPU has
-}
-
-// Policy is a loaded pi0.5 policy: tokenizer, statistics, packed weights and one program for the
-// server's preset. Server.TokenLen is the effective token buffer. Run serializes requests on the program (one request saturates the CPU).
+// Policy is a loaded pi0.5 policy: tokenizer, statistics and the packed weights (Kernels), shared
+// by every Device made from it. Server.TokenLen is the effective token buffer.
 type Policy struct {
 	Server     ServerConfig
 	Config     PolicyConfig
@@ -33,17 +24,18 @@ type Policy struct {
 	WeightsDir string
 	Tokenizer  *spm.Processor
 	Norm       *Normalizer
-	Preset     native.Pi05Preset
+	// Preset is what every device compiles: the server's cameras, the largest prompt bucket (the
+	// kernels leave text padding out of the compute, so one program serves every bucket with the
+	// same cost and result) and the horizon's action rows.
+	Preset Preset
 
-	mu    sync.Mutex
-	model *native.Pi05Model
-	prog  *native.Pi05Program
-	slab  *native.Pi05Slab
+	kernels Kernels
 }
 
 // LoadPolicy reads config.json, the tokenizer, the normalizer statistics and model.safetensors
-// from dir, checks every tensor before loading any, and streams the weights into the kernels.
-func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, opts LoadOptions, log *slog.Logger) (*Policy, error) {
+// from dir, checks every tensor before loading any, and has build pack the weights. A nil build
+// loads no weights: the policy then only prepares requests (tests of the pre-processing).
+func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, build Builder, log *slog.Logger) (*Policy, error) {
 	cfg, err := LoadPolicyConfig(dir)
 	if err != nil {
 		return nil, err
@@ -69,40 +61,34 @@ func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, opts LoadOpti
 		return nil, fmt.Errorf("tokenizer %s has %d pieces, more than the checkpoint's vocabulary %d", tokPath, tok.Size(), ck.Dims.Vocab)
 	}
 	srv.TokenLen = srv.EffectiveTokenLen(cfg)
-	p := &Policy{Server: srv, Config: cfg, Dims: ck.Dims, WeightsDir: dir, Tokenizer: tok, Norm: norm}
-	if p.model, err = ck.Load(ctx, opts, log); err != nil {
-		return nil, err
-	}
-	// One program with the largest prompt bucket serves every bucket: the kernels leave text
-	// padding out of the compute, so a request's bucket does not change its cost or result.
 	buckets := PromptBuckets(srv.NumImages)
-	p.Preset = native.Pi05Preset{Cams: srv.NumImages, TextBucket: buckets[len(buckets)-1],
-		ActionRows: ActionRows(srv.ActionHorizon), MaxBatch: 1}
-	if p.prog, err = p.model.NewProgram(p.Preset, opts.Threads); err != nil {
-		p.Close()
-		return nil, err
+	p := &Policy{Server: srv, Config: cfg, Dims: ck.Dims, WeightsDir: dir, Tokenizer: tok, Norm: norm,
+		Preset: Preset{Cams: srv.NumImages, TextBucket: buckets[len(buckets)-1], ActionRows: ActionRows(srv.ActionHorizon), MaxBatch: 1}}
+	if build == nil {
+		return p, nil
 	}
-	if p.slab, err = p.prog.NewSlab(); err != nil {
-		p.Close()
-		return nil, err
+	if p.kernels, err = build(ctx, ck, log); err != nil {
+		return nil, fmt.Errorf("load %s: %w", ck.Path, err)
 	}
-	log.Info("pi05 loaded", "weights", dir, "precision", opts.Precision.String(), "isa", p.model.ISA(),
-		"packed_bytes", p.model.Bytes(), "scratch_bytes", p.prog.ScratchBytes(), "threads", p.prog.Threads(),
+	k := p.kernels.Describe()
+	log.Info("pi05 loaded", "weights", dir, "precision", k.Precision, "isa", k.ISA, "packed_bytes", k.PackedBytes,
 		"cameras", p.Preset.Cams, "action_rows", p.Preset.ActionRows, "token_len", srv.TokenLen, "normalizer", norm.Files)
 	return p, nil
 }
 
-// Native converts the dims to the kernels' struct.
-func (d Dims) Native() native.Pi05Dims {
-	return native.Pi05Dims{
-		Image: d.Image, Patch: d.Patch,
-		VisionWidth: d.VWidth, VisionLayers: d.VLayers, VisionHeads: d.VHeads, VisionMLP: d.VMLP,
-		VisionEps: float32(d.VEps),
-		Width:     d.LWidth, Layers: d.LLayers, Heads: d.LHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim,
-		MLP: d.LMLP, Vocab: d.Vocab,
-		ExpertWidth: d.EWidth, ExpertHeads: d.EHeads, ExpertMLP: d.EMLP,
-		Eps: float32(d.LEps), ExpertEps: float32(d.EEps), RopeTheta: float32(d.RopeTheta),
-		MinPeriod: d.MinPeriod, MaxPeriod: d.MaxPeriod, ActionDim: d.ActionDim,
+// Kernels describes the loaded weights (zero before a build).
+func (p *Policy) Kernels() KernelInfo {
+	if p.kernels == nil {
+		return KernelInfo{}
+	}
+	return p.kernels.Describe()
+}
+
+// Close frees the weights; close every Device first.
+func (p *Policy) Close() {
+	if p.kernels != nil {
+		_ = p.kernels.Close()
+		p.kernels = nil
 	}
 }
 
@@ -133,14 +119,15 @@ func OpenCheckpoint(dir string, cfg PolicyConfig) (*Checkpoint, error) {
 	return nil, err
 }
 
-// Close unmaps the file; a model loaded from it keeps its own packed copy.
+// Close unmaps the file; weights packed from it keep their own copy.
 func (c *Checkpoint) Close() error { return c.file.Close() }
 
-// Load hands every tensor to a new native model, largest first: the model packs each one (an F32
-// checkpoint becomes bf16) and its pages of the mapping are dropped right after, so the resident
-// set is the packed weights plus one source tensor, and the big embedding table is in flight while
-// little else is packed.
-func (c *Checkpoint) Load(ctx context.Context, opts LoadOptions, log *slog.Logger) (*native.Pi05Model, error) {
+// Each hands every expected tensor to fn (its lerobot name, dtype F32 or BF16, shape and raw
+// little-endian bytes), largest first, and drops the tensor's pages of the mapping right after fn
+// returns: fn must copy (pack) what it keeps. So the resident set is the packed weights plus one
+// source tensor, and the big embedding table is in flight while little else is packed. Progress
+// is logged every few seconds.
+func (c *Checkpoint) Each(ctx context.Context, log *slog.Logger, fn func(name, dtype string, shape []int, raw []byte) error) error {
 	type item struct {
 		name, file string
 		info       safetensors.TensorInfo
@@ -159,10 +146,6 @@ func (c *Checkpoint) Load(ctx context.Context, opts LoadOptions, log *slog.Logge
 		}
 		return items[i].name < items[j].name
 	})
-	m, err := native.NewPi05Model(c.Dims.Native(), opts.Precision, opts.ISA)
-	if err != nil {
-		return nil, err
-	}
 	var done int64
 	last := time.Now()
 	for i, it := range items {
@@ -172,11 +155,10 @@ func (c *Checkpoint) Load(ctx context.Context, opts LoadOptions, log *slog.Logge
 			raw, err = c.file.Bytes(it.file)
 		}
 		if err == nil {
-			_, err = m.SetTensor(it.name, string(it.info.DType), it.info.Shape, raw)
+			err = fn(it.name, string(it.info.DType), it.info.Shape, raw)
 		}
 		if err != nil {
-			m.Close()
-			return nil, fmt.Errorf("load %s: %w", c.Path, err)
+			return err
 		}
 		dropPages(raw)
 		done += int64(len(raw))
@@ -186,11 +168,7 @@ func (c *Checkpoint) Load(ctx context.Context, opts LoadOptions, log *slog.Logge
 			last = time.Now()
 		}
 	}
-	if err := m.Ready(); err != nil {
-		m.Close()
-		return nil, err
-	}
-	return m, nil
+	return nil
 }
 
 // dropPages tells the kernel the mapped source bytes are no longer needed, so they leave the
@@ -204,73 +182,4 @@ func dropPages(b []byte) {
 		return
 	}
 	_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
-}
-
-// Close frees the slab, the program and the weights.
-func (p *Policy) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.slab != nil {
-		p.slab.Close()
-	}
-	if p.prog != nil {
-		p.prog.Close()
-	}
-	if p.model != nil {
-		p.model.Close()
-	}
-	p.slab, p.prog, p.model = nil, nil, nil
-}
-
-// Device describes where inference runs.
-func (p *Policy) Device() string {
-	return fmt.Sprintf("cpu (%s, %s, %d threads)", p.model.ISA(), p.model.Precision(), p.prog.Threads())
-}
-
-// Timing is where a request's time went.
-type Timing struct {
-	Vision, Prefix, Expert time.Duration
-}
-
-// Result is one action chunk.
-type Result struct {
-	Actions    [][]float32 // [horizon][action dim]
-	Normalized bool        // true when no action statistics were applied
-	Timing     Timing
-}
-
-// Run executes VISION, PREFIX and EXPERT for a prepared request.
-func (p *Policy) Run(ctx context.Context, in *Prepared) (*Result, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.prog == nil {
-		return nil, fmt.Errorf("pi05: policy is closed")
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var t Timing
-	t0 := time.Now()
-	if err := p.prog.Vision(p.slab, in.Images, in.CameraMask); err != nil {
-		return nil, err
-	}
-	t1 := time.Now()
-	if err := p.prog.Prefix(p.slab, in.Tokens, in.TokenMask); err != nil {
-		return nil, err
-	}
-	t2 := time.Now()
-	h := p.Server.ActionHorizon
-	flat, err := p.prog.Expert(p.slab, in.Noise, h, in.Steps)
-	if err != nil {
-		return nil, err
-	}
-	t.Vision, t.Prefix, t.Expert = t1.Sub(t0), t2.Sub(t1), time.Since(t2)
-
-	ad, outDim := p.Dims.ActionDim, p.Config.ActionDim()
-	actions := make([][]float32, h)
-	for r := range actions {
-		actions[r] = flat[r*ad : r*ad+outDim : r*ad+outDim]
-	}
-	normalized := !p.Norm.UnnormalizeActions(actions)
-	return &Result{Actions: actions, Normalized: normalized, Timing: t}, nil
 }

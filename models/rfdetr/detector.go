@@ -118,11 +118,12 @@ type InferenceError struct{ Err error }
 func (e *InferenceError) Error() string { return "inference failed: " + e.Err.Error() }
 func (e *InferenceError) Unwrap() error { return e.Err }
 
-// Detect runs pre-processing, the forward and post-processing on img.
-func (d *Detector) Detect(ctx context.Context, img image.Image, opt Options) (Result, error) {
+// Detect runs pre-processing, the forward and post-processing on pic. A
+// streamed PNG whose pixel data is corrupt gives a *BadImageError.
+func (d *Detector) Detect(ctx context.Context, pic *Picture, opt Options) (Result, error) {
 	var r Result
 	t0 := time.Now()
-	if err := Preprocess(img, d.pixels); err != nil {
+	if err := Preprocess(pic, d.pixels); err != nil {
 		return r, err
 	}
 	t1 := time.Now()
@@ -130,8 +131,7 @@ func (d *Detector) Detect(ctx context.Context, img image.Image, opt Options) (Re
 		return r, &InferenceError{Err: err}
 	}
 	t2 := time.Now()
-	b := img.Bounds()
-	dets, err := Postprocess(d.logits, d.boxes, b.Dx(), b.Dy(), opt.Threshold, opt.MaxDetections, &d.labels)
+	dets, err := Postprocess(d.logits, d.boxes, pic.Width, pic.Height, opt.Threshold, opt.MaxDetections, &d.labels)
 	if err != nil {
 		return r, &InferenceError{Err: err}
 	}
@@ -149,7 +149,7 @@ func (d *Detector) Warmup(ctx context.Context, n int) error {
 		img.Pix[i] = 128
 	}
 	for i := 0; i < n; i++ {
-		if _, err := d.Detect(ctx, img, Options{Threshold: 1, MaxDetections: 1}); err != nil {
+		if _, err := d.Detect(ctx, PictureOf(img), Options{Threshold: 1, MaxDetections: 1}); err != nil {
 			return fmt.Errorf("warm-up forward %d of %d: %w", i+1, n, err)
 		}
 	}

@@ -28,10 +28,32 @@ var (
 	jpegMagic = []byte{0xff, 0xd8}
 )
 
-// DecodeImage decodes a PNG or JPEG file. The format is chosen by its magic
-// bytes, and the declared size is checked against MaxImageSide before the
-// pixels are decoded.
-func DecodeImage(data []byte) (image.Image, string, error) {
+// Picture is a checked PNG or JPEG, ready for Detect. A non-interlaced PNG
+// keeps only its compressed data and is decoded row by row while it is
+// pre-processed (pngrows.go); a JPEG or an interlaced PNG is decoded whole
+// here (image/jpeg and Adam7 need the whole picture).
+type Picture struct {
+	Width, Height int
+	Format        string // "png" or "jpeg"
+	img           image.Image
+	png           *pngHeader
+}
+
+// PictureOf wraps an already decoded image.
+func PictureOf(img image.Image) *Picture {
+	b := img.Bounds()
+	return &Picture{Width: b.Dx(), Height: b.Dy(), img: img}
+}
+
+// Streamed reports whether the picture is decoded row by row.
+func (p *Picture) Streamed() bool { return p.png != nil }
+
+// DecodePicture checks a PNG or JPEG file: the format by its magic bytes,
+// the declared size against MaxImageSide before any pixel is decoded, and
+// for a PNG every chunk (lengths, CRCs, order). Pixel data that turns out
+// corrupt while a streamed PNG is pre-processed is a *BadImageError from
+// Detect.
+func DecodePicture(data []byte) (*Picture, error) {
 	var (
 		format       string
 		decodeConfig func([]byte) (image.Config, error)
@@ -47,23 +69,33 @@ func DecodeImage(data []byte) (image.Image, string, error) {
 		decodeConfig = func(b []byte) (image.Config, error) { return jpeg.DecodeConfig(bytes.NewReader(b)) }
 		decode = func(b []byte) (image.Image, error) { return jpeg.Decode(bytes.NewReader(b)) }
 	case len(data) == 0:
-		return nil, "", badImage("image is empty")
+		return nil, badImage("image is empty")
 	default:
-		return nil, "", badImage("image is not a PNG or JPEG file (first bytes % x)", data[:min(len(data), 8)])
+		return nil, badImage("image is not a PNG or JPEG file (first bytes % x)", data[:min(len(data), 8)])
 	}
 	cfg, err := decodeConfig(data)
 	if err != nil {
-		return nil, format, badImage("cannot decode %s header: %v", format, err)
+		return nil, badImage("cannot decode %s header: %v", format, err)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 {
-		return nil, format, badImage("%s image has no pixels (%dx%d)", format, cfg.Width, cfg.Height)
+		return nil, badImage("%s image has no pixels (%dx%d)", format, cfg.Width, cfg.Height)
 	}
 	if cfg.Width > MaxImageSide || cfg.Height > MaxImageSide {
-		return nil, format, badImage("%s image is %dx%d; the largest side allowed is %d", format, cfg.Width, cfg.Height, MaxImageSide)
+		return nil, badImage("%s image is %dx%d; the largest side allowed is %d", format, cfg.Width, cfg.Height, MaxImageSide)
 	}
-	img, err := decode(data)
-	if err != nil {
-		return nil, format, badImage("cannot decode %s image: %v", format, err)
+	pic := &Picture{Width: cfg.Width, Height: cfg.Height, Format: format}
+	if format == "png" {
+		h, err := parsePNG(data)
+		if err != nil {
+			return nil, badImage("cannot decode png image: %v", err)
+		}
+		if !h.interlaced {
+			pic.png = h
+			return pic, nil
+		}
 	}
-	return img, format, nil
+	if pic.img, err = decode(data); err != nil {
+		return nil, badImage("cannot decode %s image: %v", format, err)
+	}
+	return pic, nil
 }

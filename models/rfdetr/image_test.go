@@ -49,7 +49,7 @@ func TestDecodeImage(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			img, format, err := DecodeImage(c.data)
+			pic, err := DecodePicture(c.data)
 			if c.wantErr != "" {
 				var bad *BadImageError
 				if !errors.As(err, &bad) || !strings.Contains(err.Error(), c.wantErr) {
@@ -60,8 +60,8 @@ func TestDecodeImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if format != c.wantFormat || img.Bounds().Dx() == 0 {
-				t.Errorf("format %s, bounds %v", format, img.Bounds())
+			if pic.Format != c.wantFormat || pic.Width == 0 {
+				t.Errorf("format %s, size %dx%d", pic.Format, pic.Width, pic.Height)
 			}
 		})
 	}

@@ -17,20 +17,20 @@ var (
 // PixelCount is the length of a pre-processed input: CHW 3×560×560.
 const PixelCount = 3 * InputSize * InputSize
 
-// Preprocess turns a decoded image into the network input, as upstream's
+// Preprocess turns a picture into the network input, as upstream's
 // predict does with torchvision: RGB bytes /255, ImageNet mean/std, then an
 // antialiased bilinear resize of the whole image to 560×560 (squashed, no
 // letterbox). dst must hold PixelCount values (CHW, row-major).
 //
 // The resize is separable and runs horizontally first, then vertically, as
-// PyTorch does; the horizontal pass streams source rows, so an 8192×8192
-// image needs only a 3×8192×560 intermediate, never a float copy of itself.
-func Preprocess(img image.Image, dst []float32) error {
+// PyTorch does; the horizontal pass consumes source rows one at a time, so
+// an 8192×8192 picture needs only a 3×8192×560 intermediate, never a float
+// copy of itself, and a streamed PNG is never decoded whole.
+func Preprocess(pic *Picture, dst []float32) error {
 	if len(dst) != PixelCount {
 		return fmt.Errorf("preprocess: output holds %d values, want %d", len(dst), PixelCount)
 	}
-	b := img.Bounds()
-	w, h := b.Dx(), b.Dy()
+	w, h := pic.Width, pic.Height
 	if w <= 0 || h <= 0 {
 		return fmt.Errorf("preprocess: image has no pixels (%dx%d)", w, h)
 	}
@@ -45,29 +45,52 @@ func Preprocess(img image.Image, dst []float32) error {
 	vTaps := aaTaps(h, InputSize)
 
 	// Horizontal pass: mid[c][y] is source row y resampled to 560 columns.
-	// Rows are independent, so large images split them across the CPUs.
 	mid := make([]float32, 3*h*InputSize)
-	workers := max(1, min(runtime.GOMAXPROCS(0), h/64))
-	var wg sync.WaitGroup
-	for k := 0; k < workers; k++ {
-		wg.Add(1)
-		go func(y0, y1 int) {
-			defer wg.Done()
-			rgb := make([]uint8, 3*w)
-			line := make([]float32, w)
-			readRow := rowReader(img)
-			for y := y0; y < y1; y++ {
-				readRow(b.Min.Y+y, rgb)
-				for c := 0; c < 3; c++ {
-					for x := 0; x < w; x++ {
-						line[x] = lut[c][rgb[3*x+c]]
-					}
-					hTaps.apply(mid[(c*h+y)*InputSize:(c*h+y+1)*InputSize], line)
-				}
+	resampleRow := func(y int, rgb []uint8, line []float32) {
+		for c := 0; c < 3; c++ {
+			for x := 0; x < w; x++ {
+				line[x] = lut[c][rgb[3*x+c]]
 			}
-		}(k*h/workers, (k+1)*h/workers)
+			hTaps.apply(mid[(c*h+y)*InputSize:(c*h+y+1)*InputSize], line)
+		}
 	}
-	wg.Wait()
+	if pic.png != nil {
+		// Inflating is sequential: one pass, rows in order.
+		rows, err := pic.png.rows()
+		if err != nil {
+			return err
+		}
+		rgb, line := make([]uint8, 3*w), make([]float32, w)
+		for y := 0; y < h; y++ {
+			if err := rows.next(rgb); err != nil {
+				rows.zr.Close()
+				return err
+			}
+			resampleRow(y, rgb, line)
+		}
+		if err := rows.finish(); err != nil {
+			return err
+		}
+	} else {
+		// Decoded rows are independent, so large images split them across the CPUs.
+		img := pic.img
+		b := img.Bounds()
+		workers := max(1, min(runtime.GOMAXPROCS(0), h/64))
+		var wg sync.WaitGroup
+		for k := 0; k < workers; k++ {
+			wg.Add(1)
+			go func(y0, y1 int) {
+				defer wg.Done()
+				rgb, line := make([]uint8, 3*w), make([]float32, w)
+				readRow := rowReader(img)
+				for y := y0; y < y1; y++ {
+					readRow(b.Min.Y+y, rgb)
+					resampleRow(y, rgb, line)
+				}
+			}(k*h/workers, (k+1)*h/workers)
+		}
+		wg.Wait()
+	}
 	// Vertical pass, a whole output row at a time (same per-pixel sum order).
 	for c := 0; c < 3; c++ {
 		plane := mid[c*h*InputSize : (c+1)*h*InputSize]

@@ -64,7 +64,7 @@ func readPreprocessGoldens(t *testing.T) []preprocessGolden {
 func TestPreprocessMatchesPyTorch(t *testing.T) {
 	pixels := make([]float32, PixelCount)
 	for _, g := range readPreprocessGoldens(t) {
-		if err := Preprocess(testImage(g.w, g.h), pixels); err != nil {
+		if err := Preprocess(PictureOf(testImage(g.w, g.h)), pixels); err != nil {
 			t.Fatal(err)
 		}
 		var maxErr float64
@@ -141,7 +141,7 @@ func TestAATapsSumToOne(t *testing.T) {
 }
 
 func TestPreprocessRejectsBadBuffer(t *testing.T) {
-	if err := Preprocess(testImage(4, 4), make([]float32, 10)); err == nil {
+	if err := Preprocess(PictureOf(testImage(4, 4)), make([]float32, 10)); err == nil {
 		t.Error("short output buffer accepted")
 	}
 }
@@ -155,7 +155,7 @@ func BenchmarkPreprocess(b *testing.B) {
 		pixels := make([]float32, PixelCount)
 		b.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				if err := Preprocess(img, pixels); err != nil {
+				if err := Preprocess(PictureOf(img), pixels); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -29,10 +29,11 @@ func TestJPEGColourMatchesLibjpeg(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img, _, err := DecodeImage(data)
+		pic, err := DecodePicture(data)
 		if err != nil {
 			t.Fatal(err)
 		}
+		img := pic.img
 		b := img.Bounds()
 		got := make([]uint8, 3*b.Dx()*b.Dy())
 		read := rowReader(img)

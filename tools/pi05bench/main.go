@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/models/pi05"
+	"github.com/ttmodel/tt-model/models/pi05/arch"
+	"github.com/ttmodel/tt-model/models/pi05/pi05native"
 	"github.com/ttmodel/tt-model/native"
 	"golang.org/x/sys/unix"
 )
@@ -65,7 +67,7 @@ func main() {
 // times; the medians show how much the shared machine disturbed the run.
 type report struct {
 	Weights         string             `json:"weights"`
-	Dims            native.Pi05Dims    `json:"dims"`
+	Dims            arch.Dims          `json:"dims"`
 	ISA             string             `json:"isa"`
 	Threads         int                `json:"threads"`
 	Cams            int                `json:"cams"`
@@ -139,7 +141,7 @@ func run(ctx context.Context, o options) error {
 	if o.horizon <= 32 {
 		rows = 32
 	}
-	prog, err := m.NewProgram(native.Pi05Preset{Cams: o.cams, TextBucket: o.tokens, ActionRows: rows, MaxBatch: maxNB}, o.threads)
+	prog, err := m.NewProgram(arch.Preset{Cams: o.cams, TextBucket: o.tokens, ActionRows: rows, MaxBatch: maxNB}, o.threads)
 	if err != nil {
 		return err
 	}
@@ -340,7 +342,12 @@ func load(ctx context.Context, dir string) (*native.Pi05Model, error) {
 	}
 	defer ck.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return ck.Load(ctx, pi05.LoadOptions{Precision: native.Pi05BF16}, log)
+	k, err := pi05native.Builder(pi05native.Options{Precision: native.BF16})(ctx, ck, log)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := pi05native.Model(k)
+	return m, nil
 }
 
 func torchBench(ctx context.Context, o options) (map[string]float64, error) {

@@ -5,7 +5,6 @@ package rfdetrnative
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/ttmodel/tt-model/models/rfdetr"
@@ -13,34 +12,32 @@ import (
 )
 
 // Builder returns an rfdetr.Builder that packs the weights into a native
-// program with opts (precision, threads). Tensors are handed over one at a
-// time, straight from the checkpoint mapping; the program copies them.
+// program with opts (precision, threads). Tensors are handed over by name, one
+// at a time in the program's order, straight from the checkpoint mapping; the
+// program copies them.
 func Builder(opts native.RFDETROptions) rfdetr.Builder {
 	return func(_ context.Context, w *rfdetr.Weights) (rfdetr.Network, error) {
-		var readErrs []error
-		prev := ""
-		release := func() {
-			if prev != "" {
-				if err := w.Release(prev); err != nil {
-					readErrs = append(readErrs, err)
-				}
+		prog, err := native.NewRFDETR(opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range native.RFDETRWeights() {
+			data, shape, err := w.Tensor(s.Name)
+			if err == nil {
+				_, err = prog.SetTensor(s.Name, native.DTypeF32, shape, native.F32Bytes(data))
+			}
+			if err == nil {
+				// Packed by now: drop its file pages so peak RSS stays near the packed weights.
+				err = w.Release(s.Name)
+			}
+			if err != nil {
+				prog.Close()
+				return nil, err
 			}
 		}
-		prog, err := native.LoadRFDETRFunc(func(name string) (native.Tensor, bool) {
-			// The program has packed the previous tensor by now: drop its
-			// file pages so peak RSS stays near the packed weights.
-			release()
-			prev = name
-			data, shape, err := w.Tensor(name)
-			if err != nil {
-				readErrs = append(readErrs, err)
-				return native.Tensor{}, false
-			}
-			return native.Tensor{Shape: shape, Data: data}, true
-		}, opts)
-		release()
-		if err != nil {
-			return nil, errors.Join(append([]error{err}, readErrs...)...)
+		if err := prog.Ready(); err != nil {
+			prog.Close()
+			return nil, err
 		}
 		return &Network{prog: prog}, nil
 	}

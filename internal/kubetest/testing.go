@@ -1,0 +1,27 @@
+package kubetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ttmodel/tt-model/internal/kubebin"
+	"github.com/ttmodel/tt-model/internal/testenv"
+)
+
+// Run starts a control plane for t in a temporary folder and stops it when
+// t ends. Without the binaries t skips, or fails where TT_REQUIRE names
+// kube-apiserver.
+func Run(t testing.TB) *Server {
+	t.Helper()
+	testenv.Require(t, kubebin.Requirement)
+	bin, err := kubebin.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(context.Background(), bin, t.TempDir())
+	if err != nil {
+		t.Fatalf("start the test API server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}

@@ -1,0 +1,236 @@
+package kube
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ttmodel/tt-model/internal/kubetest"
+)
+
+// TestAPIServer runs the cluster-side tests against one real kube-apiserver
+// (etcd behind it, no kubelet), each in a namespace of its own.
+func TestAPIServer(t *testing.T) {
+	srv := kubetest.Run(t)
+	t.Run("every profile", func(t *testing.T) { testEveryProfile(t, srv) })
+	t.Run("errors", func(t *testing.T) { testApplyErrors(t, srv) })
+	t.Run("status and delete", func(t *testing.T) { testStatusAndDelete(t, srv) })
+	t.Run("supervisor status", func(t *testing.T) { testStatusReadsSupervisor(t, srv) })
+}
+
+// connect is a new connection (with its own warning record) and a new
+// namespace holding the service account pods need.
+func connect(t *testing.T, srv *kubetest.Server, ns string) *Cluster {
+	t.Helper()
+	ctx := context.Background()
+	cl, err := Connect(ctx, ConnectOptions{Kubeconfig: srv.Kubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Namespace != "default" {
+		t.Errorf("namespace from the kubeconfig: %q", cl.Namespace)
+	}
+	if _, err := cl.core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The controller manager would create it; pods are admitted only when
+	// their service account exists.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := cl.core.ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// testEveryProfile applies the rendered objects of every profile of both
+// packages with server-side apply, first with dryRun=All and then for real
+// (twice), requires that the server accepts them without a single warning,
+// and reads back what it stored.
+func testEveryProfile(t *testing.T, srv *kubetest.Server) {
+	ctx := context.Background()
+	const ns = "every-profile"
+	cl := connect(t, srv, ns)
+	for _, model := range models {
+		pkg := stagedPackage(t, model, nil)
+		for _, prof := range profiles(pkg) {
+			t.Run(model+"/"+prof, func(t *testing.T) {
+				m, err := Render(pkg, Options{Profile: prof, Replicas: ptr(int32(2)), Namespace: ns})
+				if err != nil {
+					t.Fatal(err)
+				}
+				dry, err := cl.Apply(ctx, m, ApplyOptions{DryRun: true})
+				if err != nil {
+					t.Fatalf("dry run: %v", err)
+				}
+				if len(dry) != 4 || dry[3].GetKind() != "StatefulSet" {
+					t.Fatalf("dry run answered %d objects", len(dry))
+				}
+				if _, err := cl.apps.StatefulSets(ns).Get(ctx, m.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					t.Fatalf("after a dry run the StatefulSet exists (or: %v)", err)
+				}
+				for range 2 { // the second apply must be a no-op, not a conflict
+					if _, err := cl.Apply(ctx, m, ApplyOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sts, err := cl.apps.StatefulSets(ns).Get(ctx, m.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkStored(t, m, sts)
+				if sts.Generation != 1 {
+					t.Errorf("generation %d after applying the same objects twice, want 1", sts.Generation)
+				}
+				svc, err := cl.core.Services(ns).Get(ctx, m.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if svc.Spec.ClusterIP == "" || svc.Spec.Ports[0].TargetPort.StrVal != portHTTP || svc.Spec.Ports[0].Port != 8000 {
+					t.Errorf("service %s: %+v", svc.Name, svc.Spec)
+				}
+				if owners := managers(sts); len(owners) != 1 || owners[0] != FieldManager {
+					t.Errorf("field managers %v, want only %s", owners, FieldManager)
+				}
+			})
+		}
+	}
+	if w := cl.Warnings(); len(w) > 0 {
+		t.Errorf("the API server sent %d warning(s):\n%s", len(w), strings.Join(w, "\n"))
+	}
+}
+
+// checkStored compares what the API server stored with what was rendered:
+// probes, resources, volumes and the image digest survive defaulting.
+func checkStored(t *testing.T, m *Manifests, sts *appsv1.StatefulSet) {
+	t.Helper()
+	want := m.StatefulSet.Spec.Template.Spec
+	got := sts.Spec.Template.Spec
+	c, wc := got.Containers[0], want.Containers[0]
+	if c.Image != m.Image || !strings.Contains(c.Image, "@"+fakeDigest) {
+		t.Errorf("image %q, want %q", c.Image, m.Image)
+	}
+	if got.InitContainers[0].Image != m.Image {
+		t.Errorf("weights job image %q", got.InitContainers[0].Image)
+	}
+	sp := c.StartupProbe
+	if sp == nil || sp.HTTPGet == nil || sp.HTTPGet.Port.StrVal != portStatus ||
+		time.Duration(sp.FailureThreshold)*time.Duration(sp.PeriodSeconds)*time.Second != 7*time.Minute {
+		t.Errorf("startup probe %+v", sp)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/status" {
+		t.Errorf("liveness probe %+v", c.LivenessProbe)
+	}
+	if rp := c.ReadinessProbe; rp == nil || rp.Exec == nil || rp.Exec.Command[1] != "health" {
+		t.Errorf("readiness probe %+v", c.ReadinessProbe)
+	}
+	for name, q := range wc.Resources.Limits {
+		if g := c.Resources.Limits[name]; g.Cmp(q) != 0 {
+			t.Errorf("limit %s = %s, want %s", name, g.String(), q.String())
+		}
+		if g := c.Resources.Requests[name]; g.Cmp(q) != 0 {
+			t.Errorf("request %s = %s, want %s", name, g.String(), q.String())
+		}
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range got.Volumes {
+		vols[v.Name] = v
+	}
+	if v := vols[volHugepages]; v.HostPath == nil || v.HostPath.Path != "/dev/hugepages-1G" {
+		t.Errorf("hugepages volume %+v", v)
+	}
+	if v := vols[volManifest]; v.ConfigMap == nil || v.ConfigMap.Name != m.ConfigMap.Name {
+		t.Errorf("manifest volume %+v", v)
+	}
+	if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.VolumeClaimTemplates[0].Name != volCache {
+		t.Errorf("claim templates %+v", sts.Spec.VolumeClaimTemplates)
+	}
+	if *got.TerminationGracePeriodSeconds != *want.TerminationGracePeriodSeconds || *got.SecurityContext.RunAsUser != 1000 {
+		t.Errorf("grace %d, user %d", *got.TerminationGracePeriodSeconds, *got.SecurityContext.RunAsUser)
+	}
+}
+
+func managers(obj metav1.Object) []string {
+	var out []string
+	for _, f := range obj.GetManagedFields() {
+		out = append(out, f.Manager)
+	}
+	return out
+}
+
+// testApplyErrors: a conflicting owner, a missing namespace and a
+// kubeconfig whose server does not answer are clear errors.
+func testApplyErrors(t *testing.T, srv *kubetest.Server) {
+	ctx := context.Background()
+	const ns = "errors"
+	cl := connect(t, srv, ns)
+	pkg := stagedPackage(t, "rf-detr", nil)
+
+	m, err := Render(pkg, Options{Namespace: "absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Apply(ctx, m, ApplyOptions{}); err == nil || !strings.Contains(err.Error(), `namespaces "absent" not found`) {
+		t.Errorf("missing namespace: %v", err)
+	}
+
+	m, err = Render(pkg, Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Apply(ctx, m, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Another manager (kubectl scale, say) takes the replica count.
+	other := `{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"rf-detr-default"},"spec":{"replicas":3}}`
+	if _, err := cl.apps.StatefulSets(ns).Patch(ctx, "rf-detr-default", "application/apply-patch+yaml", []byte(other),
+		metav1.PatchOptions{FieldManager: "kubectl", Force: ptr(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Apply(ctx, m, ApplyOptions{}); err == nil || !strings.Contains(err.Error(), "--force-conflicts") {
+		t.Errorf("conflict: %v", err)
+	}
+	if _, err := cl.Apply(ctx, m, ApplyOptions{Force: true}); err != nil {
+		t.Errorf("forced: %v", err)
+	}
+
+	// The warning handler sees what the API server warns about (so "no
+	// warnings" above means none were sent): a duplicate host alias IP
+	// draws one.
+	if n := len(cl.Warnings()); n != 0 {
+		t.Fatalf("%d warnings before the duplicate host alias", n)
+	}
+	dup := `{"spec":{"template":{"spec":{"hostAliases":[{"ip":"10.1.2.3","hostnames":["a"]},{"ip":"10.1.2.3","hostnames":["b"]}]}}}}`
+	if _, err := cl.apps.StatefulSets(ns).Patch(ctx, "rf-detr-default", "application/merge-patch+json", []byte(dup),
+		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := cl.Warnings(); len(w) != 1 || !strings.Contains(w[0], "duplicate ip") {
+		t.Errorf("warnings %q, want the duplicate host alias IP's", w)
+	}
+
+	dead := filepath.Join(t.TempDir(), "kubeconfig")
+	data, err := os.ReadFile(srv.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same credentials, a port nothing listens on.
+	if err := os.WriteFile(dead, []byte(strings.Replace(string(data), srv.URL, "https://127.0.0.1:1", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Connect(ctx, ConnectOptions{Kubeconfig: dead, Timeout: 3 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "the API server https://127.0.0.1:1") || !strings.Contains(err.Error(), "does not answer") || !strings.Contains(err.Error(), dead) {
+		t.Errorf("dead server: %v", err)
+	}
+	_, err = Connect(ctx, ConnectOptions{Kubeconfig: filepath.Join(t.TempDir(), "missing")})
+	if err == nil || !strings.Contains(err.Error(), "kubeconfig") {
+		t.Errorf("missing kubeconfig: %v", err)
+	}
+}

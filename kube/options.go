@@ -1,0 +1,111 @@
+// Package kube turns a staged package into Kubernetes objects (a StatefulSet
+// running `tt-model supervise` as PID 1, its Services and the package's
+// manifest as a ConfigMap) and applies, deletes and inspects them with
+// client-go. Render is pure: the same package and options give the same
+// objects, byte for byte once encoded.
+package kube
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/ttmodel/tt-model/supervisor"
+)
+
+// FieldManager owns every field tt-model applies (server-side apply).
+const FieldManager = "tt-model"
+
+// NoChipResource as Options.ChipResource leaves the chips out of the pod's
+// resources (a CPU-only node, or chips handed out some other way).
+const NoChipResource = "none"
+
+// DefaultStatusPort is where the supervisor serves its status JSON in the pod.
+const DefaultStatusPort = 9100
+
+// Options are the render flags. The zero value of a field means its default
+// (Defaults fills them), so callers set only what the user gave.
+type Options struct {
+	Profile   string // "" = the package's default profile
+	Name      string // "" = <package>-<profile>
+	Namespace string // "" = none in the objects (kubectl and apply choose)
+	Replicas  *int32 // nil = 1
+
+	// Registry is HOST[/NAMESPACE] the image was pushed to, as `tt-model
+	// push --registry`; "" = the manifest's image.registry.
+	Registry string
+
+	// ChipResource is the extended resource the chips are requested as;
+	// "" = the name Tenstorrent's device plugin advertises for the
+	// profile's hardware (ChipResourceFor), NoChipResource = none.
+	ChipResource string
+	// NoHugepages leaves out the host's /dev/hugepages-1G, which is
+	// mounted whenever the profile uses chips (tt-metal's host memory).
+	NoHugepages bool
+
+	StartTimeout time.Duration // the supervisor's --start-timeout
+	StopGrace    time.Duration // the supervisor's --stop-grace
+	ResetCmd     string        // the supervisor's --reset-cmd; "" = its default
+	StatusPort   int32
+
+	// CacheHostPath puts the HF cache, the kernel cache and the hang
+	// marker on this host directory instead of a PVC per replica.
+	CacheHostPath string
+	CacheSize     resource.Quantity // the PVC's request
+	StorageClass  string            // "" = the cluster's default class
+
+	// HFTokenSecret names a Secret whose key HF_TOKEN the weights job reads
+	// (gated or private weights).
+	HFTokenSecret string
+
+	CPU    resource.Quantity // requests.cpu; zero = none
+	Memory resource.Quantity // requests.memory and limits.memory; zero = none
+}
+
+// Defaults fills the fields left at their zero value.
+func (o Options) Defaults() Options {
+	d := supervisor.Defaults(8000)
+	if o.Replicas == nil {
+		o.Replicas = ptr(int32(1))
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = d.StartTimeout
+	}
+	if o.StopGrace == 0 {
+		o.StopGrace = d.StopGrace
+	}
+	if o.StatusPort == 0 {
+		o.StatusPort = DefaultStatusPort
+	}
+	if o.CacheSize.IsZero() {
+		o.CacheSize = resource.MustParse("50Gi")
+	}
+	return o
+}
+
+// check refuses values Kubernetes or the supervisor would refuse later,
+// naming the flag.
+func (o Options) check() error {
+	if *o.Replicas < 0 {
+		return fmt.Errorf("--replicas %d: want 0 or more", *o.Replicas)
+	}
+	if o.StartTimeout < probePeriod || o.StartTimeout%probePeriod != 0 {
+		// The startup probe's budget is failureThreshold × period: only a
+		// whole number of periods makes it equal to the start timeout.
+		return fmt.Errorf("--start-timeout %s: want a positive multiple of %s, the startup probe's period", o.StartTimeout, probePeriod)
+	}
+	if o.StopGrace < time.Second {
+		return fmt.Errorf("--stop-grace %s: want at least 1s", o.StopGrace)
+	}
+	if o.StatusPort < 1 || o.StatusPort > 65535 {
+		return fmt.Errorf("--status-port %d: want 1-65535", o.StatusPort)
+	}
+	if o.CacheSize.Sign() <= 0 {
+		return fmt.Errorf("--cache-size %s: want a positive size", o.CacheSize.String())
+	}
+	if o.CPU.Sign() < 0 || o.Memory.Sign() < 0 {
+		return fmt.Errorf("--cpu/--memory: want positive quantities")
+	}
+	return nil
+}

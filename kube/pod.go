@@ -1,0 +1,378 @@
+package kube
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ttmodel/tt-model/builder"
+	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/runner"
+)
+
+// Probe timing. The status endpoint and /health answer from memory, so a
+// probe that takes 5 s means the process is stuck.
+const (
+	probePeriod  = 10 * time.Second
+	probeTimeout = 5 * time.Second
+	// probeFailures is how many failed probes in a row mark a replica not
+	// ready, or a supervisor dead.
+	probeFailures = 3
+	// graceMargin is added to the stop grace for the supervisor's own exit
+	// after it has stopped (or killed) the server.
+	graceMargin = 15 * time.Second
+)
+
+// Paths inside the pod.
+const (
+	manifestDir   = "/etc/tt-model"
+	hugepagesPath = "/dev/hugepages-1G"
+	// defaultMarkerName is the hang marker in the cache volume when the
+	// profile does not name one.
+	defaultMarkerName = "hang_marker"
+	hangMarkerEnv     = "PI05_HANG_MARKER"
+)
+
+// Volume names.
+const (
+	volCache     = "cache"
+	volManifest  = "manifest"
+	volTmp       = "tmp"
+	volHome      = "home"
+	volHugepages = "hugepages"
+)
+
+// Sub-folders of the cache volume.
+const (
+	subHF    = "hf"    // HF_HOME: the weights, shared by the replicas on a host path
+	subCache = "cache" // TT_METAL_CACHE and the hang marker: one per replica
+)
+
+type podInput struct {
+	pkg          *runner.Package
+	prof         manifest.Profile
+	launch       manifest.Launch
+	name, image  string
+	chipResource string
+	chips        int64
+	opts         Options
+}
+
+// podSpec is the replica's pod: the supervisor as PID 1 running the server,
+// preceded by the weights job when the package pins weights.
+func podSpec(in podInput) (corev1.PodSpec, error) {
+	marker, err := hangMarker(in.prof.Name, in.launch.Env)
+	if err != nil {
+		return corev1.PodSpec{}, err
+	}
+	useChips := in.chips > 0
+	hugepages := useChips && !in.opts.NoHugepages
+	mounts := []corev1.VolumeMount{
+		{Name: volCache, MountPath: builder.ImageHFDir, SubPath: subHF},
+		cacheMount(in.opts),
+		{Name: volTmp, MountPath: "/tmp"},
+		{Name: volHome, MountPath: builder.ImageHomeDir},
+	}
+	if hugepages {
+		mounts = append(mounts, corev1.VolumeMount{Name: volHugepages, MountPath: hugepagesPath})
+	}
+	server := corev1.Container{
+		Name:            "server",
+		Image:           in.image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         supervisorArgv(in.launch, in.opts, marker),
+		Args:            serverArgv(in.launch),
+		Env:             serverEnv(in.pkg, in.launch),
+		Ports: []corev1.ContainerPort{
+			{Name: portHTTP, ContainerPort: int32(in.launch.Port), Protocol: corev1.ProtocolTCP},
+			{Name: portStatus, ContainerPort: in.opts.StatusPort, Protocol: corev1.ProtocolTCP},
+		},
+		Resources:       resources(in.chipResource, in.chips, in.opts),
+		VolumeMounts:    mounts,
+		StartupProbe:    startupProbe(in.opts.StartTimeout),
+		LivenessProbe:   supervisorProbe(probeFailures),
+		ReadinessProbe:  readinessProbe(in.launch),
+		SecurityContext: containerSecurity(in.pkg.Wire.Container.Kind),
+	}
+	spec := corev1.PodSpec{
+		Containers:                    []corev1.Container{server},
+		TerminationGracePeriodSeconds: ptr(seconds(in.opts.StopGrace + graceMargin)),
+		SecurityContext:               podSecurity(),
+		// The server needs no Kubernetes API and no service variables.
+		AutomountServiceAccountToken: ptr(false),
+		EnableServiceLinks:           ptr(false),
+		Volumes:                      volumes(in, hugepages),
+	}
+	if len(in.pkg.WeightRefs()) > 0 {
+		spec.InitContainers = []corev1.Container{weightsJob(in)}
+	}
+	return spec, nil
+}
+
+// supervisorArgv is the container's command: `tt-model supervise` as PID 1
+// with the profile's readiness, the start timeout and stop grace the probes
+// are derived from, the hang marker on the cache volume and the status
+// endpoint the liveness probe reads.
+func supervisorArgv(l manifest.Launch, o Options, marker string) []string {
+	argv := []string{builder.ImageToolPath, "supervise"}
+	if l.ReadyLine != "" {
+		argv = append(argv, "--ready-line", l.ReadyLine)
+	} else {
+		argv = append(argv, "--ready-url", healthURL(l))
+	}
+	argv = append(argv,
+		"--start-timeout", o.StartTimeout.String(),
+		"--stop-grace", o.StopGrace.String(),
+		"--hang-marker", marker,
+		"--status-addr", ":"+strconv.Itoa(int(o.StatusPort)),
+	)
+	if o.ResetCmd != "" {
+		argv = append(argv, "--reset-cmd", o.ResetCmd)
+	}
+	return append(argv, "--")
+}
+
+// serverArgv is the profile's server command with the image's path for it.
+func serverArgv(l manifest.Launch) []string {
+	argv := slices.Clone(l.Argv)
+	if len(argv) > 0 && argv[0] == path.Base(builder.ImageServerPath) {
+		argv[0] = builder.ImageServerPath
+	}
+	return argv
+}
+
+func healthURL(l manifest.Launch) string {
+	p := l.ReadyPath
+	if p == "" {
+		p = "/health"
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d%s", l.Port, p)
+}
+
+// hangMarker is where the supervisor (and a pi0.5 server, which writes it
+// itself) keep the hang marker: the profile's PI05_HANG_MARKER, which must
+// then lie in the replica's cache folder so it outlives the container, else
+// a file there.
+func hangMarker(profile string, env map[string]string) (string, error) {
+	p, ok := env[hangMarkerEnv]
+	if !ok || p == "" {
+		return path.Join(builder.ImageCacheDir, defaultMarkerName), nil
+	}
+	if !strings.HasPrefix(path.Clean(p), builder.ImageCacheDir+"/") {
+		return "", fmt.Errorf("profile %s: %s=%s is outside %s, the replica's cache volume: the marker would not outlive the container",
+			profile, hangMarkerEnv, p, builder.ImageCacheDir)
+	}
+	return path.Clean(p), nil
+}
+
+// serverEnv is the profile's server environment with the caches at the
+// volume mounts and HF_MODEL at the pinned snapshot the weights job
+// fetched, so the server never asks the Hub. Sorted, as the image's.
+func serverEnv(pkg *runner.Package, l manifest.Launch) []corev1.EnvVar {
+	env := map[string]string{}
+	for k, v := range l.Env {
+		env[k] = v
+	}
+	env["HF_HOME"] = builder.ImageHFDir
+	env["TT_METAL_CACHE"] = builder.ImageCacheDir
+	if w := pkg.Wire.Weights; w != nil && w.Revision != nil && hub.IsCommit(*w.Revision) && env["HF_MODEL"] == w.Repo {
+		env["HF_MODEL"] = runner.ContainerSnapshotPath(w.Repo, *w.Revision)
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]corev1.EnvVar, 0, len(keys)+1)
+	for _, k := range keys {
+		out = append(out, corev1.EnvVar{Name: k, Value: env[k]})
+	}
+	return append(out, podNameEnv())
+}
+
+// podNameEnv gives the container its pod's name (the per-replica cache
+// folder on a host path is named after it).
+func podNameEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
+	}}
+}
+
+// cacheMount is the replica's own cache folder at /cache: a folder of its
+// PVC, or of the host path named after the pod.
+func cacheMount(o Options) corev1.VolumeMount {
+	m := corev1.VolumeMount{Name: volCache, MountPath: builder.ImageCacheDir, SubPath: subCache}
+	if o.CacheHostPath != "" {
+		m.SubPath, m.SubPathExpr = "", subCache+"/$(POD_NAME)"
+	}
+	return m
+}
+
+// resources are the chips as the device plugin's extended resource
+// (requests must equal limits for those) and the optional CPU and memory.
+func resources(chipResource string, chips int64, o Options) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{}
+	set := func(l *corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
+		if *l == nil {
+			*l = corev1.ResourceList{}
+		}
+		(*l)[name] = q
+	}
+	if chipResource != "" {
+		q := *resource.NewQuantity(chips, resource.DecimalSI)
+		set(&r.Requests, corev1.ResourceName(chipResource), q)
+		set(&r.Limits, corev1.ResourceName(chipResource), q)
+	}
+	if !o.CPU.IsZero() {
+		set(&r.Requests, corev1.ResourceCPU, o.CPU)
+	}
+	if !o.Memory.IsZero() {
+		set(&r.Requests, corev1.ResourceMemory, o.Memory)
+		set(&r.Limits, corev1.ResourceMemory, o.Memory)
+	}
+	return r
+}
+
+// startupProbe gives the supervisor as long to answer as the supervisor
+// gives the server to become ready: failureThreshold × period = the start
+// timeout. It asks the supervisor, not the server: the supervisor enforces
+// the start timeout itself (chip reset, restart in place), and a kubelet
+// deadline on the server would race it and restart the container instead.
+func startupProbe(startTimeout time.Duration) *corev1.Probe {
+	period := seconds(probePeriod)
+	return supervisorProbe(int32((seconds(startTimeout) + period - 1) / period))
+}
+
+// supervisorProbe asks the supervisor's status endpoint, which answers while
+// the supervisor runs, whatever the server is doing (a long inference, a
+// chip reset, a restart).
+func supervisorProbe(failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/status", Port: intOrName(portStatus)}},
+		PeriodSeconds:    int32(seconds(probePeriod)),
+		TimeoutSeconds:   int32(seconds(probeTimeout)),
+		FailureThreshold: failures,
+		SuccessThreshold: 1,
+	}
+}
+
+// readinessProbe runs `tt-model health` on the server's /health: the
+// server answers 200 while it starts, so only the JSON status tells.
+func readinessProbe(l manifest.Launch) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
+			builder.ImageToolPath, "health", healthURL(l), "--timeout", (probeTimeout - time.Second).String(),
+		}}},
+		PeriodSeconds:    int32(seconds(probePeriod)),
+		TimeoutSeconds:   int32(seconds(probeTimeout)),
+		FailureThreshold: probeFailures,
+		SuccessThreshold: 1,
+	}
+}
+
+// podSecurity runs the pod as the image's tt user; fsGroup makes the cache
+// volume writable by it.
+func podSecurity() *corev1.PodSecurityContext {
+	onRootMismatch := corev1.FSGroupChangeOnRootMismatch
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr(true),
+		RunAsUser:           ptr(int64(builder.ImageUID)),
+		RunAsGroup:          ptr(int64(builder.ImageGID)),
+		FSGroup:             ptr(int64(builder.ImageGID)),
+		FSGroupChangePolicy: &onRootMismatch, // the weights are large: no recursive chown at every start
+		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// containerSecurity drops every capability; the root file system is
+// read-only for tt-model-server, which writes only to the mounted caches and
+// /tmp (other kinds' servers write where their images say, unknown here).
+func containerSecurity(kind string) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		ReadOnlyRootFilesystem:   ptr(kind == manifest.KindGoServer),
+	}
+}
+
+// weightsJob pulls the pinned weights into the cache volume before the
+// server starts; a snapshot already complete there needs no network, so
+// the weights are fetched once per volume, not once per start.
+func weightsJob(in podInput) corev1.Container {
+	env := []corev1.EnvVar{
+		{Name: "HF_HOME", Value: builder.ImageHFDir},
+		{Name: "HOME", Value: builder.ImageHomeDir},
+	}
+	if in.opts.HFTokenSecret != "" {
+		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: in.opts.HFTokenSecret}, Key: "HF_TOKEN"},
+		}})
+	}
+	return corev1.Container{
+		Name:            "weights",
+		Image:           in.image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{builder.ImageToolPath, "weights", "pull",
+			path.Join(manifestDir, manifest.WireFile), "--profile", in.prof.Name},
+		Env: env,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: volCache, MountPath: builder.ImageHFDir, SubPath: subHF},
+			{Name: volManifest, MountPath: manifestDir, ReadOnly: true},
+			{Name: volTmp, MountPath: "/tmp"},
+			{Name: volHome, MountPath: builder.ImageHomeDir},
+		},
+		SecurityContext: containerSecurity(in.pkg.Wire.Container.Kind),
+	}
+}
+
+func volumes(in podInput, hugepages bool) []corev1.Volume {
+	vols := []corev1.Volume{
+		{Name: volManifest, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: in.name + "-manifest"},
+		}}},
+		{Name: volTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: volHome, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	if in.opts.CacheHostPath != "" {
+		vols = append(vols, hostPathVolume(volCache, in.opts.CacheHostPath, corev1.HostPathDirectoryOrCreate))
+	}
+	if hugepages {
+		// umd maps its host memory from files in exactly this hugetlbfs mount.
+		vols = append(vols, hostPathVolume(volHugepages, hugepagesPath, corev1.HostPathDirectory))
+	}
+	return vols
+}
+
+func hostPathVolume(name, dir string, t corev1.HostPathType) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &t}}}
+}
+
+// cacheClaim is each replica's cache PVC: the weights, the kernel cache and
+// the hang marker outlive the container and the pod. It carries the
+// instance's labels, so `k8s delete --volumes` finds the claims.
+func cacheClaim(o Options, labels map[string]string) corev1.PersistentVolumeClaim {
+	c := corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: volCache, Labels: labels},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: o.CacheSize}},
+		},
+	}
+	if o.StorageClass != "" {
+		c.Spec.StorageClassName = ptr(o.StorageClass)
+	}
+	return c
+}
+
+func intOrName(name string) intstr.IntOrString { return intstr.FromString(name) }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,337 @@
+package kube
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/runner"
+	"github.com/ttmodel/tt-model/supervisor"
+)
+
+var update = flag.Bool("update", false, "rewrite the rendered-manifest goldens under testdata/")
+
+// TestRenderGolden renders every profile of both packages with the
+// defaults and compares the YAML with testdata/<package>-<profile>.yaml.
+func TestRenderGolden(t *testing.T) {
+	for _, model := range models {
+		pkg := stagedPackage(t, model, nil)
+		for _, prof := range profiles(pkg) {
+			t.Run(model+"/"+prof, func(t *testing.T) {
+				m, err := Render(pkg, Options{Profile: prof})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := YAML(m.Objects())
+				if err != nil {
+					t.Fatal(err)
+				}
+				golden := filepath.Join("testdata", pkg.Wire.Name+"-"+prof+".yaml")
+				if *update {
+					if err := os.WriteFile(golden, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (go test ./kube -run TestRenderGolden -update writes it)", err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("render differs from %s (rerun with -update after checking the change):\n%s", golden, lineDiff(string(want), string(got)))
+				}
+			})
+		}
+	}
+}
+
+// lineDiff lists the lines only in want (-) or only in got (+), in order.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for _, l := range w {
+		if !slices.Contains(g, l) {
+			b.WriteString("- " + l + "\n")
+		}
+	}
+	for _, l := range g {
+		if !slices.Contains(w, l) {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// TestProbeBudgets holds, for every profile and for the defaults and other
+// supervisor settings: the startup probe's budget (failureThreshold ×
+// periodSeconds) equals the supervisor's --start-timeout in the container's
+// command, and the termination grace is at least its --stop-grace.
+func TestProbeBudgets(t *testing.T) {
+	settings := []Options{{}, {StartTimeout: 15 * time.Minute, StopGrace: 10 * time.Second}, {StartTimeout: 10 * time.Second, StopGrace: 90 * time.Second}}
+	for _, model := range models {
+		pkg := stagedPackage(t, model, nil)
+		for _, prof := range profiles(pkg) {
+			for _, o := range settings {
+				o.Profile = prof
+				m, err := Render(pkg, o)
+				if err != nil {
+					t.Fatalf("%s/%s: %v", model, prof, err)
+				}
+				pod := m.StatefulSet.Spec.Template.Spec
+				c := pod.Containers[0]
+				start := flagDuration(t, c.Command, "--start-timeout")
+				stop := flagDuration(t, c.Command, "--stop-grace")
+				if o.StartTimeout != 0 && start != o.StartTimeout {
+					t.Errorf("%s/%s: --start-timeout %s, asked for %s", model, prof, start, o.StartTimeout)
+				}
+				if o.StartTimeout == 0 && start != supervisor.Defaults(0).StartTimeout {
+					t.Errorf("%s/%s: default --start-timeout %s, the supervisor's is %s", model, prof, start, supervisor.Defaults(0).StartTimeout)
+				}
+				sp := c.StartupProbe
+				budget := time.Duration(sp.FailureThreshold) * time.Duration(sp.PeriodSeconds) * time.Second
+				if budget != start {
+					t.Errorf("%s/%s: startup probe budget %d × %ds = %s, supervisor start timeout %s", model, prof, sp.FailureThreshold, sp.PeriodSeconds, budget, start)
+				}
+				grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+				if grace < stop {
+					t.Errorf("%s/%s: terminationGracePeriodSeconds %s < --stop-grace %s", model, prof, grace, stop)
+				}
+			}
+		}
+	}
+}
+
+// flagDuration reads "--name VALUE" from argv.
+func flagDuration(t *testing.T, argv []string, name string) time.Duration {
+	t.Helper()
+	i := slices.Index(argv, name)
+	if i < 0 || i+1 >= len(argv) {
+		t.Fatalf("%s not in %q", name, argv)
+	}
+	d, err := time.ParseDuration(argv[i+1])
+	if err != nil {
+		t.Fatalf("%s %q: %v", name, argv[i+1], err)
+	}
+	return d
+}
+
+// TestRenderShape checks what each package's pod must carry, beyond the
+// goldens: the image by digest, supervise as PID 1 before the server argv,
+// chips as the device plugin's resource, the probes' targets and the
+// volumes at the image's paths.
+func TestRenderShape(t *testing.T) {
+	cases := []struct {
+		model, profile string
+		chips          int64
+	}{
+		{"rf-detr", "default", 1},
+		{"pi05", "multi-robot", 4},
+		{"pi05", "disaggregated", 4},
+	}
+	for _, tc := range cases {
+		pkg := stagedPackage(t, tc.model, nil)
+		m, err := Render(pkg, Options{Profile: tc.profile, Replicas: ptr(int32(2))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := m.StatefulSet.Spec.Template.Spec
+		c := pod.Containers[0]
+		if want := "tt-model/" + pkg.Wire.Name + "@" + fakeDigest; c.Image != want || m.Image != want {
+			t.Errorf("%s: image %q, want %q", tc.model, c.Image, want)
+		}
+		if c.Command[0] != "/usr/local/bin/tt-model" || c.Command[1] != "supervise" || c.Command[len(c.Command)-1] != "--" {
+			t.Errorf("%s: command %q is not `tt-model supervise … --`", tc.model, c.Command)
+		}
+		if c.Args[0] != "/usr/local/bin/tt-model-server" {
+			t.Errorf("%s: args %q do not start with the server", tc.model, c.Args)
+		}
+		q := c.Resources.Limits[corev1.ResourceName("tenstorrent.com/blackhole")]
+		if q.Value() != tc.chips || !q.Equal(c.Resources.Requests[corev1.ResourceName("tenstorrent.com/blackhole")]) {
+			t.Errorf("%s/%s: chips %v / %v, want %d", tc.model, tc.profile, c.Resources.Limits, c.Resources.Requests, tc.chips)
+		}
+		if got := c.LivenessProbe.HTTPGet; got == nil || got.Path != "/status" || got.Port.StrVal != "status" {
+			t.Errorf("%s: liveness probe %+v is not the supervisor's /status", tc.model, c.LivenessProbe)
+		}
+		if got := c.ReadinessProbe.Exec; got == nil || !slices.Contains(got.Command, "http://127.0.0.1:8000/health") || got.Command[1] != "health" {
+			t.Errorf("%s: readiness probe %+v is not tt-model health on the server", tc.model, c.ReadinessProbe)
+		}
+		mounts := map[string]string{}
+		for _, vm := range c.VolumeMounts {
+			mounts[vm.MountPath] = vm.Name
+		}
+		for path, vol := range map[string]string{"/hf": volCache, "/cache": volCache, "/tmp": volTmp, "/dev/hugepages-1G": volHugepages} {
+			if mounts[path] != vol {
+				t.Errorf("%s: %s mounts %q, want volume %q", tc.model, path, mounts[path], vol)
+			}
+		}
+		if !*c.SecurityContext.ReadOnlyRootFilesystem || !*pod.SecurityContext.RunAsNonRoot || *pod.SecurityContext.RunAsUser != 1000 {
+			t.Errorf("%s: security context %+v / %+v", tc.model, c.SecurityContext, pod.SecurityContext)
+		}
+		if len(pod.InitContainers) != 1 || !slices.Equal(pod.InitContainers[0].Command[:3], []string{"/usr/local/bin/tt-model", "weights", "pull"}) {
+			t.Errorf("%s: init containers %+v, want the weights job", tc.model, pod.InitContainers)
+		}
+		if *m.StatefulSet.Spec.Replicas != 2 || len(m.StatefulSet.Spec.VolumeClaimTemplates) != 1 {
+			t.Errorf("%s: replicas %d, claim templates %d", tc.model, *m.StatefulSet.Spec.Replicas, len(m.StatefulSet.Spec.VolumeClaimTemplates))
+		}
+		if env := envOf(c); !strings.HasPrefix(env["HF_MODEL"], "/hf/hub/models--") || env["TT_METAL_CACHE"] != "/cache" {
+			t.Errorf("%s: env HF_MODEL=%q TT_METAL_CACHE=%q", tc.model, env["HF_MODEL"], env["TT_METAL_CACHE"])
+		}
+	}
+}
+
+func envOf(c corev1.Container) map[string]string {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	return env
+}
+
+// TestRenderPi05Marker: pi0.5's profiles name their hang marker
+// (PI05_HANG_MARKER=/cache/pi05_hang_marker); the supervisor must watch the
+// same file, on the cache volume.
+func TestRenderPi05Marker(t *testing.T) {
+	pkg := stagedPackage(t, "pi05", nil)
+	m, err := Render(pkg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.StatefulSet.Spec.Template.Spec.Containers[0]
+	i := slices.Index(c.Command, "--hang-marker")
+	if i < 0 || c.Command[i+1] != "/cache/pi05_hang_marker" || envOf(c)["PI05_HANG_MARKER"] != "/cache/pi05_hang_marker" {
+		t.Errorf("hang marker: command %q, env %q", c.Command, envOf(c)["PI05_HANG_MARKER"])
+	}
+}
+
+// TestRenderOptions covers the flags that change the shape.
+func TestRenderOptions(t *testing.T) {
+	pkg := stagedPackage(t, "rf-detr", nil)
+	m, err := Render(pkg, Options{
+		Namespace: "ml", Name: "detector", Registry: "registry.example:5000/team/", ChipResource: "tenstorrent.com/p150a",
+		NoHugepages: true, CacheHostPath: "/srv/tt-model", HFTokenSecret: "hf", ResetCmd: "tt-smi -r {chips}",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := m.StatefulSet.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != "registry.example:5000/team/rf-detr@"+fakeDigest {
+		t.Errorf("image %q", c.Image)
+	}
+	if m.StatefulSet.Namespace != "ml" || m.StatefulSet.Name != "detector" || m.Service.Name != "detector" || m.ConfigMap.Name != "detector-manifest" {
+		t.Errorf("names: %s/%s, service %s, config map %s", m.StatefulSet.Namespace, m.StatefulSet.Name, m.Service.Name, m.ConfigMap.Name)
+	}
+	if _, ok := c.Resources.Limits["tenstorrent.com/p150a"]; !ok {
+		t.Errorf("limits %v", c.Resources.Limits)
+	}
+	for _, v := range pod.Volumes {
+		if v.Name == volHugepages {
+			t.Error("--no-hugepages still mounts /dev/hugepages-1G")
+		}
+		if v.Name == volCache && (v.HostPath == nil || v.HostPath.Path != "/srv/tt-model") {
+			t.Errorf("cache volume %+v, want the host path", v)
+		}
+	}
+	if len(m.StatefulSet.Spec.VolumeClaimTemplates) != 0 {
+		t.Error("a host-path cache still has a claim template")
+	}
+	for _, vm := range c.VolumeMounts {
+		if vm.MountPath == "/cache" && vm.SubPathExpr != "cache/$(POD_NAME)" {
+			t.Errorf("/cache on a host path: %+v, want a folder per pod", vm)
+		}
+	}
+	w := pod.InitContainers[0]
+	if len(w.Env) < 3 || w.Env[2].ValueFrom == nil || w.Env[2].ValueFrom.SecretKeyRef.Name != "hf" {
+		t.Errorf("weights job env %+v, want HF_TOKEN from secret hf", w.Env)
+	}
+	if !slices.Contains(c.Command, "--reset-cmd") {
+		t.Errorf("command %q lacks --reset-cmd", c.Command)
+	}
+
+	none, err := Render(pkg, Options{ChipResource: NoChipResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := none.StatefulSet.Spec.Template.Spec.Containers[0]
+	if len(nc.Resources.Limits) != 0 {
+		t.Errorf("--chip-resource none: limits %v", nc.Resources.Limits)
+	}
+	for _, v := range none.StatefulSet.Spec.Template.Spec.Volumes {
+		if v.Name == volHugepages {
+			t.Error("no chips, yet /dev/hugepages-1G is mounted")
+		}
+	}
+}
+
+// TestRenderRefuses: bad inputs are clear errors naming what is wrong.
+func TestRenderRefuses(t *testing.T) {
+	good := stagedPackage(t, "pi05", nil)
+	noDigest := stagedPackage(t, "rf-detr", func(w *manifest.Wire) { w.Container.Image.Digest = "" })
+	badMarker := stagedPackage(t, "pi05", func(w *manifest.Wire) { w.Container.Serve.Env["PI05_HANG_MARKER"] = "/tmp/marker" })
+	oddBoard := stagedPackage(t, "rf-detr", func(w *manifest.Wire) { w.Container.Serve.Hardware = "q900" })
+	cases := []struct {
+		name string
+		pkg  *runner.Package
+		opts Options
+		want string
+	}{
+		{"unknown profile", good, Options{Profile: "fast"}, `no serve profile named "fast"; available: multi-robot, single-robot, disaggregated`},
+		{"no digest", noDigest, Options{}, "container.image.digest is empty"},
+		{"marker off the volume", badMarker, Options{}, "PI05_HANG_MARKER=/tmp/marker is outside /cache"},
+		{"bad name", good, Options{Name: "Pi05_Server"}, `name "Pi05_Server"`},
+		{"long name", good, Options{Name: strings.Repeat("a", 53)}, "at most 52"},
+		{"start timeout off the period", good, Options{StartTimeout: 7*time.Minute + 5*time.Second}, "--start-timeout 7m5s: want a positive multiple of 10s"},
+		{"negative replicas", good, Options{Replicas: ptr(int32(-1))}, "--replicas -1"},
+		{"unknown board", oddBoard, Options{}, `hardware "q900" does not say how many chips`},
+		{"unknown board, named resource", oddBoard, Options{ChipResource: "example.com/q900"}, ""},
+	}
+	for _, tc := range cases {
+		_, err := Render(tc.pkg, tc.opts)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestRenderImageEnvNote: a pod of another profile than the one the image
+// was packaged with inherits that profile's variables from the image; the
+// render says which.
+func TestRenderImageEnvNote(t *testing.T) {
+	pkg := stagedPackage(t, "pi05", func(w *manifest.Wire) { w.Container.Built = map[string]any{"profile": "multi-robot"} })
+	m, err := Render(pkg, Options{Profile: "single-robot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(m.Notes, "\n")
+	if !strings.Contains(notes, "packaged with profile multi-robot") || !strings.Contains(notes, "PI05_SLO_MS=100") || strings.Contains(notes, "PI05_LAYOUT") {
+		t.Errorf("notes: %s", notes)
+	}
+	if m, _ := Render(pkg, Options{Profile: "multi-robot"}); strings.Contains(strings.Join(m.Notes, ""), "packaged with") {
+		t.Errorf("the packaged profile drew the note: %q", m.Notes)
+	}
+}
+
+// TestRenderZeroReplicas: --replicas 0 is kept (scaled to zero), not taken
+// for "the default".
+func TestRenderZeroReplicas(t *testing.T) {
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Replicas: ptr(int32(0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *m.StatefulSet.Spec.Replicas != 0 {
+		t.Errorf("replicas %d, want 0", *m.StatefulSet.Spec.Replicas)
+	}
+}

@@ -1,0 +1,79 @@
+// Package api is tt-model-server's route table: every endpoint the server
+// answers for each model it serves, with its method, path, metrics name and
+// a one-line description. It is the one place a route is declared: the
+// server builds its dispatch table from it (each model binds a handler to
+// every route of its own by name, and the server refuses a route without a
+// handler or a handler without a route), GET /info lists it, and the builder
+// prints it as the endpoint table of the model card. Adding a route here,
+// with its handler, is the whole change for all three.
+//
+// The package imports nothing but the standard library, so the builder
+// (tt-model, built without cgo) reads the same table the server runs.
+package api
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Model kinds the server can serve (tt-model-server --model, a manifest's
+// runtime.model).
+const (
+	KindRFDETR = "rf-detr"
+	KindPI05   = "pi05"
+)
+
+// Kinds lists the model kinds, in a fixed order.
+func Kinds() []string { return []string{KindPI05, KindRFDETR} }
+
+// Route is one endpoint.
+type Route struct {
+	Method string // GET, POST, …; a GET route answers HEAD too
+	Path   string // exact path, e.g. /predict
+	// Name labels the route's metrics and is the key a model binds its
+	// handler to, e.g. "predict".
+	Name string
+	// What says in one line what the route does (the card's "what" column).
+	What string
+	// Counts marks requests that count as predictions for the server's fault
+	// switch.
+	Counts bool
+}
+
+// Common are the routes every model's server answers, whatever the model.
+func Common() []Route {
+	return []Route{
+		{Method: http.MethodGet, Path: "/health", Name: "health", What: "`{\"status\": \"ok\" | \"starting\"}`, 200 always"},
+		{Method: http.MethodGet, Path: "/info", Name: "info", What: "the model, its settings and weights, and this list of routes"},
+		{Method: http.MethodGet, Path: "/v1/models", Name: "models", What: "the served model id (OpenAI's list shape)"},
+		{Method: http.MethodGet, Path: "/metrics", Name: "metrics", What: "Prometheus metrics: requests, latency, stage times, queue, load time"},
+	}
+}
+
+// ModelRoutes are the routes of one model kind, beyond Common; an error for
+// a kind this server does not serve.
+func ModelRoutes(kind string) ([]Route, error) {
+	switch kind {
+	case KindRFDETR:
+		return []Route{
+			{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, What: "one base64 PNG or JPEG in, scored boxes with COCO labels out"},
+		}, nil
+	case KindPI05:
+		return []Route{
+			{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, What: "camera images, prompt and state in (JSON), an action chunk out"},
+			{Method: http.MethodPost, Path: "/v1/actions/generations", Name: "actions_generations", Counts: true, What: "SGLang's action API (JSON): observation in, actions out"},
+			{Method: http.MethodGet, Path: "/v1/actions/metadata", Name: "actions_metadata", What: "SGLang's action API metadata: cameras, image size, state and action dims, horizon, prompt buckets"},
+		}, nil
+	}
+	return nil, fmt.Errorf("model %q: the server serves %v", kind, Kinds())
+}
+
+// Table is every route the server answers for kind: Common, then the
+// model's own, in the order the card lists them.
+func Table(kind string) ([]Route, error) {
+	own, err := ModelRoutes(kind)
+	if err != nil {
+		return nil, err
+	}
+	return append(Common(), own...), nil
+}
