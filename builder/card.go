@@ -62,6 +62,7 @@ type cardModel struct {
 	Quickstart     []string
 	QuickstartNote string
 	UsingIt        string // how a client talks to a server without an endpoint table
+	API            string // the catalog's endpoints cell for such a server
 	AuthorQuick    string
 	ShowProfiles   bool
 	Profiles       []cardProfile
@@ -182,7 +183,7 @@ func cardFor(w *manifest.Wire) (cardModel, frontMatter, error) {
 	cm.QuickstartNote = "Weights are not in the image: `serve` downloads the pinned revision into your Hugging Face cache, mounted at `/hf`. " + kc.Ready
 	cm.AuthorQuick = strings.TrimRight(card.Quickstart, "\n ")
 	cm.Endpoints = kc.Endpoints
-	cm.UsingIt = kc.UsingIt
+	cm.UsingIt, cm.API = kc.UsingIt, kc.API
 	cm.Usage = strings.TrimRight(card.Usage, "\n ")
 
 	cm.Performance = strings.TrimSpace(card.Performance)

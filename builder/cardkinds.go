@@ -16,6 +16,7 @@ type kindCard struct {
 	Try         []string
 	Endpoints   []endpoint
 	UsingIt     string
+	API         string // one catalog cell, when there is no endpoint table
 	PipelineTag string
 }
 
@@ -47,6 +48,7 @@ func cardOfKind(c *manifest.Container, weightsRepo string, port int) kindCard {
 			Try:    []string{"curl -s " + url + "/v1/models"},
 			UsingIt: fmt.Sprintf("The server speaks the OpenAI API at `%s/v1` (chat completions, completions, `/v1/models`). "+
 				"Pass `\"model\": \"%s\"`: the weights id, not this package's name.", url, weightsRepo),
+			API:         "OpenAI API (`/v1`)",
 			PipelineTag: "text-generation",
 		}
 	}
@@ -59,6 +61,7 @@ func cardOfKind(c *manifest.Container, weightsRepo string, port int) kindCard {
 		Server:  server + supervised,
 		Ready:   fmt.Sprintf("The server is ready when its log shows `%s`.", readyLine(c.Kind)),
 		UsingIt: fmt.Sprintf("The server is the model's own (kind %s), not an OpenAI chat API: its routes and payloads are in `code/`.", c.Kind),
+		API:     "the model's own (see `code/`)",
 	}
 }
 
