@@ -24,8 +24,8 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 	testenv.Require(t, "docker")
 	base := pybase.Get(t)
 	m, work := kindPackage(t, "echo", base.Layout)
+	removeImagesOf(t, m.Name)
 	res := mustPackage(t, kindOpts(t, m, work, VerifyDocker))
-	t.Cleanup(func() { removeImage(t, res.Image) })
 	if res.BuiltWith != builtDaemonless || res.VerifiedIn != (dockerRunner{}).Where() || res.Kind != "http-server" {
 		t.Errorf("built %q, verified in %q, kind %q", res.BuiltWith, res.VerifiedIn, res.Kind)
 	}
@@ -86,6 +86,27 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 	if again.VerifiedIn != (chrootRunner{}).Where() {
 		t.Errorf("--verify-in rootfs verified in %q", again.VerifiedIn)
 	}
+}
+
+// removeImagesOf removes, when the test ends, every image the engine holds
+// as tt-model/<name>: verify loads each built image, failed ones included.
+func removeImagesOf(t *testing.T, name string) {
+	t.Cleanup(func() {
+		e, err := connectDocker(context.Background())
+		if err != nil {
+			return
+		}
+		defer e.Close()
+		imgs, err := e.c.ImageList(context.Background(), client.ImageListOptions{Filters: make(client.Filters).Add("reference", "tt-model/"+name)})
+		if err != nil {
+			return
+		}
+		for _, img := range imgs.Items {
+			for _, ref := range img.RepoTags {
+				removeImage(t, ref)
+			}
+		}
+	})
 }
 
 func removeImage(t *testing.T, ref string) {
@@ -196,8 +217,8 @@ func TestKindVllmBuildsStopAtTheEngine(t *testing.T) {
 func TestKindFailuresKeepPrevious(t *testing.T) {
 	base := pybase.Get(t)
 	m, work := kindPackage(t, "echo", base.Layout)
+	removeImagesOf(t, m.Name)
 	first := mustPackage(t, kindOpts(t, m, work, VerifyRootfs))
-	t.Cleanup(func() { removeImage(t, first.Image) })
 	readme, err := os.ReadFile(filepath.Join(first.Dir, "README.md"))
 	if err != nil {
 		t.Fatal(err)

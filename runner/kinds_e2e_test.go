@@ -108,9 +108,17 @@ func TestServePythonKinds(t *testing.T) {
 			if c := info.Container; c.Path != "/usr/local/bin/tt-model" || len(c.Args) == 0 || c.Args[0] != "supervise" {
 				t.Errorf("PID 1 is %s %q, want the supervisor", c.Path, c.Args)
 			}
+			// The server's ready line passes through the supervisor before the
+			// supervisor logs its own transition: give it a moment.
 			var logs bytes.Buffer
-			if err := d.Logs(context.Background(), inst, false, &logs); err != nil {
-				t.Fatal(err)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				logs.Reset()
+				if err := d.Logs(context.Background(), inst, false, &logs); err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(logs.String(), `msg="state ready" from=starting`) || time.Now().After(deadline) {
+					break
+				}
 			}
 			if !strings.Contains(logs.String(), `msg="state ready" from=starting`) {
 				t.Errorf("the supervisor never saw the ready line:\n%s", logs.String())
