@@ -66,11 +66,17 @@ func imageFromEngine(ctx context.Context, ref, scratch string) (img v1.Image, ok
 	// Written under a temporary name and renamed, so a half-written cache
 	// is never read. The cache is an optimisation: on any failure the
 	// engine's copy is used.
+	// Kept with OCI media types, as the builder uses a base: converting a
+	// Docker-typed layout image at every build costs seconds.
 	tmp := cacheDir + ".partial"
 	os.RemoveAll(tmp)
-	p, err := layout.Write(tmp, empty.Index)
+	oci, err := toOCI(img)
+	var p layout.Path
 	if err == nil {
-		err = p.AppendImage(img)
+		p, err = layout.Write(tmp, empty.Index)
+	}
+	if err == nil {
+		err = p.AppendImage(oci)
 	}
 	if err == nil {
 		err = os.Rename(tmp, cacheDir)
