@@ -109,7 +109,7 @@ func baseCacheDir(id string) (string, error) {
 // returns the name a Dockerfile's FROM gives it and its digest: an image the
 // engine holds as itself (digest: its id); a file, layout or registry image
 // loaded as tt-model-base:<digest> unless the engine has it already.
-func engineBase(ctx context.Context, c *client.Client, ref, at string, p *progress) (from, digest, note string, err error) {
+func engineBase(ctx context.Context, c *client.Client, field, ref, at string, p *progress) (from, digest, note string, err error) {
 	if !isLocalPathRef("", at) {
 		if id, ok, err := engineImageID(ctx, c, ref); err != nil {
 			return "", "", "", err
@@ -119,15 +119,15 @@ func engineBase(ctx context.Context, c *client.Client, ref, at string, p *progre
 	}
 	img, err := openBase(ctx, at, "", "")
 	if err != nil {
-		return "", "", "", fmt.Errorf("base %q: %w", ref, err)
+		return "", "", "", fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	d, err := img.Digest()
 	if err != nil {
-		return "", "", "", fmt.Errorf("base %q: %w", ref, err)
+		return "", "", "", fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	cfg, err := img.ConfigName()
 	if err != nil {
-		return "", "", "", fmt.Errorf("base %q: %w", ref, err)
+		return "", "", "", fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	tag := "tt-model-base:" + shortHex(d.Hex)
 	note = fmt.Sprintf("FROM names the base %s as tt-model loads it into the engine.", ref)
@@ -138,7 +138,7 @@ func engineBase(ctx context.Context, c *client.Client, ref, at string, p *progre
 	}
 	p.stage("loading the base %s into the Docker engine as %s", ref, tag)
 	if err := engine.Load(ctx, c, tag, img); err != nil {
-		return "", "", "", fmt.Errorf("base %q: %w", ref, err)
+		return "", "", "", fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	return tag, d.String(), note, nil
 }

@@ -64,17 +64,7 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	}
 
 	p.stage("base image: %s", j.baseRef)
-	var base *baseImage
-	var from, baseDigest, fromNote string
-	if eng != nil {
-		from, baseDigest, fromNote, err = engineBase(ctx, eng.c, j.baseRef, j.baseAt(), p)
-	} else if base, err = loadBase(ctx, j.baseField(), j.baseRef, j.baseAt(), filepath.Join(j.scratch, "base")); err == nil {
-		from, baseDigest = j.baseRef, base.Digest
-		if isLocalPathRef(j.workDir, j.baseRef) {
-			from = "tt-model-base:" + shortHex(mustHex(base.Digest))
-			fromNote = fmt.Sprintf("FROM names the base %s as tt-model loads it into an engine.", j.baseRef)
-		}
-	}
+	base, from, baseDigest, fromNote, err := kindBase(ctx, j, eng)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +136,26 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 		b.baseUncompressed, b.blobFiles = base.Uncompressed, blobFiles(base, layers)
 	}
 	return b, nil
+}
+
+// kindBase opens the base: for the engine path, made available to the
+// engine (base is nil then); for the daemonless one, read as an image. It
+// returns the name the Dockerfile's FROM gives it, its digest, and a note
+// when that name is not the one the user wrote.
+func kindBase(ctx context.Context, j *job, eng *dockerEngine) (base *baseImage, from, digest, note string, err error) {
+	if eng != nil {
+		from, digest, note, err = engineBase(ctx, eng.c, j.baseField(), j.baseRef, j.baseAt(), j.p)
+		return nil, from, digest, note, err
+	}
+	if base, err = loadBase(ctx, j.baseField(), j.baseRef, j.baseAt(), filepath.Join(j.scratch, "base")); err != nil {
+		return nil, "", "", "", err
+	}
+	from = j.baseRef
+	if isLocalPathRef(j.workDir, j.baseRef) {
+		from = "tt-model-base:" + shortHex(mustHex(base.Digest))
+		note = fmt.Sprintf("FROM names the base %s as tt-model loads it into an engine.", j.baseRef)
+	}
+	return base, from, base.Digest, note, nil
 }
 
 // buildInEngine builds the context through the engine under a provisional
