@@ -11,7 +11,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // assembleKindImage is the daemonless build of a Python kind's context:
@@ -55,37 +54,11 @@ func assembleKindImage(c *kindContext, base *baseImage, tool binary, codeDir str
 	if err != nil {
 		return builtImage{}, err
 	}
-	adds := make([]mutate.Addendum, 0, len(layers))
-	for _, l := range layers {
-		p.layer(l)
-		adds = append(adds, mutate.Addendum{Layer: l.Layer, History: v1.History{
-			Created: v1.Time{Time: epoch}, CreatedBy: historyStamp + ": " + l.Description, Comment: fmt.Sprintf("%d files", l.Files)}})
-	}
-	img, err := mutate.Append(base.Image, adds...)
+	img, err := stackLayers(base, layers, epoch, func(cfg v1.Config) v1.Config { return kindImageConfig(cfg, c.Config) }, p)
 	if err != nil {
-		return builtImage{}, fmt.Errorf("append layers: %w", err)
+		return builtImage{}, err
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return builtImage{}, fmt.Errorf("config: %w", err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Author = imagePlatform.OS, imagePlatform.Architecture, "tt-model"
-	cf.Config = kindImageConfig(cf.Config, c.Config)
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return builtImage{}, fmt.Errorf("config: %w", err)
-	}
-	if img, err = mutate.CreatedAt(img, v1.Time{Time: epoch}); err != nil {
-		return builtImage{}, fmt.Errorf("created: %w", err)
-	}
-	annotated, ok := mutate.Annotations(img, map[string]string{
-		"org.opencontainers.image.base.name":   base.Ref,
-		"org.opencontainers.image.base.digest": base.Digest,
-	}).(v1.Image)
-	if !ok {
-		return builtImage{}, fmt.Errorf("annotate the image with its base")
-	}
-	return builtImage{Image: annotated, Layers: layers, Tree: fs.tree}, nil
+	return builtImage{Image: img, Layers: layers, Tree: fs.tree}, nil
 }
 
 // kindImageConfig applies the Dockerfile's ENV, LABEL, EXPOSE, USER, WORKDIR,
