@@ -244,10 +244,13 @@ func newJob(ctx context.Context, opts Options) (*job, error) {
 	if err := os.MkdirAll(j.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", j.outDir, err)
 	}
-	if j.stagingDir, err = os.MkdirTemp(j.outDir, "."+m.Name+".partial-"); err != nil {
+	for _, stale := range append(removeStaleTempDirs(j.outDir, "."+m.Name+".partial-"), removeStaleTempDirs(os.TempDir(), scratchPrefix)...) {
+		j.p.stage("removed %s, left by a package run that was killed", stale)
+	}
+	if j.stagingDir, err = ownedTempDir(j.outDir, "."+m.Name+".partial-"); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
-	if j.scratch, err = os.MkdirTemp("", "tt-model-package-"); err != nil {
+	if j.scratch, err = ownedTempDir(os.TempDir(), scratchPrefix); err != nil {
 		os.RemoveAll(j.stagingDir)
 		return nil, fmt.Errorf("create scratch directory: %w", err)
 	}

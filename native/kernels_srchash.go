@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "049b67c41fad0847f7ab614cece016f5755b9fee8989f3600989b66abfb0e810"
+const kernelSourcesSHA256 = "ce2206c250fc24162197b042d5f7fbe315f3087237fb329f06dc0251b795a39f"

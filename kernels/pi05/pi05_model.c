@@ -633,8 +633,16 @@ void pi05_slab_free(pi05_slab *s)
 
 int pi05_slab_copy(pi05_slab *dst, const pi05_slab *src, char *err, size_t errlen)
 {
-    if (dst == NULL || src == NULL || dst->prog != src->prog) {
-        p5_err(err, errlen, "slab copy: both slabs must belong to one program");
+    if (dst == NULL || src == NULL) {
+        p5_err(err, errlen, "slab copy: no slab");
+        return PI05_EINVAL;
+    }
+    const pi05_preset *ps = &src->prog->preset, *pd = &dst->prog->preset;
+    /* Same model and preset: the same buffer sizes, strides and packed layouts on both sides. */
+    if (dst->prog->m != src->prog->m || ps->cams != pd->cams || ps->text_bucket != pd->text_bucket ||
+        ps->action_rows != pd->action_rows || dst->max_prefix != src->max_prefix) {
+        p5_err(err, errlen, "slab copy: the slabs' programs differ in model or preset (cams %d/%d, text %d/%d)",
+               ps->cams, pd->cams, ps->text_bucket, pd->text_bucket);
         return PI05_EINVAL;
     }
     if (dst == src) return 0;
