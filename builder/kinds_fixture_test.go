@@ -15,30 +15,43 @@ import (
 	"github.com/ttmodel/tt-model/manifest"
 )
 
-// staticTool builds this module's tt-model once per test binary with
-// CGO_ENABLED=0, as the Python kinds' images need it, and returns a folder
-// holding it as tt-model (the name Package looks for).
-var staticTool = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "tt-model-kinds-tool-")
-	if err != nil {
-		return "", err
+// staticTool is this module's tt-model built once per test binary with
+// CGO_ENABLED=0, as the Python kinds' images need it, in a folder (removed
+// by TestMain) where Package finds it under its own name.
+var staticTool struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func buildStaticTool() {
+	staticTool.dir, staticTool.err = os.MkdirTemp("", "tt-model-kinds-tool-")
+	if staticTool.err != nil {
+		return
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-buildid=", "-o", filepath.Join(dir, "tt-model"), "./cmd/tt-model")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-buildid=", "-o", filepath.Join(staticTool.dir, "tt-model"), "./cmd/tt-model")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &exec.ExitError{Stderr: out}
+		staticTool.err = fmt.Errorf("%v\n%s", err, out)
 	}
-	return dir, nil
-})
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if staticTool.dir != "" {
+		os.RemoveAll(staticTool.dir)
+	}
+	os.Exit(code)
+}
 
 func toolDir(t *testing.T) string {
 	t.Helper()
-	dir, err := staticTool()
-	if err != nil {
-		t.Fatalf("build a static tt-model: %v", err)
+	staticTool.once.Do(buildStaticTool)
+	if staticTool.err != nil {
+		t.Fatalf("build a static tt-model: %v", staticTool.err)
 	}
-	return dir
+	return staticTool.dir
 }
 
 // kindPackage copies testdata/kinds/<name> to a temp dir (its working
