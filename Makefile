@@ -7,8 +7,11 @@ PKGS    = $(shell $(GO) list -e ./... | grep -v '/build/')
 
 .PHONY: build test demo demo-pi05 bench lint fuzz clean
 
+# tt-model is linked statically (no cgo): the images of the Python kinds run
+# it as their supervisor on any base. tt-model-server needs cgo (the kernels).
 build:
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/tt-model
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/tt-model-server
 
 # Every skip lands in $(SKIP_LOG) (internal/testenv); the run ends with the
 # list, and TT_REQUIRE=… (set by .ci/run) turns a missing requirement into a

@@ -17,8 +17,8 @@ func TestPackageCommandExitCodes(t *testing.T) {
 		{"no --container", []string{"package"}, 2, "--container FILE is required"},
 		{"invalid manifest", []string{"package", "--container", "testdata/package/invalid.yaml", "--out", t.TempDir()}, 2, "mesh_device"},
 		{"unreadable manifest", []string{"package", "--container", "testdata/package/no-such.yaml"}, 1, "no-such.yaml"},
-		{"kind not built", []string{"package", "--container", "testdata/package/dit.yaml", "--out", t.TempDir()}, 1,
-			"kind tt-dit-server is validated but not built by this version"},
+		{"python kind without a base", []string{"package", "--container", "testdata/package/dit.yaml", "--out", t.TempDir()}, 1,
+			"kind tt-dit-server needs a base image with bash and Python"},
 		{"push of a non-package", []string{"push", t.TempDir(), "--registry", "127.0.0.1:1/tt"}, 1, "is not a staged package"},
 		{"card of a non-package", []string{"card", t.TempDir()}, 1, "tt_kernel_manifest.json"},
 	} {
