@@ -94,7 +94,7 @@ func loadTiny(t *testing.T, prec Precision, isa ISA) *Pi05Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Close)
+	t.Cleanup(func() { _ = m.Close() })
 	f, err := safetensors.Open(filepath.Join(pi05Testdata, "tiny", "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)

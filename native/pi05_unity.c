@@ -5,3 +5,4 @@
 #include "../kernels/pi05/pi05_prefix.c"
 #include "../kernels/pi05/pi05_expert.c"
 #include "../kernels/pi05/pi05_api.c"
+#include "../kernels/pi05/pi05_plan.c"

@@ -319,6 +319,38 @@ func (m *RFDETR) LastTiming() RFDETRTiming {
 		Flops: float64(t.flops)}
 }
 
+// Plan is the program's GEMM blocking plan in its text form.
+func (m *RFDETR) Plan() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return planString(func(buf *C.char, n C.size_t) C.int { return C.rfdetr_plan(m.p, buf, n) })
+}
+
+// SetPlan sets the GEMM blocking plan (text form); results are bit-identical under every plan.
+func (m *RFDETR) SetPlan(plan string) error {
+	cs := C.CString(plan)
+	defer C.free(unsafe.Pointer(cs))
+	e := newCerr()
+	defer e.free()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if C.rfdetr_set_plan(m.p, cs, e.p, errLen) != 0 {
+		return fmt.Errorf("rf-detr gemm plan %s: %s", plan, e)
+	}
+	return nil
+}
+
+// Tune times candidate blockings on the program's weights at the decoder's and the backbone's row
+// counts (best of reps runs each) and keeps the fastest per class; it returns the timings made.
+func (m *RFDETR) Tune(reps int) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p == nil {
+		return 0, errors.New("rf-detr tune: program is closed")
+	}
+	return int(C.rfdetr_tune(m.p, C.int(reps))), nil
+}
+
 // Threads is the size of the program's thread pool.
 func (m *RFDETR) Threads() int { return m.threads }
 

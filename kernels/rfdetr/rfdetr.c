@@ -22,6 +22,7 @@
 #include "rfdetr_weights.h"
 #include "tt_attention.h"
 #include "tt_gemm.h"
+#include "tt_gemm_plan.h"
 #include "tt_ops.h"
 #include "tt_pool.h"
 
@@ -78,6 +79,7 @@ struct rfdetr {
     tt_isa isa;
     tt_pool *pool;
     int nthreads;
+    tt_gemm_plan plan; /* the GEMM blocking by row count (tt_gemm_plan.h) */
     unsigned char *set; /* per flat weight index */
     int finished;
 
@@ -218,6 +220,7 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
         return NULL;
     }
     p->nthreads = tt_pool_threads(p->pool);
+    tt_gemm_plan_default(&p->plan);
     for (int k = 0; k < RFDETR_HIDDEN / 2; k++)
         p->dim_t[k] = powf(SINE_TEMPERATURE, (float)(2 * (k / 2)) / (RFDETR_HIDDEN / 2));
     int ok = 1;
@@ -684,7 +687,7 @@ static double now_s(void)
 static void bb_gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m, int flags)
 {
     double t0 = now_s();
-    tt_gemm(p->pool, w, a, lda, c, ldc, m, flags, p->gemm_ws);
+    tt_gemm(p->pool, &p->plan, w, a, lda, c, ldc, m, flags, p->gemm_ws);
     p->timing.backbone_gemm += now_s() - t0;
     p->timing.backbone_gemm_flops += 2.0 * m * w->n * w->k;
     p->timing.flops += 2.0 * m * w->n * w->k;
@@ -692,7 +695,7 @@ static void bb_gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float 
 
 static void gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m, int flags)
 {
-    tt_gemm(p->pool, w, a, lda, c, ldc, m, flags, p->gemm_ws);
+    tt_gemm(p->pool, &p->plan, w, a, lda, c, ldc, m, flags, p->gemm_ws);
     p->timing.flops += 2.0 * m * w->n * w->k;
 }
 
@@ -1109,6 +1112,37 @@ int rfdetr_force_selection(rfdetr *p, const int *tokens)
 }
 
 void rfdetr_last_timing(const rfdetr *p, rfdetr_timing *t) { *t = p->timing; }
+
+/* ---------- GEMM plan ---------- */
+
+int rfdetr_plan(const rfdetr *p, char *buf, size_t len) { return tt_gemm_plan_format(&p->plan, buf, len); }
+
+int rfdetr_set_plan(rfdetr *p, const char *plan, char *err, size_t errlen)
+{
+    tt_gemm_plan pl;
+    if (tt_gemm_plan_parse(&pl, plan, err, errlen) != 0) return -1;
+    p->plan = pl;
+    return 0;
+}
+
+/* Two classes: m <= 300 (the decoder and heads over the 300 queries), tuned on the first decoder
+ * layer's FFN; every larger m (the backbone's 1616 rows, the projector's 1600), tuned on the first
+ * backbone layer's MLP. Both GEMMs of a class whole: RF-DETR's are small enough. */
+int rfdetr_tune(rfdetr *p, int reps)
+{
+    if (reps < 1) reps = 3;
+    const int C = RFDETR_DIM, H = RFDETR_HIDDEN;
+    tt_gemm_plan plan = {.n = 2, .max_rows = {RFDETR_QUERIES}};
+    plan.b[0] = plan.b[1] = p->plan.b[p->plan.n - 1];
+    const dec_layer *D = &p->D[0];
+    tt_tune_gemm dec[2] = {{&D->l1, p->tgt, H, p->mlp, DFF, p->gemm_ws}, {&D->l2, p->mlp, DFF, p->t300, H, p->gemm_ws}};
+    int timed = tt_gemm_tune(p->pool, &plan.b[0], dec, 2, RFDETR_QUERIES, reps);
+    const bb_layer *L = &p->L[0];
+    tt_tune_gemm bb[2] = {{&L->fc1, p->xn, C, p->mlp, MLP, p->gemm_ws}, {&L->fc2, p->mlp, MLP, p->x, C, p->gemm_ws}};
+    timed += tt_gemm_tune(p->pool, &plan.b[1], bb, 2, SEQ, reps);
+    p->plan = plan;
+    return timed;
+}
 
 long rfdetr_stage_size(rfdetr_stage s)
 {

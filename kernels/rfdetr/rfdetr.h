@@ -100,6 +100,15 @@ typedef struct {
 } rfdetr_timing;
 void rfdetr_last_timing(const rfdetr *p, rfdetr_timing *t);
 
+/* GEMM blocking, as pi0.5's (kernels/common/tt_gemm_plan.h): the program starts with the blocking
+ * derived from this CPU's L1 data cache; rfdetr_tune times candidate blockings on its own weights at
+ * the decoder's 300 rows and the backbone's 1616 and keeps the fastest per class (a few hundred ms);
+ * the text form carries a tuned plan to the next start. Results are bit-identical under every plan.
+ * set_plan: 0, or -1 with the reason in err; tune: the number of timings made. */
+int rfdetr_plan(const rfdetr *p, char *buf, size_t len);
+int rfdetr_set_plan(rfdetr *p, const char *plan, char *err, size_t errlen);
+int rfdetr_tune(rfdetr *p, int reps);
+
 int rfdetr_threads(const rfdetr *p);
 void rfdetr_free(rfdetr *p);
 
