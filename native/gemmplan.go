@@ -28,11 +28,11 @@ func DefaultGEMMPlan() string {
 	return planString(func(buf *C.char, n C.size_t) C.int { return C.tt_gemm_plan_format(&p, buf, n) })
 }
 
-// GEMMBlockingCandidates lists every blocking the tuner may choose, each as a one-class plan, so
-// that tests can force each variant.
+// GEMMBlockingCandidates lists every blocking the tuner may choose (every combination of the
+// values it tries per coordinate), each as a one-class plan, so that tests can force each variant.
 func GEMMBlockingCandidates() []string {
-	var c [64]C.tt_blocking
-	n := int(C.tt_blocking_candidates(&c[0], 64))
+	var c [256]C.tt_blocking
+	n := int(C.tt_blocking_candidates(&c[0], 256))
 	out := make([]string, n)
 	for i := range out {
 		p := C.tt_gemm_plan{n: 1}

@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "58c11e67210643464be18bec34dbfcdc7d1eae79c6be7c0663844eebdda4aee9"
+const kernelSourcesSHA256 = "72494ce0ad985b3e9dd970806c28fd2ffb252b46a2666bc9604de90084137341"

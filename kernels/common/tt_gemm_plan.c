@@ -56,28 +56,14 @@ static int same_blocking(const tt_blocking *a, const tt_blocking *b)
     return a->kc == b->kc && a->mb == b->mb && a->nb == b->nb && a->pf == b->pf;
 }
 
-static int add_unique(tt_blocking *out, int n, int max, tt_blocking b)
-{
-    for (int i = 0; i < n; i++)
-        if (same_blocking(&out[i], &b)) return n;
-    if (n < max) out[n++] = b;
-    return n;
-}
-
-/* Each coordinate's values around a start blocking. */
-static int around(tt_blocking *out, int n, int max, tt_blocking s)
-{
-    for (int i = 0; i < N_KC; i++) n = add_unique(out, n, max, (tt_blocking){kc_values[i], s.mb, s.nb, s.pf});
-    for (int i = 0; i < N_PF; i++) n = add_unique(out, n, max, (tt_blocking){s.kc, s.mb, s.nb, pf_values[i]});
-    for (int i = 0; i < N_TILE; i++)
-        n = add_unique(out, n, max, (tt_blocking){s.kc, tile_values[i][0], tile_values[i][1], s.pf});
-    return n;
-}
-
 int tt_blocking_candidates(tt_blocking *out, int max)
 {
-    int n = around(out, 0, max, tt_blocking_builtin);
-    return around(out, n, max, tt_blocking_derived(tt_l1d_bytes()));
+    int n = 0;
+    for (int i = 0; i < N_KC; i++)
+        for (int j = 0; j < N_PF; j++)
+            for (int t = 0; t < N_TILE; t++)
+                if (n < max) out[n++] = (tt_blocking){kc_values[i], tile_values[t][0], tile_values[t][1], pf_values[j]};
+    return n;
 }
 
 int tt_gemm_plan_format(const tt_gemm_plan *p, char *buf, size_t len)

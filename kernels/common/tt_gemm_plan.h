@@ -28,8 +28,8 @@ tt_blocking tt_blocking_derived(long l1d_bytes);
 /* A one-class plan of the derived blocking for this CPU. */
 void tt_gemm_plan_default(tt_gemm_plan *p);
 
-/* Every blocking the tuner may pick (one coordinate changed from the derived or builtin one at a
- * time), for tests that force each variant. Returns how many were written (at most max). */
+/* Every blocking the tuner may pick (every combination of the values it tries per coordinate,
+ * 108), for tests that force each variant. Returns how many were written (at most max). */
 int tt_blocking_candidates(tt_blocking *out, int max);
 
 /* Writes plan's text form into buf; returns the length it needs (as snprintf). */

@@ -57,8 +57,8 @@ static int gemm_variants_match(tt_pool *pool, const tt_mat *mat, const float *a,
                                const float *c_want, float *c, long ldc, int m, int flags, void *ws, char *msg,
                                size_t len)
 {
-    tt_blocking cands[64];
-    int nc = tt_blocking_candidates(cands, 64);
+    tt_blocking cands[256];
+    int nc = tt_blocking_candidates(cands, 256);
     for (int v = 0; v < nc; v++) {
         tt_gemm_plan plan = {.n = 1, .b = {cands[v]}};
         memcpy(c, c0, sizeof(float) * m * ldc);
@@ -573,9 +573,16 @@ static int test_gemm_plan(tt_isa isa, char *msg, size_t len)
     tt_blocking z5 = tt_blocking_derived(48 * 1024), z4 = tt_blocking_derived(32 * 1024), none = tt_blocking_derived(0);
     if (z5.kc != 256 || z4.kc != 160 || none.kc != tt_blocking_builtin.kc)
         return snprintf(msg, len, "derived K blocks %d (48 KiB), %d (32 KiB), %d (unknown)", z5.kc, z4.kc, none.kc), -1;
-    tt_blocking c[64];
-    int n = tt_blocking_candidates(c, 64);
-    if (n < 10 || n >= 64) return snprintf(msg, len, "%d candidate blockings", n), -1;
+    tt_blocking c[256];
+    int n = tt_blocking_candidates(c, 256);
+    if (n != 108) return snprintf(msg, len, "%d candidate blockings, want 6 K blocks x 3 prefetch distances x 6 task tiles", n), -1;
+    tt_blocking d = tt_blocking_derived(tt_l1d_bytes());
+    int found_builtin = 0, found_derived = 0;
+    for (int i = 0; i < n; i++) {
+        found_builtin |= memcmp(&c[i], &tt_blocking_builtin, sizeof d) == 0;
+        found_derived |= memcmp(&c[i], &d, sizeof d) == 0;
+    }
+    if (!found_builtin || !found_derived) return snprintf(msg, len, "the builtin or the derived blocking is not a candidate"), -1;
     return 0;
 }
 
