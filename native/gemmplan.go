@@ -6,7 +6,10 @@ package native
 */
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // GEMM blocking plans (kernels/common/tt_gemm_plan.h): how the packed GEMM walks K, rows and
 // panels. A program starts with the plan derived from the CPU's L1 data cache; Tune times
@@ -40,6 +43,19 @@ func GEMMBlockingCandidates() []string {
 		out[i] = planString(func(buf *C.char, n C.size_t) C.int { return C.tt_gemm_plan_format(&p, buf, n) })
 	}
 	return out
+}
+
+// CheckGEMMPlan parses a plan's text form and names what is wrong with it.
+func CheckGEMMPlan(plan string) error {
+	cs := C.CString(plan)
+	defer C.free(unsafe.Pointer(cs))
+	e := newCerr()
+	defer e.free()
+	var p C.tt_gemm_plan
+	if C.tt_gemm_plan_parse(&p, cs, e.p, errLen) != 0 {
+		return fmt.Errorf("gemm plan: %s", e)
+	}
+	return nil
 }
 
 // L1DataCacheBytes is one core's L1 data cache as the CPU reports it (0 when unknown).

@@ -522,3 +522,14 @@ func (s *Pi05Slab) ImageTokens() ([]float32, int, error) {
 	}
 	return out[:int(rows)*d.LWidth], int(rows), nil
 }
+
+// Pi05LayoutID is the layout id a model of these dims and precision packs (what packed weights
+// written by this build carry), without packing anything.
+func Pi05LayoutID(d arch.Dims, prec Precision) (uint64, error) {
+	m, err := NewPi05Model(d, prec, ISABest)
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	return m.LayoutID(), nil
+}

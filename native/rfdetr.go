@@ -412,3 +412,17 @@ func (m *RFDETR) Close() error {
 	}
 	return nil
 }
+
+// RFDETRLayoutID is the layout id a program of these options packs (what packed weights written by
+// this build carry), without making one.
+func RFDETRLayoutID(opts RFDETROptions) (uint64, error) {
+	_, cprec, _, err := rfdetrArgs(opts)
+	if err != nil {
+		return 0, err
+	}
+	id := uint64(C.rfdetr_layout_id_for(cprec))
+	if id == 0 {
+		return 0, errors.New("rf-detr layout: out of memory")
+	}
+	return id, nil
+}

@@ -200,7 +200,7 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 	cfg := &container.Config{
 		Image:        tag,
 		User:         user,
-		Env:          SortedEnv(spec.ServerEnv(containerHF, containerHF+"/hub", containerMetalCache)),
+		Env:          SortedEnv(spec.ServerEnv(containerHF, containerHF+"/hub", containerMetalCache, containerWeightCache)),
 		Cmd:          spec.Launch.Argv,
 		Entrypoint:   ep,
 		ExposedPorts: network.PortSet{port: {}},

@@ -140,7 +140,7 @@ func (h *Host) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Inst
 	}
 	defer log.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), SortedEnv(spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, metal))...)
+	cmd.Env = append(os.Environ(), SortedEnv(spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, metal, filepath.Join(spec.StateDir, "weights")))...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this command and its terminal
 	if err := cmd.Start(); err != nil {

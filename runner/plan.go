@@ -111,12 +111,14 @@ func DefaultCacheRoot() (string, error) {
 }
 
 // ServerEnv is the server's environment for a runner that shows HF_HOME at
-// hfHome, the hub cache at hubCache and the kernel cache at metalCache. When
-// the primary weights are pinned and HF_MODEL names their repo, HF_MODEL
-// becomes the pinned snapshot folder, so the server reads exactly the
-// validated files and never asks the Hub.
-func (s *Spec) ServerEnv(hfHome, hubCache, metalCache string) map[string]string {
-	env := map[string]string{}
+// hfHome, the hub cache at hubCache, the kernel cache at metalCache and the
+// weight cache at weightCache (TT_WEIGHT_CACHE: the server keeps its packed
+// weights there, unless the profile sets the variable itself). When the
+// primary weights are pinned and HF_MODEL names their repo, HF_MODEL becomes
+// the pinned snapshot folder, so the server reads exactly the validated files
+// and never asks the Hub.
+func (s *Spec) ServerEnv(hfHome, hubCache, metalCache, weightCache string) map[string]string {
+	env := map[string]string{"TT_WEIGHT_CACHE": weightCache}
 	for k, v := range s.Launch.Env {
 		env[k] = v
 	}

@@ -130,8 +130,8 @@ func TestServerEnvPinsSnapshot(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := &Spec{Package: pkg, Launch: manifest.Launch{Env: c.env}, Weights: c.weights, HF: hub.Config{Token: c.token}}
-			env := s.ServerEnv("/hf", "/hf/hub", "/cache")
-			if env["HF_MODEL"] != c.wantModel || env["HF_HOME"] != "/hf" || env["TT_METAL_CACHE"] != "/cache" {
+			env := s.ServerEnv("/hf", "/hf/hub", "/cache", "/weight-cache")
+			if env["HF_MODEL"] != c.wantModel || env["HF_HOME"] != "/hf" || env["TT_METAL_CACHE"] != "/cache" || env["TT_WEIGHT_CACHE"] != "/weight-cache" {
 				t.Errorf("env = %v, want HF_MODEL %s", env, c.wantModel)
 			}
 			if env["HF_TOKEN"] != c.token {

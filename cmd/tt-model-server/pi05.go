@@ -3,17 +3,17 @@ package main
 import (
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/pi05/pi05native"
-	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/server"
 )
 
 // pi05Model builds the pi0.5 policy server from PI05_*, HF_MODEL and TT_WEIGHTS_REVISION, on the
-// native kernels at precision; a bad setting is an error naming the variable (exit 2).
-func pi05Model(getenv func(string) string, precision native.Precision) (server.Model, error) {
+// native kernels at c's precision with its packed-weights cache and GEMM tuning; a bad setting is an
+// error naming the variable (exit 2).
+func pi05Model(getenv func(string) string, c config) (server.Model, error) {
 	return server.NewPI05(server.PI05Options{
 		Getenv:    getenv,
-		Build:     pi05native.Builder(pi05native.Options{Precision: precision}),
-		Precision: string(precision),
+		Build:     pi05native.Builder(pi05native.Options{Precision: c.precision, CacheDir: c.cacheDir, Tuning: c.tuning}),
+		Precision: string(c.precision),
 		Version:   version.Version,
 	})
 }

@@ -411,6 +411,18 @@ rfdetr *rfdetr_new_packed(rfdetr_precision precision, int nthreads, tt_isa isa, 
     return p;
 }
 
+uint64_t rfdetr_layout_id_for(rfdetr_precision precision)
+{
+    rfdetr *p = calloc(1, sizeof *p);
+    if (!p) return 0;
+    p->precision = precision;
+    p->dtype = precision == RFDETR_BF16 ? TT_BF16 : TT_F32;
+    uint64_t id = lay_out(p) == 0 ? p->arena.layout_id : 0;
+    tt_arena_free(&p->arena);
+    free(p);
+    return id;
+}
+
 const void *rfdetr_packed(const rfdetr *p, size_t *bytes)
 {
     *bytes = p->arena.bytes;

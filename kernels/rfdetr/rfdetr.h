@@ -74,6 +74,8 @@ rfdetr *rfdetr_new_packed(rfdetr_precision precision, int nthreads, tt_isa isa, 
  * packed-weights cache file holds. */
 const void *rfdetr_packed(const rfdetr *p, size_t *bytes);
 uint64_t rfdetr_layout_id(const rfdetr *p);
+/* The layout id a program of this precision packs, without making one (0: out of memory). */
+uint64_t rfdetr_layout_id_for(rfdetr_precision precision);
 
 /* data holds the tensor in row-major fp32 with the shape of the table (for a
  * min_rows tensor, `rows` rows). Returns 0, or -1 with a message in err. */
