@@ -181,7 +181,7 @@ func serve(ctx context.Context, c config, getenv func(string) string, log *slog.
 	switch c.kind {
 	case api.KindRFDETR:
 		m = server.NewRFDETR(server.RFDETROptions{
-			Getenv:  getenv,
+			Getenv: getenv,
 			Build: rfdetrnative.Builder(rfdetrnative.Options{RFDETROptions: native.RFDETROptions{Precision: c.precision, Threads: c.threads},
 				CacheDir: c.cacheDir, Tuning: c.tuning}),
 			Device:  c.device(),
