@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "72494ce0ad985b3e9dd970806c28fd2ffb252b46a2666bc9604de90084137341"
+const kernelSourcesSHA256 = "346f1a39880f2d6f38c04c15a7f65f522917791901b851a4d7920d8d9e62fa67"

@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -368,18 +369,25 @@ func (s *Pi05Slab) Close() {
 // Bytes is the slab's memory.
 func (s *Pi05Slab) Bytes() int64 { return int64(C.pi05_slab_bytes(s.c)) }
 
-// CopyFrom copies src's image tokens and prefix K/V into s (both slabs of one program).
+// CopyFrom copies src's image tokens and prefix K/V into s: slabs of one program, or of two programs
+// of the same model and preset (the C side checks; other pairs are refused).
 func (s *Pi05Slab) CopyFrom(src *Pi05Slab) error {
 	if src == nil || src.c == nil || s.c == nil {
 		return fmt.Errorf("pi05 slab copy: closed slab")
 	}
-	if src.p != s.p {
-		return fmt.Errorf("pi05 slab copy: the slabs belong to different programs")
-	}
 	e := newCerr()
 	defer e.free()
-	s.p.mu.Lock() // not while a run of the program uses either slab
-	defer s.p.mu.Unlock()
+	// Not while a run of either program uses its slab; the two locks in address order.
+	first, second := s.p, src.p
+	if uintptr(unsafe.Pointer(second)) < uintptr(unsafe.Pointer(first)) {
+		first, second = second, first
+	}
+	first.mu.Lock()
+	defer first.mu.Unlock()
+	if second != first {
+		second.mu.Lock()
+		defer second.mu.Unlock()
+	}
 	if C.pi05_slab_copy(s.c, src.c, e.p, errLen) != 0 {
 		return fmt.Errorf("pi05: %s", e)
 	}
@@ -458,10 +466,27 @@ func (p *Pi05Program) Expert(s *Pi05Slab, noise []float32, horizon, steps int) (
 	return p.ExpertBatch([]*Pi05Slab{s}, noise, horizon, steps, true)
 }
 
+// ExpertGuided is Expert with real-time chunking guidance (g nil: none).
+func (p *Pi05Program) ExpertGuided(s *Pi05Slab, noise []float32, horizon, steps int, g *Pi05Guide) ([]float32, error) {
+	return p.ExpertBatchGuided([]*Pi05Slab{s}, noise, horizon, steps, true, []*Pi05Guide{g})
+}
+
 // ExpertBatch runs len(slabs) requests in one call; noise and the result are
 // [len(slabs)][horizon][ActionDim]. pack=true shares each linear layer's GEMM across the requests;
 // pack=false (PI05_EXPERT_PACK=0) runs them per request: bit-identical to Expert on each.
 func (p *Pi05Program) ExpertBatch(slabs []*Pi05Slab, noise []float32, horizon, steps int, pack bool) ([]float32, error) {
+	return p.ExpertBatchGuided(slabs, noise, horizon, steps, pack, nil)
+}
+
+// Pi05Guide is real-time chunking for one request of an EXPERT call (pi05.h, pi05_guide): Prev and
+// Weights are [horizon][ActionDim] in model space; a weight of 0 leaves that value unguided.
+type Pi05Guide struct {
+	Prev, Weights []float32
+	MaxGuidance   float32
+}
+
+// ExpertBatchGuided is ExpertBatch with a guide per request (guides nil, or a nil entry: unguided).
+func (p *Pi05Program) ExpertBatchGuided(slabs []*Pi05Slab, noise []float32, horizon, steps int, pack bool, guides []*Pi05Guide) ([]float32, error) {
 	ad := p.m.dims.ActionDim
 	if len(slabs) == 0 {
 		return nil, fmt.Errorf("pi05 expert: no request")
@@ -470,12 +495,39 @@ func (p *Pi05Program) ExpertBatch(slabs []*Pi05Slab, noise []float32, horizon, s
 		return nil, fmt.Errorf("pi05 expert: noise has %d values, want %d (%d requests x horizon %d x %d)",
 			len(noise), len(slabs)*max(horizon, 0)*ad, len(slabs), horizon, ad)
 	}
+	if guides != nil && len(guides) != len(slabs) {
+		return nil, fmt.Errorf("pi05 expert: %d guides for %d requests", len(guides), len(slabs))
+	}
 	cs := make([]*C.pi05_slab, len(slabs)) // C pointers only: may be passed to C
 	for i, s := range slabs {
 		if err := p.own(s); err != nil {
 			return nil, fmt.Errorf("pi05 expert: request %d: %w", i, err)
 		}
 		cs[i] = s.c
+	}
+	// The guides point at Go memory: pinned for the call, as cgo requires of Go memory holding Go pointers.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	var cg **C.pi05_guide
+	if guides != nil {
+		structs := make([]C.pi05_guide, len(guides))
+		ptrs := make([]*C.pi05_guide, len(guides))
+		for i, g := range guides {
+			if g == nil {
+				continue
+			}
+			if len(g.Prev) != horizon*ad || len(g.Weights) != horizon*ad {
+				return nil, fmt.Errorf("pi05 expert: guide %d has %d prev and %d weight values, want %d (horizon %d x %d)",
+					i, len(g.Prev), len(g.Weights), horizon*ad, horizon, ad)
+			}
+			pin.Pin(&g.Prev[0])
+			pin.Pin(&g.Weights[0])
+			structs[i] = C.pi05_guide{prev: (*C.float)(&g.Prev[0]), weights: (*C.float)(&g.Weights[0]), max_guidance: C.float(g.MaxGuidance)}
+			pin.Pin(&structs[i])
+			ptrs[i] = &structs[i]
+		}
+		pin.Pin(&ptrs[0])
+		cg = &ptrs[0]
 	}
 	out := make([]float32, len(noise))
 	e := newCerr()
@@ -486,11 +538,46 @@ func (p *Pi05Program) ExpertBatch(slabs []*Pi05Slab, noise []float32, horizon, s
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if C.pi05_expert_batch(p.c, &cs[0], C.int(len(slabs)), (*C.float)(&noise[0]), C.int(horizon), C.int(steps),
-		pk, (*C.float)(&out[0]), e.p, errLen) != 0 {
+	if C.pi05_expert_batch_guided(p.c, &cs[0], C.int(len(slabs)), (*C.float)(&noise[0]), C.int(horizon), C.int(steps),
+		pk, cg, (*C.float)(&out[0]), e.p, errLen) != 0 {
 		return nil, fmt.Errorf("pi05: %s", e)
 	}
 	return out, nil
+}
+
+// SavePrefix returns the slab's prefix (its valid length and per-layer K/V) as a blob that
+// LoadPrefix puts into a slab of any program of a model with the same shapes, precision and kernel
+// family (pi05.h, pi05_slab_save).
+func (s *Pi05Slab) SavePrefix() ([]byte, error) {
+	s.p.mu.Lock() // not while a run of the program writes the slab
+	defer s.p.mu.Unlock()
+	n := int(C.pi05_slab_save_bytes(s.c))
+	if n == 0 {
+		return nil, fmt.Errorf("pi05 slab save: the slab has no prefix")
+	}
+	blob := make([]byte, n)
+	e := newCerr()
+	defer e.free()
+	if C.pi05_slab_save(s.c, unsafe.Pointer(&blob[0]), C.size_t(n), e.p, errLen) != 0 {
+		return nil, fmt.Errorf("pi05: %s", e)
+	}
+	return blob, nil
+}
+
+// LoadPrefix replaces the slab's state with a saved prefix; Expert on it then gives what Expert on
+// the saved slab gave, bit for bit. A blob of another model's layout is refused, naming the field.
+func (s *Pi05Slab) LoadPrefix(blob []byte) error {
+	if len(blob) == 0 {
+		return fmt.Errorf("pi05 slab load: empty blob")
+	}
+	e := newCerr()
+	defer e.free()
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if C.pi05_slab_load(s.c, unsafe.Pointer(&blob[0]), C.size_t(len(blob)), e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
 }
 
 // KV returns one layer's prefix K (after RoPE) and V, each [KVHeads][PrefixLen][HeadDim] (tests).

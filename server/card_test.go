@@ -125,8 +125,8 @@ func TestCardListsExactlyTheServedRoutes(t *testing.T) {
 			}
 			sameSet(t, "GET /info's routes", listed, "the card", card)
 
-			if resp, err := http.Get(ts.URL + "/openpi/policy"); err != nil || resp.StatusCode != http.StatusNotFound {
-				t.Errorf("a path on no card (/openpi/policy): %v %v, want 404", resp.Status, err)
+			if resp, err := http.Get(ts.URL + "/v1/actions/unknown"); err != nil || resp.StatusCode != http.StatusNotFound {
+				t.Errorf("a path on no card (/v1/actions/unknown): %v %v, want 404", resp.Status, err)
 			}
 		})
 	}

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ttmodel/tt-model/server/api"
 )
 
@@ -50,6 +52,20 @@ type ModelCard struct {
 type Route struct {
 	api.Route
 	Handler RouteHandler
+}
+
+// Turns is the Recorder a Stream route's handler gets: each request it serves on its connection
+// takes the server's turn, as every HTTP model request does (one model request at a time).
+type Turns interface {
+	Recorder
+	// Turn waits for the turn; done ends it, counting a prediction for the fault switch when ok
+	// and the route counts.
+	Turn() (done func(ok bool))
+}
+
+// MetricsSource is a Model with series of its own for /metrics (e.g. a cache's hits).
+type MetricsSource interface {
+	Collectors() []prometheus.Collector
 }
 
 // RouteHandler serves one model route; rec takes the request's stage times.

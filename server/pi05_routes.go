@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -44,6 +43,8 @@ type PI05 struct {
 	policy *pi05.Policy
 	device *pi05.Device
 	dir    string
+
+	ws *wsHub // the open websockets
 }
 
 // NewPI05 reads the PI05_* environment (every bad value named); nothing is loaded until Load.
@@ -52,7 +53,7 @@ func NewPI05(opts PI05Options) (*PI05, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PI05{opts: opts, srv: srv, log: slog.Default()}, nil
+	return &PI05{opts: opts, srv: srv, log: slog.Default(), ws: newWSHub()}, nil
 }
 
 // Name is the served repository, as the seed's /health reports it.
@@ -127,8 +128,14 @@ func (m *PI05) Device() string {
 	return fmt.Sprintf("cpu (%s, %s, %d threads)", k.ISA, k.Precision, m.device.Threads())
 }
 
-// Close releases the device and the policy.
+// Close ends the websockets (each after its request in progress), then releases the device and the
+// policy.
 func (m *PI05) Close() error {
+	m.ws.shutdown()
+	if !m.ws.wait(time.Minute) {
+		m.log.Warn("websockets still busy after a minute: the device is left to the process exit")
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.policy != nil {
@@ -192,6 +199,8 @@ func (m *PI05) Info() map[string]any {
 func (m *PI05) Routes() []Route {
 	return bindRoutes(api.KindPI05, map[string]RouteHandler{
 		"predict": m.predict, "actions_generations": m.generate, "actions_metadata": m.metadata,
+		"actions_realtime": m.realtime, "openpi_policy": m.openpi, "openpi_policy_root": m.openpi,
+		"openpi_healthz": m.healthz,
 	})
 }
 
@@ -201,11 +210,8 @@ type apiError struct {
 	detail string
 }
 
-// readPI05Body reads a JSON body within the limit and makes Python's NaN/Infinity parseable.
+// readPI05Body reads a request body within the limit.
 func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	if ct := r.Header.Get("Content-Type"); strings.Contains(ct, "msgpack") {
-		return nil, &apiError{http.StatusUnsupportedMediaType, "Content-Type " + ct + ": this server takes JSON bodies (msgpack is not supported yet)"}
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, PI05MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -214,7 +220,7 @@ func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 		}
 		return nil, &apiError{http.StatusBadRequest, "cannot read request body: " + err.Error()}
 	}
-	return quoteNonFinite(body), nil
+	return body, nil
 }
 
 // decodeObject decodes a JSON object body, rejecting trailing data.
@@ -350,13 +356,17 @@ func commonRequest(req *pi05.Request, state, tokens, noise json.RawMessage, fiel
 // predict answers POST /predict: 400 naming the field for a bad request, 500 when inference fails.
 func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
+	if ct := r.Header.Get("Content-Type"); strings.Contains(ct, "msgpack") {
+		writeDetail(w, http.StatusUnsupportedMediaType, "Content-Type "+ct+": /predict takes JSON (msgpack goes to /v1/actions/generations)")
+		return
+	}
 	body, aerr := readPI05Body(w, r)
 	if aerr != nil {
 		writeDetail(w, aerr.status, aerr.detail)
 		return
 	}
 	var b predictBody
-	if aerr := decodeObject(body, &b); aerr != nil {
+	if aerr := decodeObject(quoteNonFinite(body), &b); aerr != nil {
 		writeDetail(w, aerr.status, aerr.detail)
 		return
 	}
@@ -392,204 +402,37 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	})
 }
 
-// generationsBody is SGLang's POST /v1/actions/generations request.
-type generationsBody struct {
-	Model string `json:"model"`
-	Input struct {
-		Task        *string         `json:"task"`
-		Prompt      *string         `json:"prompt"`
-		Tokens      json.RawMessage `json:"tokens"`
-		Observation struct {
-			Images json.RawMessage `json:"images"`
-			State  json.RawMessage `json:"state"`
-			Noise  json.RawMessage `json:"noise"`
-		} `json:"observation"`
-	} `json:"input"`
-	Parameters struct {
-		NumInferenceSteps int     `json:"num_inference_steps"`
-		ActionHorizon     int     `json:"action_horizon"`
-		ActionDim         int     `json:"action_dim"`
-		Seed              *uint64 `json:"seed"`
-		PromptBucket      int     `json:"prompt_bucket"`
-	} `json:"parameters"`
-	Runtime struct {
-		ReturnTiming   *bool  `json:"return_timing"`
-		OutputFormat   string `json:"output_format"`
-		ResponseFormat string `json:"response_format"`
-		// prefix_cache and cuda_graph are accepted and have no effect: there is no prefix cache
-		// and no graph capture on the CPU.
-	} `json:"runtime"`
-}
-
-// sglangField maps canonical field names to the SGLang request's keys.
-func sglangField(f string) string {
-	switch f {
-	case "images", "state", "noise":
-		return "input.observation." + f
-	case "tokens":
-		return "input.tokens"
-	case "prompt":
-		return "input.task"
-	case "num_steps":
-		return "parameters.num_inference_steps"
-	case "prompt_bucket":
-		return "parameters.prompt_bucket"
-	}
-	return f
-}
-
-// observationImages decodes input.observation.images: an object camera -> frame (ordered by the
-// policy's cameras) or a list of frames.
-func observationImages(p *pi05.Policy, raw json.RawMessage) ([]pi05.RGB, *apiError) {
-	bad := func(format string, args ...any) *apiError {
-		return &apiError{http.StatusBadRequest, "input.observation.images" + fmt.Sprintf(format, args...)}
-	}
-	if len(raw) == 0 || isNull(raw) {
-		return nil, bad(": missing (an object camera -> HxWx3 uint8 array or base64 PNG/JPEG)")
-	}
-	if raw = bytes.TrimSpace(raw); raw[0] == '[' {
-		var list []json.RawMessage
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, bad(": want a list of frames: %v", err)
-		}
-		var out []pi05.RGB
-		for i, v := range list {
-			img, err := imageValue(v)
-			if err != nil {
-				return nil, bad("[%d]: %v", i, err)
-			}
-			out = append(out, img)
-		}
-		return out, nil
-	}
-	var byCam map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &byCam); err != nil {
-		return nil, bad(": want an object camera -> image: %v", err)
-	}
-	names := make([]string, 0, len(byCam))
-	for n := range byCam {
-		names = append(names, n)
-	}
-	order, err := p.CameraOrder(names)
-	if err != nil {
-		var re *pi05.RequestError
-		if errors.As(err, &re) {
-			return nil, bad(": %s", re.Msg)
-		}
-		return nil, bad(": %v", err)
-	}
-	out := make([]pi05.RGB, 0, len(order))
-	for _, n := range order {
-		img, err := imageValue(byCam[n])
-		if err != nil {
-			return nil, bad(".%s: %v", n, err)
-		}
-		out = append(out, img)
-	}
-	return out, nil
-}
-
-// generate answers POST /v1/actions/generations (JSON; the envelope or the raw policy payload).
+// generate answers POST /v1/actions/generations: JSON or msgpack in (Content-Type), JSON or msgpack
+// out (wantsMsgpack); the envelope or the raw policy payload.
 func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	if acc := r.Header.Get("Accept"); strings.Contains(acc, "msgpack") && !strings.Contains(acc, "json") && !strings.Contains(acc, "*/*") {
-		writeDetail(w, http.StatusNotAcceptable, "Accept "+acc+": this server answers JSON (msgpack is not supported yet)")
-		return
-	}
 	body, aerr := readPI05Body(w, r)
 	if aerr != nil {
 		writeDetail(w, aerr.status, aerr.detail)
 		return
 	}
-	var b generationsBody
-	if aerr := decodeObject(body, &b); aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
-		return
+	var ar *actionRequest
+	if strings.Contains(strings.ToLower(r.Header.Get("Content-Type")), "msgpack") {
+		ar, aerr = m.decodeActionMsgpack(body, wantsMsgpack(r))
+	} else {
+		ar, aerr = m.decodeActionJSON(quoteNonFinite(body), wantsMsgpack(r))
 	}
-	if b.Model != "" && b.Model != m.srv.HFModel {
-		writeDetail(w, http.StatusNotFound, fmt.Sprintf("model: %q is not served here (this server serves %q)", b.Model, m.srv.HFModel))
-		return
-	}
-	switch b.Runtime.OutputFormat {
-	case "", "list":
-	case "numpy":
-		writeDetail(w, http.StatusBadRequest, "runtime.output_format: numpy needs a msgpack response, which this server does not speak yet; use list")
-		return
-	default:
-		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("runtime.output_format: %q is not list or numpy", b.Runtime.OutputFormat))
-		return
-	}
-	switch b.Runtime.ResponseFormat {
-	case "", "envelope", "raw":
-	default:
-		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("runtime.response_format: %q is not envelope or raw", b.Runtime.ResponseFormat))
-		return
-	}
-	p, _ := m.current()
-	if h := b.Parameters.ActionHorizon; h != 0 && h != m.srv.ActionHorizon {
-		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("parameters.action_horizon: %d differs from this server's PI05_ACTION_HORIZON %d (presets are fixed at start)", h, m.srv.ActionHorizon))
-		return
-	}
-	if d := b.Parameters.ActionDim; d != 0 && d != p.Dims.ActionDim {
-		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("parameters.action_dim: %d differs from the checkpoint's padded action dimension %d", d, p.Dims.ActionDim))
-		return
-	}
-	task := ""
-	switch {
-	case b.Input.Task != nil:
-		task = *b.Input.Task
-	case b.Input.Prompt != nil:
-		task = *b.Input.Prompt
-	}
-	req := &pi05.Request{Prompt: task, NumSteps: b.Parameters.NumInferenceSteps, Seed: b.Parameters.Seed, PromptBucket: b.Parameters.PromptBucket}
-	if aerr := commonRequest(req, b.Input.Observation.State, b.Input.Tokens, b.Input.Observation.Noise, sglangField); aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
-		return
-	}
-	if req.Images, aerr = observationImages(p, b.Input.Observation.Images); aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
-		return
-	}
-	inf, aerr := m.infer(r.Context(), start, req, sglangField, rec)
 	if aerr != nil {
 		writeDetail(w, aerr.status, aerr.detail)
 		return
 	}
-	acts := inf.res.Actions
-	timings := map[string]float64{
-		"preprocess_ms": ms(inf.preprocess), "vision_ms": ms(inf.res.Timing.Vision), "prefix_ms": ms(inf.res.Timing.Prefix),
-		"denoise_ms": ms(inf.res.Timing.Expert), "inference_ms": ms(inf.inferenceTime()), "total_ms": ms(time.Since(start)),
-	}
-	if b.Runtime.ReturnTiming != nil && !*b.Runtime.ReturnTiming {
-		timings = nil
-	}
-	if b.Runtime.ResponseFormat == "raw" {
-		out := map[string]any{"actions": acts, "normalized": inf.res.Normalized, "prompt_truncated": inf.prep.Prompt.Truncated}
-		if timings != nil {
-			out["policy_timing"] = timings
-		}
-		writeJSON(w, http.StatusOK, out)
+	inf, aerr := m.act(r.Context(), start, ar, rec)
+	if aerr != nil {
+		writeDetail(w, aerr.status, aerr.detail)
 		return
 	}
-	out := map[string]any{
-		"id":      "actgen-" + randomID(),
-		"object":  "action.generation",
-		"created": time.Now().Unix(),
-		"model":   m.srv.HFModel,
-		"data": []any{map[string]any{
-			"index": 0,
-			"action": map[string]any{
-				"values": acts, "shape": []int{len(acts), len(acts[0])}, "dtype": "float32",
-				"normalized": inf.res.Normalized,
-			},
-			"num_inference_steps": inf.prep.Steps,
-			"prompt_truncated":    inf.prep.Prompt.Truncated,
-			"num_tokens":          len(inf.prep.Prompt.Tokens),
-			"seed":                inf.prep.Seed,
-		}},
+	out := m.envelope(ar, inf, start)
+	if ar.responseFormat == "raw" {
+		out = m.rawPayload(ar, inf, start)
 	}
-	if timings != nil {
-		out["timings"] = timings
+	if ar.msgpackOut {
+		writeMsgpack(w, http.StatusOK, out)
+		return
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -600,28 +443,7 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// metadata answers GET /v1/actions/metadata: cameras, state size, action shape, defaults.
+// metadata answers GET /v1/actions/metadata.
 func (m *PI05) metadata(w http.ResponseWriter, _ *http.Request, _ Recorder) {
-	p, _ := m.current()
-	stateDim := p.Config.MaxStateDim
-	if p.Norm.State != nil {
-		stateDim = len(p.Norm.State.Q01)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object":             "action.metadata",
-		"model":              m.srv.HFModel,
-		"cameras":            p.Config.Cameras(),
-		"num_cameras":        m.srv.NumImages,
-		"image_size":         []int{p.Dims.Image, p.Dims.Image},
-		"state_dim":          stateDim,
-		"action_horizon":     m.srv.ActionHorizon,
-		"action_dim":         p.Config.ActionDim(),
-		"padded_action_dim":  p.Dims.ActionDim,
-		"normalized_actions": p.Norm.Action == nil,
-		"prompt_buckets":     pi05.PromptBuckets(m.srv.NumImages),
-		"token_len":          p.Server.TokenLen,
-		"defaults":           map[string]any{"num_inference_steps": m.srv.NumSteps, "action_horizon": m.srv.ActionHorizon, "response_format": "envelope", "output_format": "list"},
-		"formats":            []string{"application/json"},
-		"websocket":          map[string]any{"realtime": false, "openpi": false},
-	})
+	writeJSON(w, http.StatusOK, m.actionMetadata())
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -33,6 +32,13 @@ var pi05TestEnv = map[string]string{
 
 func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
 	t.Helper()
+	ts, _ := startPI05(t, overrides)
+	return ts
+}
+
+// startPI05 serves the tiny checkpoint; the websockets are ended before the server is closed.
+func startPI05(t testing.TB, overrides map[string]string) (*httptest.Server, *PI05) {
+	t.Helper()
 	env := map[string]string{}
 	for k, v := range pi05TestEnv {
 		env[k] = v
@@ -53,11 +59,12 @@ func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Serv
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return ts
+	t.Cleanup(m.ws.shutdown)
+	return ts, m
 }
 
 // pi05Frame is a w x h frame as a base64 PNG and as the HxWx3 array SGLang clients send.
-func pi05Frame(t *testing.T, w, h, salt int) (string, [][][3]int) {
+func pi05Frame(t testing.TB, w, h, salt int) (string, [][][3]int) {
 	t.Helper()
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
 	arr := make([][][3]int, h)
@@ -81,25 +88,12 @@ func pi05Frame(t *testing.T, w, h, salt int) (string, [][][3]int) {
 
 func postJSON(t *testing.T, url, body string, header ...string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	status, _, raw := postBody(t, url, []byte(body), append([]string{"Content-Type", "application/json"}, header...)...)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("status %d, body %q is not a JSON object", resp.StatusCode, raw)
+		t.Fatalf("status %d, body %q is not a JSON object", status, raw)
 	}
-	return resp.StatusCode, out
+	return status, out
 }
 
 func matrix(t *testing.T, v any) [][]float64 {
@@ -230,9 +224,9 @@ func TestPI05BadRequestsNameTheField(t *testing.T) {
 			}
 		})
 	}
-	status, out := postJSON(t, ts.URL+"/v1/actions/generations", `{}`, "Content-Type", "application/msgpack")
+	status, out := postJSON(t, ts.URL+"/predict", `{}`, "Content-Type", "application/msgpack")
 	if status != http.StatusUnsupportedMediaType {
-		t.Errorf("msgpack body: %d %v", status, out)
+		t.Errorf("msgpack body to /predict: %d %v", status, out)
 	}
 
 	// An over-long prompt is truncated to PI05_TOKEN_LEN and reported, not refused.

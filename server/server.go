@@ -70,6 +70,9 @@ func New(m Model, opts Options) *Server {
 		opts.ShutdownGrace = 30 * time.Second
 	}
 	s := &Server{model: m, opts: opts, log: opts.Log, metrics: newMetrics(m.Name()), fault: make(chan struct{})}
+	if src, ok := m.(MetricsSource); ok {
+		s.metrics.registry.MustRegister(src.Collectors()...)
+	}
 	s.handler = s.routes()
 	return s
 }
@@ -152,6 +155,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController and websocket upgrades reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -196,17 +202,48 @@ func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 			writeDetail(w, http.StatusServiceUnavailable, s.model.Name()+" is starting: weights are loading and warming up")
 			return
 		}
-		s.metrics.queued.Inc()
-		s.exclusive.Lock()
-		s.metrics.queued.Dec()
-		defer s.exclusive.Unlock()
 		sw := &statusWriter{ResponseWriter: w}
+		if rt.Stream { // a websocket takes the turn per request (Turns)
+			rt.Handler(sw, r, streamRecorder{stageRecorder{s.metrics}, s, rt.Counts})
+			return
+		}
+		defer s.turn()()
 		rt.Handler(sw, r, stageRecorder{s.metrics})
 		if rt.Counts && sw.status == http.StatusOK {
-			n := s.predictions.Add(1)
-			if s.opts.FaultExitAfter > 0 && n >= int64(s.opts.FaultExitAfter) {
-				s.faultOnce.Do(func() { close(s.fault) })
-			}
+			s.predicted()
+		}
+	}
+}
+
+// turn waits for the one-model-request-at-a-time lock and returns its release.
+func (s *Server) turn() (release func()) {
+	s.metrics.queued.Inc()
+	s.exclusive.Lock()
+	s.metrics.queued.Dec()
+	return s.exclusive.Unlock
+}
+
+// predicted counts an answered prediction; the fault switch fires at its count.
+func (s *Server) predicted() {
+	n := s.predictions.Add(1)
+	if s.opts.FaultExitAfter > 0 && n >= int64(s.opts.FaultExitAfter) {
+		s.faultOnce.Do(func() { close(s.fault) })
+	}
+}
+
+// streamRecorder is a Stream route's Turns.
+type streamRecorder struct {
+	stageRecorder
+	s      *Server
+	counts bool
+}
+
+func (r streamRecorder) Turn() func(ok bool) {
+	release := r.s.turn()
+	return func(ok bool) {
+		release()
+		if ok && r.counts {
+			r.s.predicted()
 		}
 	}
 }

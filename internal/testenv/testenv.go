@@ -28,6 +28,10 @@ const RequireEnv = "TT_REQUIRE"
 // SkipLogEnv names the file each skip is appended to.
 const SkipLogEnv = "TT_SKIP_LOG"
 
+// Python is Debian's interpreter, where the apt python3-* modules (.ci/run installs them) live; a
+// python3 earlier on PATH (pyenv, a venv) may not have them.
+const Python = "/usr/bin/python3"
+
 // checks are the requirements with a check beyond "a program of that name
 // is on PATH". Each returns nil when the requirement is met.
 var checks = map[string]func() error{
@@ -139,9 +143,9 @@ func pidNamespace() error {
 }
 
 func pythonImports(module string) error {
-	out, err := exec.Command("python3", "-c", "import "+module).CombinedOutput()
+	out, err := exec.Command(Python, "-c", "import "+module).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("python3 cannot import %s: %v: %s", module, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s cannot import %s: %v: %s", Python, module, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

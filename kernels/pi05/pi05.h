@@ -149,9 +149,20 @@ pi05_slab *pi05_slab_new(pi05_program *p, char *err, size_t errlen);
 size_t pi05_slab_bytes(const pi05_slab *s);
 void pi05_slab_free(pi05_slab *s);
 
-/* Copies src's state (image tokens, prefix K/V) into dst, a slab of the same program: one prefix,
- * several expert runs (e.g. a prefix cache, or benchmarks of nb requests). */
+/* Copies src's state (image tokens, prefix K/V) into dst, a slab of the same program or of another
+ * program of the same model and preset (several programs of one model run concurrently): one
+ * prefix, several expert runs. Slabs of two models or presets are refused (PI05_EINVAL). */
 int pi05_slab_copy(pi05_slab *dst, const pi05_slab *src, char *err, size_t errlen);
+
+/* A slab's prefix (its valid prefix length and the per-layer K/V) as a self-describing blob, so that one
+ * prefix can serve many EXPERT runs on other slabs: of this program, or of another program whose model
+ * has the same shapes, precision and kernel family (a prefix cache keeps these blobs; the engine may
+ * run several programs of one model). pi05_slab_save_bytes is 0 when the slab has no prefix.
+ * pi05_slab_load checks the blob against dst (PI05_ESHAPE names the first difference) and leaves dst
+ * with the prefix and no image tokens: EXPERT runs on it bit-identically to the saved slab. */
+size_t pi05_slab_save_bytes(const pi05_slab *s);
+int pi05_slab_save(const pi05_slab *s, void *buf, size_t len, char *err, size_t errlen);
+int pi05_slab_load(pi05_slab *dst, const void *buf, size_t len, char *err, size_t errlen);
 
 /* VISION. images: [cams][3][image][image] float in [-1, 1] (cams = the preset's); cam_mask[cams]:
  * nonzero = present. Masked cameras are skipped. */
@@ -182,6 +193,23 @@ int pi05_expert(pi05_program *p, pi05_slab *s, const float *noise, int horizon, 
  * pack = 0 runs them per request, so every request is bit-identical to pi05_expert on it. */
 int pi05_expert_batch(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise,
                       int horizon, int steps, int pack, float *actions, char *err, size_t errlen);
+
+/* Real-time chunking (guided inpainting of the previous chunk's unexecuted actions) for one request of
+ * an EXPERT call. At each Euler step, with t the step's time (1 = noise) and v the velocity:
+ *   x0 = x - t v;  e = weights (*) (prev - x0);  w = min(t/(1-t) * (t^2 + (1-t)^2)/t^2, max_guidance)
+ *   (w = max_guidance at t = 1);  v' = v - w e;  x += dt v'
+ * prev and weights are [horizon][action_dim] in model (normalized) space; weights 0 leave an element
+ * unguided. Without a guide the loop is unchanged bit for bit. */
+typedef struct {
+    const float *prev;
+    const float *weights;
+    float max_guidance; /* > 0; lerobot's default is 10 */
+} pi05_guide;
+
+/* pi05_expert_batch with guides[nb] (a NULL entry, or guides NULL: that request is not guided). */
+int pi05_expert_batch_guided(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise,
+                             int horizon, int steps, int pack, const pi05_guide *const *guides,
+                             float *actions, char *err, size_t errlen);
 
 /* Multiply-add counts of one call, for GFLOP/s reports (a multiply-add counts 2 flops). */
 double pi05_flops_vision(const pi05_model *m, int cams);

@@ -95,8 +95,34 @@ int pi05_expert(pi05_program *p, pi05_slab *s, const float *noise, int horizon, 
 int pi05_expert_batch(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise,
                       int horizon, int steps, int pack, float *actions, char *err, size_t errlen)
 {
+    return pi05_expert_batch_guided(p, slabs, nb, noise, horizon, steps, pack, NULL, actions, err, errlen);
+}
+
+static int check_guide(const pi05_guide *g, int r, long n, char *err, size_t errlen)
+{
+    if (g->prev == NULL || g->weights == NULL || !isfinite(g->max_guidance) || g->max_guidance <= 0) {
+        p5_err(err, errlen, "expert: guide %d needs prev, weights and a positive finite max_guidance", r);
+        return PI05_EINVAL;
+    }
+    for (long i = 0; i < n; i++)
+        if (!isfinite(g->prev[i]) || !isfinite(g->weights[i])) {
+            p5_err(err, errlen, "expert: guide %d: prev or weights [%ld] is not finite", r, i);
+            return PI05_EINVAL;
+        }
+    return 0;
+}
+
+int pi05_expert_batch_guided(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise,
+                             int horizon, int steps, int pack, const pi05_guide *const *guides,
+                             float *actions, char *err, size_t errlen)
+{
     int rc = check_expert(p, slabs, nb, noise, horizon, steps, actions, err, errlen);
     if (rc != 0) return rc;
-    p5_expert_run(p, slabs, nb, noise, horizon, steps, pack != 0, actions);
+    for (int r = 0; guides != NULL && r < nb; r++) {
+        if (guides[r] == NULL) continue;
+        rc = check_guide(guides[r], r, (long)horizon * p->m->d.action_dim, err, errlen);
+        if (rc != 0) return rc;
+    }
+    p5_expert_run(p, slabs, nb, noise, horizon, steps, pack != 0, guides, actions);
     return 0;
 }

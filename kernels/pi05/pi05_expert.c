@@ -9,7 +9,7 @@
  *   per layer: y = RMS(h)(1+scale)+shift; q,k,v; RoPE at P_r + i; attention over the request's slab
  *              prefix K/V plus its own suffix rows; h += o(attn) * gate;
  *              y = adaRMS(h); h += down(gelu_tanh(gate y) * up y) * gate
- *   v = action_out(adaRMS_final(h)); x += dt * v
+ *   v = action_out(adaRMS_final(h)); [guided requests: v -= w_t * W (*) (prev - (x - t v))]; x += dt * v
  * pack = 1 runs each linear once over all nb*H rows (weights streamed once per step); pack = 0 runs
  * it per request, which makes every request bit-identical to a single-request call.
  * Must not: write a slab (the prefix K/V are read-only here, so one prefix serves many expert calls).
@@ -91,8 +91,37 @@ static void fused_rows(pi05_program *p, const p5_fused *f, const float *x, long 
     for (int r = 0; r < nb; r++) p5_linear_fused(p, f, x + (long)r * H * ldx, ldx, y + (long)r * H * f->ld, H);
 }
 
+/* Real-time chunking's guidance weight at time t (pi05.h): t/(1-t) * (t^2 + (1-t)^2)/t^2, capped; the
+ * cap at t = 1, where it is infinite. In double, as lerobot computes it from Python floats. */
+static float guidance_weight(float t, float max_guidance)
+{
+    double tt = t, tau = 1.0 - tt;
+    if (tau <= 0.0) return max_guidance;
+    double w = tt / tau * (tt * tt + tau * tau) / (tt * tt);
+    return w < (double)max_guidance ? (float)w : max_guidance;
+}
+
+/* v [nb][H][ad] of the guided requests: v -= w * W (*) (prev - (x - t v)). One pass over 50x32 values per
+ * request and step, the same loop for the reference and the fast paths. */
+static void guide_velocity(const float *x, float *v, const pi05_guide *const *guides, int nb, int H, int ad,
+                           float t)
+{
+    long n = (long)H * ad;
+    for (int r = 0; r < nb; r++) {
+        const pi05_guide *g = guides[r];
+        if (g == NULL) continue;
+        float w = guidance_weight(t, g->max_guidance);
+        const float *xr = x + r * n;
+        float *vr = v + r * n;
+        for (long i = 0; i < n; i++) {
+            float x0 = xr[i] - t * vr[i];
+            vr[i] -= w * (g->weights[i] * (g->prev[i] - x0));
+        }
+    }
+}
+
 void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise, int H,
-                   int steps, int pack, float *actions)
+                   int steps, int pack, const pi05_guide *const *guides, float *actions)
 {
     const pi05_model *m = p->m;
     const pi05_dims *d = &m->d;
@@ -104,6 +133,7 @@ void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float
     }
     memcpy(p->e_x, noise, (size_t)R * (size_t)ad * sizeof(float));
     float dt = (float)(-1.0 / steps);
+    double dtd = -1.0 / steps;
     for (int s = 0; s < steps; s++) {
         lin_rows(p, &m->act_in, p->e_x, ad, p->e_h, ew, nb, H, pack);
         for (int l = 0; l < L; l++) {
@@ -130,6 +160,7 @@ void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float
         }
         p5_adarms(p, p->e_h, p->e_y, R, ew, mod_at(p, 2 * L, s), d->e_eps);
         lin_rows(p, &m->act_out, p->e_y, ew, p->e_vel, ad, nb, H, pack);
+        if (guides != NULL) guide_velocity(p->e_x, p->e_vel, guides, nb, H, ad, (float)(1.0 + s * dtd));
         for (long i = 0; i < (long)R * ad; i++) p->e_x[i] += dt * p->e_vel[i];
     }
     memcpy(actions, p->e_x, (size_t)R * (size_t)ad * sizeof(float));

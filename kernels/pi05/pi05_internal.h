@@ -185,6 +185,6 @@ void p5_slab_store(pi05_program *p, pi05_slab *s, int layer, const float *k, con
 int p5_vision_run(pi05_program *p, pi05_slab *s, const float *images, const uint8_t *cam_mask);
 int p5_prefix_run(pi05_program *p, pi05_slab *s, const int32_t *tokens, const uint8_t *mask, int ntok);
 void p5_expert_run(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise, int horizon,
-                   int steps, int pack, float *actions);
+                   int steps, int pack, const pi05_guide *const *guides, float *actions);
 
 #endif

@@ -173,7 +173,7 @@ static void fuse_all(pi05_model *m)
 /* Whether a layer runs inside its group's panels (the fast paths; PI05_REF runs parts one by one). */
 static int in_group(const pi05_model *m, const p5_lin *l) { return l->fused != NULL && m->prec != PI05_REF; }
 
-static size_t slot_count(const p5_slot *s)
+static size_t tensor_elems(const p5_slot *s)
 {
     size_t count = 1;
     for (int i = 0; i < s->ndim; i++) count *= (size_t)s->shape[i];
@@ -192,7 +192,7 @@ static void lay_out(pi05_model *m)
     tt_arena_init(a, (uint64_t)PI05_PACK_VERSION << 32 | (uint64_t)m->prec << 16 | TT_NR);
     for (int i = 0; i < m->nslots; i++) {
         p5_slot *s = &m->slots[i];
-        size_t count = slot_count(s);
+        size_t count = tensor_elems(s);
         if (s->kind == P5_SLOT_EMBED) {
             if (m->prec == PI05_BF16) tt_arena_reserve(a, (void **)&m->embed16, count * 2, s->name);
             else tt_arena_reserve(a, (void **)&m->embed32, count * 4, s->name);
@@ -445,7 +445,7 @@ int pi05_model_set(pi05_model *m, const char *name, int dtype, const int64_t *sh
         p5_err(err, errlen, "tensor %s given twice", name);
         return PI05_EINVAL;
     }
-    size_t count = slot_count(s);
+    size_t count = tensor_elems(s);
 
     if (s->kind == P5_SLOT_EMBED) {
         if (m->prec != PI05_BF16) to_f32_into(m->embed32, dtype, data, count);
@@ -704,8 +704,16 @@ void pi05_slab_free(pi05_slab *s)
 
 int pi05_slab_copy(pi05_slab *dst, const pi05_slab *src, char *err, size_t errlen)
 {
-    if (dst == NULL || src == NULL || dst->prog != src->prog) {
-        p5_err(err, errlen, "slab copy: both slabs must belong to one program");
+    if (dst == NULL || src == NULL) {
+        p5_err(err, errlen, "slab copy: no slab");
+        return PI05_EINVAL;
+    }
+    const pi05_preset *ps = &src->prog->preset, *pd = &dst->prog->preset;
+    /* Same model and preset: the same buffer sizes, strides and packed layouts on both sides. */
+    if (dst->prog->m != src->prog->m || ps->cams != pd->cams || ps->text_bucket != pd->text_bucket ||
+        ps->action_rows != pd->action_rows || dst->max_prefix != src->max_prefix) {
+        p5_err(err, errlen, "slab copy: the slabs' programs differ in model or preset (cams %d/%d, text %d/%d)",
+               ps->cams, pd->cams, ps->text_bucket, pd->text_bucket);
         return PI05_EINVAL;
     }
     if (dst == src) return 0;

@@ -48,8 +48,16 @@ type Program interface {
 	// Prefix: the Gemma prefix over the slab's image tokens and tokens[i] with mask[i].
 	Prefix(s Slab, tokens []int32, mask []bool) error
 	// ExpertBatch: len(slabs) requests, noise and the result [len(slabs)][horizon][ActionDim].
-	// pack=false is exact mode: each request bit-identical to the same request alone.
-	ExpertBatch(slabs []Slab, noise []float32, horizon, steps int, pack bool) ([]float32, error)
+	// pack=false is exact mode: each request bit-identical to the same request alone. guides (nil,
+	// or one per request, nil entries allowed) add real-time chunking to those requests; an
+	// unguided request's result is what it would be without the argument, bit for bit.
+	ExpertBatch(slabs []Slab, noise []float32, horizon, steps int, pack bool, guides []*Guide) ([]float32, error)
+	// SavePrefix returns s's prefix (valid length and per-layer K/V) as a blob that LoadPrefix
+	// puts into a slab of any program of the same Kernels: the prefix cache's entries.
+	SavePrefix(s Slab) ([]byte, error)
+	// LoadPrefix replaces s's state with a saved prefix; EXPERT on it gives what it gave on the
+	// saved slab, bit for bit. A blob that does not fit s (another layout, more rows) is an error.
+	LoadPrefix(s Slab, blob []byte) error
 	// CopySlab copies src's image tokens and prefix K/V into dst, a slab of this program; src may
 	// belong to another program of the same Kernels and preset (a prefix handed to an expert).
 	CopySlab(dst, src Slab) error

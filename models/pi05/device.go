@@ -70,9 +70,10 @@ type Timing struct {
 
 // Result is one action chunk.
 type Result struct {
-	Actions    [][]float32 // [horizon][action dim]
-	Normalized bool        // true when no action statistics were applied
-	Timing     Timing
+	Actions        [][]float32 // [horizon][action dim]
+	Normalized     bool        // true when no action statistics were applied
+	PrefixCacheHit bool        // VISION and PREFIX were skipped: the prefix came from the cache
+	Timing         Timing
 }
 
 // Run executes VISION, PREFIX and EXPERT for one prepared request.
@@ -85,23 +86,19 @@ func (d *Device) Run(ctx context.Context, in *Prepared) (*Result, error) {
 	}
 	var t Timing
 	s := d.slabs[0]
-	t0 := time.Now()
-	if err := d.prog.Vision(s, in.Images, in.CameraMask); err != nil {
-		return nil, err
-	}
-	t1 := time.Now()
-	if err := d.prog.Prefix(s, in.Tokens, in.TokenMask); err != nil {
+	hit, err := d.policy.prefix(d.prog, s, in, &t)
+	if err != nil {
 		return nil, err
 	}
 	t2 := time.Now()
 	h := d.policy.Server.ActionHorizon
-	flat, err := d.prog.ExpertBatch([]Slab{s}, in.Noise, h, in.Steps, true)
+	flat, err := d.prog.ExpertBatch([]Slab{s}, in.Noise, h, in.Steps, true, []*Guide{in.Guide})
 	if err != nil {
 		return nil, err
 	}
-	t.Vision, t.Prefix, t.Expert = t1.Sub(t0), t2.Sub(t1), time.Since(t2)
+	t.Expert = time.Since(t2)
 	res := d.policy.result(flat)
-	res.Timing = t
+	res.Timing, res.PrefixCacheHit = t, hit
 	return res, nil
 }
 

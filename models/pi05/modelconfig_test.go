@@ -22,7 +22,7 @@ const lerobotConfig = `{
  "output_features": {"action": {"type": "ACTION", "shape": [7]}}
 }`
 
-func TestPolicyConfigAndCameraOrder(t *testing.T) {
+func TestPolicyConfigAndCameras(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(lerobotConfig), 0o644); err != nil {
 		t.Fatal(err)
@@ -39,14 +39,14 @@ func TestPolicyConfigAndCameraOrder(t *testing.T) {
 		t.Errorf("config %+v", cfg)
 	}
 	p := &Policy{Config: cfg}
-	order, err := p.CameraOrder([]string{"left_wrist_0_rgb", "observation.images.right_wrist_0_rgb"})
-	if err != nil || !slices.Equal(order, []string{"observation.images.right_wrist_0_rgb", "left_wrist_0_rgb"}) {
-		t.Errorf("CameraOrder = %v, %v", order, err)
+	got, err := p.ResolveCameras([]string{"left_wrist_0_rgb", "observation.images.right_wrist_0_rgb"})
+	if err != nil || len(got) != 2 || got[0].Key != "observation.images.right_wrist_0_rgb" || got[1].Key != "left_wrist_0_rgb" {
+		t.Errorf("ResolveCameras = %+v, %v", got, err)
 	}
 	for _, names := range [][]string{{"front"}, {"base_0_rgb", "observation.images.base_0_rgb"}} {
 		var re *RequestError
-		if _, err := p.CameraOrder(names); !errors.As(err, &re) || re.Field != "images" {
-			t.Errorf("CameraOrder(%v): %v", names, err)
+		if _, err := p.ResolveCameras(names); !errors.As(err, &re) || re.Field != "images" {
+			t.Errorf("ResolveCameras(%v): %v", names, err)
 		}
 	}
 

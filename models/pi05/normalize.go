@@ -144,3 +144,17 @@ func (n *Normalizer) UnnormalizeActions(actions [][]float32) bool {
 	}
 	return true
 }
+
+// NormalizeActions maps actions in robot units back to model space in place, the inverse of
+// UnnormalizeActions: 2(x-q01)/(q99-q01) - 1 on the columns the statistics cover.
+func (n *Normalizer) NormalizeActions(actions [][]float32) {
+	if n == nil || n.Action == nil {
+		return
+	}
+	q := n.Action
+	for _, row := range actions {
+		for i := range min(len(row), len(q.Q01)) {
+			row[i] = 2*(row[i]-q.Q01[i])/q.span(i) - 1
+		}
+	}
+}

@@ -30,6 +30,8 @@ type Policy struct {
 	// kernels leave text padding out of the compute, so one program serves every bucket with the
 	// same cost and result) and the horizon's action rows.
 	Preset Preset
+	// Cache is the exact prefix cache (PI05_PREFIX_CACHE_MB), shared by every device; nil when off.
+	Cache *PrefixCache
 
 	kernels Kernels
 }
@@ -66,6 +68,9 @@ func LoadPolicy(ctx context.Context, srv ServerConfig, dir string, build Builder
 	buckets := PromptBuckets(srv.NumImages)
 	p := &Policy{Server: srv, Config: cfg, Dims: ck.Dims, WeightsDir: dir, Tokenizer: tok, Norm: norm,
 		Preset: Preset{Cams: srv.NumImages, TextBucket: buckets[len(buckets)-1], ActionRows: ActionRows(srv.ActionHorizon), MaxBatch: 1}}
+	if srv.PrefixCacheMB > 0 {
+		p.Cache = NewPrefixCache(int64(srv.PrefixCacheMB) << 20)
+	}
 	if build == nil {
 		return p, nil
 	}

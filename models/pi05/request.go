@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 )
 
 // Request is one inference request after the HTTP layer decoded it.
@@ -20,6 +19,8 @@ type Request struct {
 	NumSteps     int     // 0 = PI05_NUM_STEPS
 	Seed         *uint64 // noise seed when Noise is nil; nil = random (reported)
 	PromptBucket int     // 0 = the smallest bucket that holds the tokens
+	RTC          *RTC    // real-time chunking; nil = none
+	PrefixCache  bool    // may use the policy's prefix cache (when the server has one)
 }
 
 // RequestError is a bad request; Field names the request key (canonical names: images, prompt,
@@ -50,6 +51,8 @@ type Prepared struct {
 	ImagesPadded  int
 	OriginalSizes [][2]int // [H, W] of each sent image
 	StateBins     []int    // the discretized state in the prompt ("" when tokens were sent)
+	Guide         *Guide   // real-time chunking in model space; nil = none
+	PrefixCache   bool
 }
 
 // finite reports the first non-finite value's index, or -1.
@@ -148,37 +151,11 @@ func (p *Policy) Prepare(req *Request) (*Prepared, error) {
 		out.Seed = &seed
 		out.Noise = GaussianNoise(seed, h, ad)
 	}
-	return out, nil
-}
-
-// CameraOrder maps the camera names of a request (SGLang's images object) to slot order: the
-// config's image features order; names may carry the "observation.images." prefix. Without image
-// features in config.json the names are taken in sorted order.
-func (p *Policy) CameraOrder(names []string) ([]string, error) {
-	known := p.Config.Cameras()
-	if len(known) == 0 {
-		out := slices.Clone(names)
-		slices.Sort(out)
-		return out, nil
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, n := range names {
-		base := strings.TrimPrefix(n, imagePrefix)
-		if !slices.Contains(known, base) {
-			return nil, badField("images", "unknown camera %q; this policy's cameras are %v", n, known)
-		}
-		if seen[base] {
-			return nil, badField("images", "camera %q sent twice", base)
-		}
-		seen[base] = true
-	}
-	for _, k := range known {
-		for _, n := range names {
-			if strings.TrimPrefix(n, imagePrefix) == k {
-				out = append(out, n)
-			}
+	if req.RTC != nil {
+		if out.Guide, err = p.guide(req.RTC, h); err != nil {
+			return nil, err
 		}
 	}
+	out.PrefixCache = req.PrefixCache
 	return out, nil
 }

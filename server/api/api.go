@@ -38,6 +38,10 @@ type Route struct {
 	// Counts marks requests that count as predictions for the server's fault
 	// switch.
 	Counts bool
+	// Stream marks a websocket: its handler serves many requests on one
+	// connection, so the server does not hold its one-request-at-a-time lock
+	// for it (the model serializes each inference).
+	Stream bool
 }
 
 // Common are the routes every model's server answers, whatever the model.
@@ -61,8 +65,12 @@ func ModelRoutes(kind string) ([]Route, error) {
 	case KindPI05:
 		return []Route{
 			{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, What: "camera images, prompt and state in (JSON), an action chunk out"},
-			{Method: http.MethodPost, Path: "/v1/actions/generations", Name: "actions_generations", Counts: true, What: "SGLang's action API (JSON): observation in, actions out"},
-			{Method: http.MethodGet, Path: "/v1/actions/metadata", Name: "actions_metadata", What: "SGLang's action API metadata: cameras, image size, state and action dims, horizon, prompt buckets"},
+			{Method: http.MethodPost, Path: "/v1/actions/generations", Name: "actions_generations", Counts: true, What: "SGLang's action API (JSON or msgpack-numpy): observation in, actions out; real-time chunking, prefix cache"},
+			{Method: http.MethodGet, Path: "/v1/actions/metadata", Name: "actions_metadata", What: "SGLang's action API metadata: cameras and robot camera keys, image size, state and action dims, horizon, websocket capabilities"},
+			{Method: http.MethodGet, Path: "/v1/actions/realtime", Name: "actions_realtime", Stream: true, Counts: true, What: "SGLang's realtime websocket (msgpack): metadata first, one action.generation per request, in order"},
+			{Method: http.MethodGet, Path: "/openpi/policy", Name: "openpi_policy", Stream: true, Counts: true, What: "OpenPI's policy websocket (msgpack-numpy): metadata first, observation in, actions out"},
+			{Method: http.MethodGet, Path: "/", Name: "openpi_policy_root", Stream: true, Counts: true, What: "the OpenPI policy websocket where stock OpenPI clients connect (ws://host:port)"},
+			{Method: http.MethodGet, Path: "/healthz", Name: "openpi_healthz", What: "OpenPI's health check: `OK`"},
 		}, nil
 	}
 	return nil, fmt.Errorf("model %q: the server serves %v", kind, Kinds())

@@ -1,8 +1,8 @@
 // Command pi05bench times the pi0.5 CPU megakernels on a checkpoint made by
 // tools/reference/pi05.py (random weights, real names) and, in the same run, the PyTorch
 // reference's bf16 sample: VISION, PREFIX, one EXPERT step, the whole sample, PREFIX GFLOP/s
-// against the measured bf16 peak, peak RSS against the packed weights, and batched-EXPERT
-// throughput. `make bench-pi05` runs it; docs/PERFORMANCE.md records the results.
+// against the measured bf16 peak, peak RSS against the packed weights, a prefix-cache hit against a
+// miss, and batched-EXPERT throughput. `make bench-pi05` runs it; docs/PERFORMANCE.md records the results.
 package main
 
 import (
@@ -94,8 +94,20 @@ type report struct {
 	Expert          timing             `json:"expert_all_steps"`
 	SampleBestMS    float64            `json:"sample_best_ms"`
 	SampleMedianMS  float64            `json:"sample_median_ms"`
+	PrefixCache     prefixCacheResult  `json:"prefix_cache"`
 	Batched         []batchResult      `json:"batched"`
 	Torch           map[string]float64 `json:"torch,omitempty"`
+}
+
+// prefixCacheResult is the exact prefix cache at this width: a miss runs VISION, PREFIX and saves
+// the prefix; a hit loads it; both then run the EXPERT.
+type prefixCacheResult struct {
+	BlobBytes   int     `json:"blob_bytes"`
+	Save        timing  `json:"save"`
+	Load        timing  `json:"load"`
+	MissBestMS  float64 `json:"miss_best_ms"`
+	HitBestMS   float64 `json:"hit_best_ms"`
+	HitOverMiss float64 `json:"hit_over_miss"`
 }
 
 // batchResult is one batched-EXPERT size: one Euler step for nb requests.
@@ -194,6 +206,17 @@ func run(ctx context.Context, o options) error {
 	rep.SampleMedianMS = rep.Vision.Median + rep.Prefix.Median + rep.Expert.Median
 	progress("expert step %.1f ms (median %.1f, %.0f GFLOP/s), %d steps %.0f ms, sample %.0f ms (median %.0f)",
 		rep.Step.Best, rep.Step.Median, rep.StepGFLOPS, o.steps, rep.Expert.Best, rep.SampleBestMS, rep.SampleMedianMS)
+
+	var blob []byte
+	pc := &rep.PrefixCache
+	pc.Save = timeIt(o.reps, func() (err error) { blob, err = s.SavePrefix(); return err })
+	pc.Load = timeIt(o.reps, func() error { return s.LoadPrefix(blob) })
+	pc.BlobBytes = len(blob)
+	pc.MissBestMS = rep.Vision.Best + rep.Prefix.Best + pc.Save.Best + rep.Expert.Best
+	pc.HitBestMS = pc.Load.Best + rep.Expert.Best
+	pc.HitOverMiss = pc.HitBestMS / pc.MissBestMS
+	progress("prefix cache: %.1f MB per prefix, save %.1f ms, load %.1f ms: a hit %.0f ms, a miss %.0f ms (%.2fx)",
+		float64(pc.BlobBytes)/1e6, pc.Save.Best, pc.Load.Best, pc.HitBestMS, pc.MissBestMS, pc.HitOverMiss)
 
 	for _, sl := range slabs[1:] {
 		if err := sl.CopyFrom(s); err != nil {

@@ -58,7 +58,7 @@ func runCase(t *testing.T, k pi05.Kernels, g golden.Case) []float32 {
 	if err := prog.Prefix(s, g.Tokens, g.TokMask); err != nil {
 		t.Fatal(err)
 	}
-	act, err := prog.ExpertBatch([]pi05.Slab{s}, g.Noise, g.Horizon, g.Steps, true)
+	act, err := prog.ExpertBatch([]pi05.Slab{s}, g.Noise, g.Horizon, g.Steps, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

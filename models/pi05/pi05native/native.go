@@ -232,7 +232,7 @@ func (p *program) Prefix(s pi05.Slab, tokens []int32, mask []bool) error {
 	return p.p.Prefix(n, tokens, mask)
 }
 
-func (p *program) ExpertBatch(slabs []pi05.Slab, noise []float32, horizon, steps int, pack bool) ([]float32, error) {
+func (p *program) ExpertBatch(slabs []pi05.Slab, noise []float32, horizon, steps int, pack bool, guides []*pi05.Guide) ([]float32, error) {
 	ns := make([]*native.Pi05Slab, len(slabs))
 	for i, s := range slabs {
 		n, err := nativeSlab(s)
@@ -241,7 +241,30 @@ func (p *program) ExpertBatch(slabs []pi05.Slab, noise []float32, horizon, steps
 		}
 		ns[i] = n
 	}
-	return p.p.ExpertBatch(ns, noise, horizon, steps, pack)
+	var ng []*native.Pi05Guide
+	if guides != nil {
+		ng = make([]*native.Pi05Guide, len(guides))
+		for i, g := range guides {
+			ng[i] = (*native.Pi05Guide)(g) // the same fields: the kernels' pi05_guide
+		}
+	}
+	return p.p.ExpertBatchGuided(ns, noise, horizon, steps, pack, ng)
+}
+
+func (p *program) SavePrefix(s pi05.Slab) ([]byte, error) {
+	n, err := nativeSlab(s)
+	if err != nil {
+		return nil, err
+	}
+	return n.SavePrefix()
+}
+
+func (p *program) LoadPrefix(s pi05.Slab, blob []byte) error {
+	n, err := nativeSlab(s)
+	if err != nil {
+		return err
+	}
+	return n.LoadPrefix(blob)
 }
 
 func (p *program) CopySlab(dst, src pi05.Slab) error {

@@ -119,3 +119,110 @@ func TestRunIsDeterministicPerSeed(t *testing.T) {
 		t.Error("different seeds, same actions")
 	}
 }
+
+// sameBits fails at the first value where two action chunks differ in any bit.
+func sameBits(t *testing.T, a, b [][]float32) {
+	t.Helper()
+	for r := range a {
+		for c := range a[r] {
+			if math.Float32bits(a[r][c]) != math.Float32bits(b[r][c]) {
+				t.Fatalf("action [%d][%d]: %v vs %v, want bit-identical", r, c, a[r][c], b[r][c])
+			}
+		}
+	}
+}
+
+func cacheRequest(salt uint8, prompt string) *pi05.Request {
+	pix := make([]uint8, 30*40*3)
+	for i := range pix {
+		pix[i] = uint8(i*7) + salt
+	}
+	seed := uint64(5)
+	return &pi05.Request{Images: []pi05.RGB{{H: 30, W: 40, Pix: pix}}, Prompt: prompt, State: []float32{0.2, -0.4}, Seed: &seed, PrefixCache: true}
+}
+
+func run(t *testing.T, p *pi05.Policy, d *pi05.Device, req *pi05.Request) *pi05.Result {
+	t.Helper()
+	in, err := p.Prepare(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A prefix-cache hit gives the miss's actions bit for bit, on the reference and the bf16 paths, also
+// on another device (program) of the same kernels; a different frame or prompt is a miss; a request
+// may opt out.
+func TestPrefixCacheHitEqualsMiss(t *testing.T) {
+	for _, prec := range []native.Precision{native.Ref, native.BF16} {
+		t.Run(string(prec), func(t *testing.T) {
+			p, d := loadTiny(t, 2, 10, prec)
+			p.Cache = pi05.NewPrefixCache(64 << 20)
+			other, err := p.NewDevice(1, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			miss := run(t, p, d, cacheRequest(0, "pick"))
+			hit := run(t, p, d, cacheRequest(0, "pick"))
+			elsewhere := run(t, p, other, cacheRequest(0, "pick"))
+			if miss.PrefixCacheHit || !hit.PrefixCacheHit || !elsewhere.PrefixCacheHit {
+				t.Fatalf("hits: first %v, second %v, on another device %v", miss.PrefixCacheHit, hit.PrefixCacheHit, elsewhere.PrefixCacheHit)
+			}
+			sameBits(t, miss.Actions, hit.Actions)
+			sameBits(t, miss.Actions, elsewhere.Actions)
+			if hit.Timing.Vision != 0 {
+				t.Errorf("a hit ran VISION for %v", hit.Timing.Vision)
+			}
+			for _, req := range []*pi05.Request{cacheRequest(1, "pick"), cacheRequest(0, "place")} {
+				if run(t, p, d, req).PrefixCacheHit {
+					t.Error("a different frame or prompt hit the cache")
+				}
+			}
+			off := cacheRequest(0, "pick")
+			off.PrefixCache = false
+			if run(t, p, d, off).PrefixCacheHit {
+				t.Error("a request that opted out hit the cache")
+			}
+			s := p.Cache.Stats()
+			if s.Hits != 2 || s.Misses != 3 || s.Entries != 3 || s.Bytes <= 0 {
+				t.Errorf("stats %+v, want 2 hits, 3 misses, 3 entries", s)
+			}
+		})
+	}
+}
+
+// Without RTC a request's actions are what they were; with it the first d rows move toward the
+// previous chunk (measured: the squared distance over those rows).
+func TestRTCThroughDevice(t *testing.T) {
+	p, d := loadTiny(t, 2, 10, native.BF16)
+	base := run(t, p, d, cacheRequest(3, "stack"))
+	const delay = 3
+	prev := make([]float32, 10*32)
+	for i := range prev {
+		prev[i] = 0.5
+	}
+	req := cacheRequest(3, "stack")
+	req.RTC = &pi05.RTC{Prev: prev, PrevRows: 10, PrevCols: 32, InferenceDelay: delay, ExecutionHorizon: 6}
+	guided := run(t, p, d, req)
+	dist := func(a [][]float32) float64 {
+		s := 0.0
+		for r := range delay {
+			for c := range a[r] {
+				x := float64(a[r][c] - 0.5)
+				s += x * x
+			}
+		}
+		return s
+	}
+	if b, g := dist(base.Actions), dist(guided.Actions); g > 0.25*b {
+		t.Errorf("squared distance of the first %d rows to the previous chunk: %.4f unguided, %.4f guided", delay, b, g)
+	} else {
+		t.Logf("squared distance of the first %d rows to the previous chunk: %.4f unguided, %.4f guided", delay, b, g)
+	}
+	sameBits(t, base.Actions, run(t, p, d, cacheRequest(3, "stack")).Actions)
+}

@@ -1,0 +1,239 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// The pi0.5 server's msgpack websockets (/v1/actions/realtime and OpenPI's /openpi/policy) share one
+// connection loop, read from OpenPI's WebsocketPolicyServer and SGLang's websocket routes: the
+// metadata frame on connect, then one reply per binary frame, in order, each with server_timing
+// {infer_ms, prev_total_ms (from the 2nd reply on)}; a request that fails gets a text frame with the
+// error and the connection is closed with 1011 (the server keeps serving others).
+
+// wsWriteTimeout bounds one frame's write: a client that stops reading cannot hold its handler.
+const wsWriteTimeout = 30 * time.Second
+
+// wsProtocol is one websocket route.
+type wsProtocol struct {
+	name        string // "realtime", "openpi": labels metrics, logs, default robot ids
+	closeReason string // the close reason after an error frame
+	// handle answers one binary frame; prevTotal is the previous request's receive-to-sent time
+	// (0 on the first). An error becomes the error frame.
+	handle func(ctx context.Context, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError)
+}
+
+// wsHub tracks the open websockets: a count per protocol for /metrics, and a channel closed at
+// shutdown that ends every connection with 1001 once its request in progress is answered.
+type wsHub struct {
+	open      sync.Map // protocol name -> *atomic.Int64
+	seq       atomic.Int64
+	done      chan struct{}
+	closeOnce sync.Once
+	running   sync.WaitGroup // the connection loops
+}
+
+func newWSHub() *wsHub { return &wsHub{done: make(chan struct{})} }
+
+func (h *wsHub) counter(name string) *atomic.Int64 {
+	c, _ := h.open.LoadOrStore(name, new(atomic.Int64))
+	return c.(*atomic.Int64)
+}
+
+func (h *wsHub) shutdown() { h.closeOnce.Do(func() { close(h.done) }) }
+
+// wait waits up to limit for every connection loop to end; false when some still run.
+func (h *wsHub) wait(limit time.Duration) bool {
+	ended := make(chan struct{})
+	go func() {
+		h.running.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return true
+	case <-time.After(limit):
+		return false
+	}
+}
+
+// takeTurn waits for the server's turn when rec offers one (Turns); tests pass plain Recorders.
+func takeTurn(rec Recorder) (done func(ok bool)) {
+	if t, ok := rec.(Turns); ok {
+		return t.Turn()
+	}
+	return func(bool) {}
+}
+
+// robotID is the identity of the robot behind a connection: the client's own (header X-Robot-ID or
+// query robot_id), else one per connection ("openpi-3").
+func (h *wsHub) robotID(r *http.Request, proto string) string {
+	if id := r.Header.Get("X-Robot-ID"); id != "" {
+		return id
+	}
+	if id := r.URL.Query().Get("robot_id"); id != "" {
+		return id
+	}
+	return fmt.Sprintf("%s-%d", proto, h.seq.Add(1))
+}
+
+type wsFrame struct {
+	typ  websocket.MessageType
+	data []byte
+}
+
+// serveWebsocket upgrades the request and runs proto's loop until the client leaves, a request
+// fails, or the server shuts down.
+func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Recorder, proto wsProtocol) {
+	// The server's read timeout is meant for request bodies: a robot stays connected for hours.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return // Accept answered the client (426 for a plain GET, 403 for a foreign Origin)
+	}
+	defer conn.CloseNow()
+	m.ws.running.Add(1)
+	defer m.ws.running.Done()
+	conn.SetReadLimit(PI05MaxBodyBytes)
+	robot := m.ws.robotID(r, proto.name)
+	open := m.ws.counter(proto.name)
+	open.Add(1)
+	defer open.Add(-1)
+	log := m.log.With("protocol", proto.name, "robot", robot, "remote", r.RemoteAddr)
+	log.Info("websocket opened")
+	defer log.Info("websocket closed")
+
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	meta := m.actionMetadata()
+	meta["robot_id"] = robot
+	if err := m.writeFrame(ctx, conn, websocket.MessageBinary, meta); err != nil {
+		log.Warn("websocket metadata frame not sent", "err", err)
+		return
+	}
+	// One reader ahead of the handler: a client that disconnects cancels ctx, so a request still
+	// waiting for the model is dropped; replies stay in request order.
+	frames := make(chan wsFrame, 1)
+	go func() {
+		defer close(frames)
+		defer cancel()
+		for {
+			typ, data, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case frames <- wsFrame{typ, data}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var prevTotal time.Duration
+	for {
+		var f wsFrame
+		var ok bool
+		select {
+		case <-m.ws.done:
+		case f, ok = <-frames:
+			if !ok {
+				return
+			}
+		}
+		select {
+		case <-m.ws.done: // also when a frame was ready at the same moment
+			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+			return
+		default:
+		}
+		start := time.Now()
+		reply, aerr := []byte(nil), (*apiError)(nil)
+		if f.typ != websocket.MessageBinary {
+			aerr = &apiError{http.StatusBadRequest, "a text frame: send each request as a binary msgpack frame"}
+		} else {
+			done := takeTurn(rec)
+			reply, aerr = proto.handle(ctx, f.data, prevTotal, rec)
+			done(aerr == nil)
+		}
+		if aerr != nil {
+			if ctx.Err() != nil { // the client left while its request waited
+				return
+			}
+			log.Warn("websocket request failed", "status", aerr.status, "error", aerr.detail)
+			wctx, done := context.WithTimeout(ctx, wsWriteTimeout)
+			_ = conn.Write(wctx, websocket.MessageText, []byte(fmt.Sprintf("%d %s: %s", aerr.status, http.StatusText(aerr.status), aerr.detail)))
+			done()
+			_ = conn.Close(websocket.StatusInternalError, proto.closeReason)
+			return
+		}
+		wctx, done := context.WithTimeout(ctx, wsWriteTimeout)
+		err := conn.Write(wctx, websocket.MessageBinary, reply)
+		done()
+		if err != nil {
+			return
+		}
+		prevTotal = time.Since(start)
+	}
+}
+
+// writeFrame packs v and writes it within wsWriteTimeout.
+func (m *PI05) writeFrame(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, v any) error {
+	b, err := packMsgpack(v)
+	if err != nil {
+		return err
+	}
+	wctx, done := context.WithTimeout(ctx, wsWriteTimeout)
+	defer done()
+	return conn.Write(wctx, typ, b)
+}
+
+// serverTiming is OpenPI's server_timing: this request's inference and the previous request's total.
+func serverTiming(infer, prevTotal time.Duration) map[string]float64 {
+	t := map[string]float64{"infer_ms": ms(infer)}
+	if prevTotal > 0 {
+		t["prev_total_ms"] = ms(prevTotal)
+	}
+	return t
+}
+
+// realtime serves /v1/actions/realtime: each binary frame is a /v1/actions/generations body in
+// msgpack; each reply the action.generation envelope (numpy actions unless output_format is list)
+// with server_timing.
+func (m *PI05) realtime(w http.ResponseWriter, r *http.Request, rec Recorder) {
+	m.serveWebsocket(w, r, rec, wsProtocol{name: "realtime", closeReason: "Internal server error", handle: m.realtimeFrame})
+}
+
+func (m *PI05) realtimeFrame(ctx context.Context, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError) {
+	return m.actOnFrame(ctx, frame, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
+		out := m.envelope(ar, inf, start)
+		out["server_timing"] = serverTiming(time.Since(start), prevTotal)
+		return out
+	})
+}
+
+// actOnFrame decodes one websocket frame as an action request (msgpack out), runs it and packs the
+// reply that reply builds.
+func (m *PI05) actOnFrame(ctx context.Context, frame []byte, rec Recorder, reply func(*actionRequest, *inference, time.Time) map[string]any) ([]byte, *apiError) {
+	start := time.Now()
+	ar, aerr := m.decodeActionMsgpack(frame, true)
+	if aerr != nil {
+		return nil, aerr
+	}
+	inf, aerr := m.act(ctx, start, ar, rec)
+	if aerr != nil {
+		return nil, aerr
+	}
+	b, err := packMsgpack(reply(ar, inf, start))
+	if err != nil {
+		return nil, &apiError{http.StatusInternalServerError, "cannot encode response: " + err.Error()}
+	}
+	return b, nil
+}
