@@ -158,3 +158,28 @@ func TestGEMMTuningIsKept(t *testing.T) {
 		t.Errorf("the second program tuned again: %s", l)
 	}
 }
+
+// A cache that cannot be used (here the file's name is taken by a folder) is reported and the
+// weights are packed anyway: the server starts.
+func TestUnusableCacheStillLoads(t *testing.T) {
+	dir := t.TempDir()
+	b := pi05native.Builder(pi05native.Options{Precision: native.BF16, CacheDir: dir})
+	k, _ := build(t, b)
+	if err := pi05native.WaitStored(k); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.ttpack"))
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v", files)
+	}
+	if err := os.Remove(files[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(files[0], "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, logs := build(t, b)
+	if l := logs.String(); !strings.Contains(l, "cache unusable") || !strings.Contains(l, "pi05 packed from the checkpoint") {
+		t.Errorf("logs: %s", l)
+	}
+}

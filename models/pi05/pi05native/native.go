@@ -43,12 +43,18 @@ func Builder(opts Options) pi05.Builder {
 		start := time.Now()
 		k := &kernels{tuning: opts.Tuning, log: log}
 		var key packcache.Key
-		if opts.CacheDir != "" {
+		cacheDir := opts.CacheDir
+		if cacheDir != "" {
 			var m *native.Pi05Model
 			var err error
 			key, m, err = fromCache(ctx, opts, ck, log)
 			if err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				// a cache that cannot be read is not a reason to fail: pack, and keep nothing
+				log.Warn("pi05 packed weights cache unusable, packing without it", "dir", cacheDir, "err", err)
+				cacheDir = ""
 			}
 			if m != nil {
 				k.m = m
@@ -74,8 +80,8 @@ func Builder(opts Options) pi05.Builder {
 		}
 		k.m = m
 		log.Info("pi05 packed from the checkpoint", "gb", float64(m.Bytes())/1e9, "seconds", time.Since(start).Seconds())
-		if opts.CacheDir != "" {
-			k.store(opts.CacheDir, key)
+		if cacheDir != "" {
+			k.store(cacheDir, key)
 		}
 		return k, nil
 	}

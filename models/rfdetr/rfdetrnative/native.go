@@ -41,10 +41,16 @@ func Builder(opts Options) rfdetr.Builder {
 		start := time.Now()
 		n := &Network{log: log}
 		var key packcache.Key
-		if opts.CacheDir != "" {
+		cacheDir := opts.CacheDir
+		if cacheDir != "" {
 			var err error
 			if key, n.prog, err = fromCache(ctx, opts, w.Path(), log); err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				// a cache that cannot be read is not a reason to fail: pack, and keep nothing
+				log.Warn("rf-detr packed weights cache unusable, packing without it", "dir", cacheDir, "err", err)
+				cacheDir = ""
 			}
 			if n.prog != nil {
 				log.Info("rf-detr packed weights mapped", "file", key.FileName(), "dir", opts.CacheDir,
@@ -58,8 +64,8 @@ func Builder(opts Options) rfdetr.Builder {
 			}
 			n.prog = prog
 			log.Info("rf-detr packed from the checkpoint", "seconds", time.Since(start).Seconds())
-			if opts.CacheDir != "" {
-				n.store(opts.CacheDir, key)
+			if cacheDir != "" {
+				n.store(cacheDir, key)
 			}
 		}
 		shape := fmt.Sprintf("rfdetr %s %s threads=%d layout=%016x", n.prog.Precision(), native.DetectCPU().BestISA,
