@@ -382,4 +382,3 @@ func cacheBytes(dir string) int64 {
 	})
 	return n
 }
-

@@ -77,29 +77,29 @@ func main() {
 // report is every number of a run. GFLOP/s and ratios use the best times; the medians show how
 // much a shared machine disturbed the run.
 type report struct {
-	Weights        string            `json:"weights"`
-	CPU            string            `json:"cpu"`
-	Dims           arch.Dims         `json:"dims"`
-	ISA            string            `json:"isa"`
-	Plan           string            `json:"gemm_plan"`
-	Threads        int               `json:"threads"`
-	Cams           int               `json:"cams"`
-	Tokens         int               `json:"tokens"`
-	Bucket         int               `json:"bucket"`
-	Horizon        int               `json:"horizon"`
-	Steps          int               `json:"steps"`
-	PrefixLen      int               `json:"prefix_len"`
-	LoadAvg        string            `json:"loadavg_at_start"`
-	PeakBF16GFLOPS float64           `json:"peak_bf16_gflops"`
-	PeakPerCPU     float64           `json:"peak_bf16_gflops_per_cpu_s"`
-	LoadS          float64           `json:"load_s"`
-	PackedBytes    int64             `json:"packed_bytes"`
-	PeakRSSBytes   int64             `json:"peak_rss_bytes"`
+	Weights        string             `json:"weights"`
+	CPU            string             `json:"cpu"`
+	Dims           arch.Dims          `json:"dims"`
+	ISA            string             `json:"isa"`
+	Plan           string             `json:"gemm_plan"`
+	Threads        int                `json:"threads"`
+	Cams           int                `json:"cams"`
+	Tokens         int                `json:"tokens"`
+	Bucket         int                `json:"bucket"`
+	Horizon        int                `json:"horizon"`
+	Steps          int                `json:"steps"`
+	PrefixLen      int                `json:"prefix_len"`
+	LoadAvg        string             `json:"loadavg_at_start"`
+	PeakBF16GFLOPS float64            `json:"peak_bf16_gflops"`
+	PeakPerCPU     float64            `json:"peak_bf16_gflops_per_cpu_s"`
+	LoadS          float64            `json:"load_s"`
+	PackedBytes    int64              `json:"packed_bytes"`
+	PeakRSSBytes   int64              `json:"peak_rss_bytes"`
 	Flops          map[string]float64 `json:"flops"` // per stage: vision, prefix, expert_step, sample
-	Ours           map[string]timing `json:"ours"`
-	PrefixCache    prefixCacheResult `json:"prefix_cache"`
-	Batched        []batchResult     `json:"batched"`
-	Peer           *peerResult       `json:"peer,omitempty"`
+	Ours           map[string]timing  `json:"ours"`
+	PrefixCache    prefixCacheResult  `json:"prefix_cache"`
+	Batched        []batchResult      `json:"batched"`
+	Peer           *peerResult        `json:"peer,omitempty"`
 }
 
 // timing is the wall time of reps runs in ms: the best (on a shared machine, the closest to the
@@ -290,7 +290,9 @@ func measure(o options, m *native.Pi05Model, rep *report) error {
 	return nil
 }
 
-func sum(a, b timing) timing { return timing{Best: a.Best + b.Best, Median: a.Median + b.Median, CPU: a.CPU + b.CPU} }
+func sum(a, b timing) timing {
+	return timing{Best: a.Best + b.Best, Median: a.Median + b.Median, CPU: a.CPU + b.CPU}
+}
 
 func slicesMax(v []int) int {
 	m := 1
