@@ -2,13 +2,10 @@ package native
 
 import (
 	"bytes"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/ttmodel/tt-model/models/safetensors"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,61 +24,12 @@ func pageCopy(t *testing.T, b []byte) ([]byte, func() error) {
 	return m, func() error { return unix.Munmap(m) }
 }
 
-// loadTinyParallel sets the tiny checkpoint's tensors in reverse name order from 4 goroutines.
-func loadTinyParallel(t *testing.T, prec Precision) *Pi05Model {
-	t.Helper()
-	m, err := NewPi05Model(tinyDims(t), prec, ISABest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	f, err := safetensors.Open(filepath.Join(pi05Testdata, "tiny", "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	names := f.Names()
-	slices.Reverse(names)
-	work := make(chan string)
-	errs := make(chan error, len(names))
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range work {
-				info, _ := f.Info(name)
-				raw, err := f.Bytes(name)
-				if err == nil {
-					_, err = m.SetTensor(name, DType(info.DType), info.Shape, raw)
-				}
-				errs <- err
-			}
-		}()
-	}
-	for _, n := range names {
-		work <- n
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := m.Ready(); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func TestPi05PackedWeightsAreOneBlock(t *testing.T) {
 	g := pi05Goldens(t)[0]
 	for _, prec := range []Precision{BF16, FP32, Ref} {
 		t.Run(string(prec), func(t *testing.T) {
 			seq := loadTiny(t, prec, ISABest)
-			par := loadTinyParallel(t, prec)
+			par := loadTinyFrom(t, prec, ISABest, true, 4)
 			if !bytes.Equal(seq.Packed(), par.Packed()) || seq.LayoutID() != par.LayoutID() {
 				t.Fatalf("packing in reverse order on 4 goroutines gives other bytes (layout %x vs %x)", par.LayoutID(), seq.LayoutID())
 			}

@@ -87,6 +87,24 @@ func pi05Precision(p Precision) (C.pi05_precision, error) {
 	return 0, fmt.Errorf("pi05 precision %q: want ref, fp32 or bf16", p)
 }
 
+// pi05Args resolves a precision ("" is BF16) and the kernel family (the Ref precision is scalar).
+func pi05Args(prec Precision, isa ISA) (Precision, C.pi05_precision, C.tt_isa, error) {
+	if prec == "" {
+		prec = BF16
+	}
+	cp, err := pi05Precision(prec)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	code := C.tt_isa(C.TT_ISA_SCALAR)
+	if prec != Ref {
+		if code, err = isa.code(); err != nil {
+			return "", 0, 0, err
+		}
+	}
+	return prec, cp, code, nil
+}
+
 // Pi05Model holds the packed weights. Its methods are not for concurrent use while loading; once
 // Ready, programs of it run concurrently (the weights are read only).
 type Pi05Model struct {
@@ -101,18 +119,9 @@ type Pi05Model struct {
 // NewPi05Model creates an empty model. isa forces a kernel family (tests); ISABest uses the best
 // the CPU has (capped by TT_ISA). The Ref precision ignores it.
 func NewPi05Model(d arch.Dims, prec Precision, isa ISA) (*Pi05Model, error) {
-	if prec == "" {
-		prec = BF16
-	}
-	cp, err := pi05Precision(prec)
+	prec, cp, code, err := pi05Args(prec, isa)
 	if err != nil {
 		return nil, err
-	}
-	code := C.tt_isa(C.TT_ISA_SCALAR)
-	if prec != Ref {
-		if code, err = isa.code(); err != nil {
-			return nil, err
-		}
 	}
 	e := newCerr()
 	defer e.free()
@@ -129,18 +138,9 @@ func NewPi05Model(d arch.Dims, prec Precision, isa ISA) (*Pi05Model, error) {
 // then; a different layout (another build's packing) is an error naming both. The memory is never
 // written; release (may be nil) is called after the model is freed by Close, e.g. to unmap a file.
 func NewPi05ModelPacked(d arch.Dims, prec Precision, isa ISA, packed []byte, layoutID uint64, release func() error) (*Pi05Model, error) {
-	if prec == "" {
-		prec = BF16
-	}
-	cp, err := pi05Precision(prec)
+	prec, cp, code, err := pi05Args(prec, isa)
 	if err != nil {
 		return nil, err
-	}
-	code := C.tt_isa(C.TT_ISA_SCALAR)
-	if prec != Ref {
-		if code, err = isa.code(); err != nil {
-			return nil, err
-		}
 	}
 	if len(packed) == 0 {
 		return nil, fmt.Errorf("pi05 packed model: no packed weights")

@@ -13,14 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
-
-	"github.com/ttmodel/tt-model/internal/version"
 )
 
 func freePort(t *testing.T) string {
@@ -34,34 +33,16 @@ func freePort(t *testing.T) string {
 	return port
 }
 
-// syncBuffer collects the server's log from its goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type running struct {
 	base string
 	code chan int
-	log  *syncBuffer
+	log  *syncbuf.Buffer
 }
 
 func start(t *testing.T, ctx context.Context, env map[string]string) running {
 	t.Helper()
 	port := freePort(t)
-	r := running{base: "http://127.0.0.1:" + port, code: make(chan int, 1), log: &syncBuffer{}}
+	r := running{base: "http://127.0.0.1:" + port, code: make(chan int, 1), log: &syncbuf.Buffer{}}
 	go func() {
 		r.code <- run(ctx, []string{"--host", "127.0.0.1", "--port", port}, func(k string) string { return env[k] }, io.Discard, r.log)
 	}()

@@ -419,3 +419,46 @@ func removeAbandoned(dir string) {
 		_ = f.Close()
 	}
 }
+
+// Pending is a Store running in the background (StoreInBackground). A nil Pending has nothing to
+// wait for.
+type Pending struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// StoreInBackground runs Store from a goroutine and logs its outcome under what ("pi05",
+// "rf-detr"); data must stay valid and unchanged until Wait or Stop returns.
+func StoreInBackground(dir string, key Key, data []byte, what string, log *slog.Logger) *Pending {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pending{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		start := time.Now()
+		p.err = Store(ctx, dir, key, data, log)
+		if p.err != nil {
+			log.Warn(what+" packed weights not kept; the next start packs again", "err", p.err)
+		} else {
+			log.Info(what+" packed weights kept", "file", key.FileName(), "dir", dir, "seconds", time.Since(start).Seconds())
+		}
+	}()
+	return p
+}
+
+// Wait waits for the store to end and returns its error.
+func (p *Pending) Wait() error {
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	return p.err
+}
+
+// Stop cancels the store (its temporary file is removed) and waits for it.
+func (p *Pending) Stop() {
+	if p != nil {
+		p.cancel()
+		<-p.done
+	}
+}

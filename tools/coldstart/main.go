@@ -26,10 +26,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/syncbuf"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/native"
 )
@@ -177,24 +177,6 @@ func warm(o options) {
 	}
 }
 
-// logTail collects a process's output and signals when a text appears.
-type logTail struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logTail) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logTail) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // loadLines picks what the server said about loading (mapped or packed, and how long).
 func loadLines(log string) string {
 	var out []string
@@ -254,7 +236,7 @@ func startOnce(o options, until string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	log := &logTail{}
+	log := &syncbuf.Buffer{}
 	cmd := exec.Command(o.server, "--host", "127.0.0.1", "--port", port)
 	cmd.Env, cmd.Stdout, cmd.Stderr = serverEnv(o, port), log, log
 	t0 := time.Now()
@@ -299,7 +281,7 @@ func restartOnce(o options) (result, error) {
 		return result{}, err
 	}
 	defer os.RemoveAll(tmp)
-	log := &logTail{}
+	log := &syncbuf.Buffer{}
 	cmd := exec.Command(o.ttmodel, "supervise", "--reset-on-start", "never", "--hang-marker", filepath.Join(tmp, "hang_marker"),
 		"--ready-url", "http://127.0.0.1:"+port+"/health", "--", absPath(o.server), "--host", "127.0.0.1", "--port", port)
 	cmd.Env = append(serverEnv(o, port), "TT_MODEL_FAULT_EXIT_AFTER=1")

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/packcache"
@@ -81,7 +80,7 @@ func Builder(opts Options) pi05.Builder {
 		k.m = m
 		log.Info("pi05 packed from the checkpoint", "gb", float64(m.Bytes())/1e9, "seconds", time.Since(start).Seconds())
 		if cacheDir != "" {
-			k.store(cacheDir, key)
+			k.stored = packcache.StoreInBackground(cacheDir, key, m.Packed(), "pi05", log)
 		}
 		return k, nil
 	}
@@ -118,30 +117,7 @@ type kernels struct {
 	m      *native.Pi05Model
 	tuning native.GEMMTuning
 	log    *slog.Logger
-
-	stop   context.CancelFunc // cancels the background store
-	stored chan struct{}      // closed when the store ended
-	errMu  sync.Mutex
-	err    error // of the store
-}
-
-// store writes the packed weights to the cache in the background; Close cancels and waits for it.
-func (k *kernels) store(dir string, key packcache.Key) {
-	ctx, cancel := context.WithCancel(context.Background())
-	k.stop, k.stored = cancel, make(chan struct{})
-	go func() {
-		defer close(k.stored)
-		start := time.Now()
-		err := packcache.Store(ctx, dir, key, k.m.Packed(), k.log)
-		if err != nil {
-			k.log.Warn("pi05 packed weights not kept; the next start packs again", "err", err)
-		} else {
-			k.log.Info("pi05 packed weights kept", "file", key.FileName(), "dir", dir, "seconds", time.Since(start).Seconds())
-		}
-		k.errMu.Lock()
-		k.err = err
-		k.errMu.Unlock()
-	}()
+	stored *packcache.Pending // the packed weights being written to the cache, or nil
 }
 
 // WaitStored waits until the packed weights of k (a Builder's Kernels) are in the cache, and
@@ -149,13 +125,10 @@ func (k *kernels) store(dir string, key packcache.Key) {
 // no cache). For tests and benchmarks.
 func WaitStored(k pi05.Kernels) error {
 	n, ok := k.(*kernels)
-	if !ok || n.stored == nil {
+	if !ok {
 		return nil
 	}
-	<-n.stored
-	n.errMu.Lock()
-	defer n.errMu.Unlock()
-	return n.err
+	return n.stored.Wait()
 }
 
 func (k *kernels) Describe() pi05.KernelInfo {
@@ -179,10 +152,7 @@ func (k *kernels) NewProgram(p pi05.Preset, threads int) (pi05.Program, error) {
 }
 
 func (k *kernels) Close() error {
-	if k.stop != nil {
-		k.stop()
-		<-k.stored
-	}
+	k.stored.Stop()
 	return k.m.Close()
 }
 

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/packcache"
@@ -39,7 +38,7 @@ func Builder(opts Options) rfdetr.Builder {
 	}
 	return func(ctx context.Context, w *rfdetr.Weights, log *slog.Logger) (rfdetr.Network, error) {
 		start := time.Now()
-		n := &Network{log: log}
+		n := &Network{}
 		var key packcache.Key
 		cacheDir := opts.CacheDir
 		if cacheDir != "" {
@@ -65,7 +64,7 @@ func Builder(opts Options) rfdetr.Builder {
 			n.prog = prog
 			log.Info("rf-detr packed from the checkpoint", "seconds", time.Since(start).Seconds())
 			if cacheDir != "" {
-				n.store(cacheDir, key)
+				n.stored = packcache.StoreInBackground(cacheDir, key, prog.Packed(), "rf-detr", log)
 			}
 		}
 		shape := fmt.Sprintf("rfdetr %s %s threads=%d layout=%016x", n.prog.Precision(), native.DetectCPU().BestISA,
@@ -134,45 +133,13 @@ func fromCache(ctx context.Context, opts Options, path string, log *slog.Logger)
 
 // Network adapts a native program to rfdetr.Network.
 type Network struct {
-	prog *native.RFDETR
-	log  *slog.Logger
-
-	stop   context.CancelFunc // cancels the background store
-	stored chan struct{}      // closed when the store ended
-	mu     sync.Mutex
-	err    error // of the store
-}
-
-// store writes the packed weights to the cache in the background; Close cancels and waits for it.
-func (n *Network) store(dir string, key packcache.Key) {
-	ctx, cancel := context.WithCancel(context.Background())
-	n.stop, n.stored = cancel, make(chan struct{})
-	go func() {
-		defer close(n.stored)
-		start := time.Now()
-		err := packcache.Store(ctx, dir, key, n.prog.Packed(), n.log)
-		if err != nil {
-			n.log.Warn("rf-detr packed weights not kept; the next start packs again", "err", err)
-		} else {
-			n.log.Info("rf-detr packed weights kept", "file", key.FileName(), "dir", dir, "seconds", time.Since(start).Seconds())
-		}
-		n.mu.Lock()
-		n.err = err
-		n.mu.Unlock()
-	}()
+	prog   *native.RFDETR
+	stored *packcache.Pending // the packed weights being written to the cache, or nil
 }
 
 // WaitStored waits until the packed weights are in the cache and returns the store's error; nil at
 // once when nothing was being stored. For tests and benchmarks.
-func (n *Network) WaitStored() error {
-	if n.stored == nil {
-		return nil
-	}
-	<-n.stored
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.err
-}
+func (n *Network) WaitStored() error { return n.stored.Wait() }
 
 // Program exposes the native program (stages, timing) to tests and benchmarks.
 func (n *Network) Program() *native.RFDETR { return n.prog }
@@ -200,9 +167,6 @@ func (n *Network) Forward(ctx context.Context, pixels, logits, boxes []float32) 
 
 // Close stops a store in progress and frees the program.
 func (n *Network) Close() error {
-	if n.stop != nil {
-		n.stop()
-		<-n.stored
-	}
+	n.stored.Stop()
 	return n.prog.Close()
 }
