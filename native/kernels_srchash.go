@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "346f1a39880f2d6f38c04c15a7f65f522917791901b851a4d7920d8d9e62fa67"
+const kernelSourcesSHA256 = "fc687a703739381420651bb5aecb164151417bb1dd0a7985869b17f77ac1bb13"

@@ -10,13 +10,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
@@ -49,8 +49,9 @@ func start(t *testing.T, ctx context.Context, env map[string]string) running {
 	return r
 }
 
-// waitOK polls /health until it says ok; the server exiting first fails.
-func (r running) waitOK(t *testing.T) {
+// waitOK polls /health until it says ok, then checks that it names model on
+// the CPU; the server exiting first fails.
+func (r running) waitOK(t *testing.T, model string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -65,13 +66,13 @@ func (r running) waitOK(t *testing.T) {
 			_ = json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
 			if h["status"] == "ok" {
-				if !strings.HasPrefix(h["device"].(string), "cpu ") || h["model"] != "RF-DETR-base" {
-					t.Errorf("health %v", h)
+				if device, _ := h["device"].(string); !strings.HasPrefix(device, "cpu ") || h["model"] != model {
+					t.Errorf("health %v, want model %s on a cpu device", h, model)
 				}
 				return
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("not ready in time:\n%s", r.log.String())
 }
@@ -96,7 +97,7 @@ func predictBody(t *testing.T, extra string) string {
 // first prediction exactly as the first server did.
 func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	if testing.Short() {
-		t.Skip("full-size checkpoint: skipped with -short")
+		testenv.Skip(t, "full-size checkpoint: skipped with -short")
 	}
 	dir := t.TempDir()
 	if err := (rfdetr.RandomCheckpoint{Seed: 3}).Write(dir); err != nil {
@@ -104,7 +105,7 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	}
 	cache := t.TempDir()
 	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_MODEL_FAULT_EXIT_AFTER": "2", "TT_WEIGHT_CACHE": cache})
-	r.waitOK(t)
+	r.waitOK(t, "RF-DETR-base")
 
 	var firstDetections string
 	for i, extra := range []string{`,"threshold":0.0,"max_detections":300`, `,"return_raw":true`} {
@@ -150,7 +151,7 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	// main) after readiness exits 0.
 	ctx, cancel := context.WithCancel(context.Background())
 	r = start(t, ctx, map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_WEIGHT_CACHE": cache})
-	r.waitOK(t)
+	r.waitOK(t, "RF-DETR-base")
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		if l := r.log.String(); strings.Contains(l, "packed weights kept") || strings.Contains(l, "packed weights mapped") {
 			break
@@ -167,7 +168,7 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	r = start(t, ctx, map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_WEIGHT_CACHE": cache})
-	r.waitOK(t)
+	r.waitOK(t, "RF-DETR-base")
 	if !strings.Contains(r.log.String(), "rf-detr packed weights mapped") {
 		t.Fatalf("the third start did not map the packed weights:\n%s", r.log.String())
 	}
@@ -187,14 +188,9 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 
 func TestBrokenCheckpointFailsAtStartWithTheTensorName(t *testing.T) {
 	dir := t.TempDir()
-	fd, err := os.Create(filepath.Join(dir, rfdetr.WeightsFile))
-	if err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, rfdetr.WeightsFile), []safetensors.Entry{{Name: "class_embed.weight",
+		DType: safetensors.F32, Shape: []int{80, 256}, Data: func() []float32 { return make([]float32, 80*256) }}}, nil); err != nil {
 		t.Fatal(err)
-	}
-	err = safetensors.Write(fd, []safetensors.Entry{{Name: "class_embed.weight", DType: safetensors.F32, Shape: []int{80, 256},
-		Data: func() []float32 { return make([]float32, 80*256) }}}, nil)
-	if cerr := fd.Close(); err != nil || cerr != nil {
-		t.Fatal(err, cerr)
 	}
 	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir})
 	if code := <-r.code; code != 1 {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/native"
 )
@@ -39,7 +40,7 @@ func buildFrom(t *testing.T, dir string, b rfdetr.Builder) (*Network, string) {
 // packing program's, in both precisions; tuning with a kept plan changes nothing either.
 func TestPackedWeightsCache(t *testing.T) {
 	if testing.Short() {
-		t.Skip("full-size checkpoint: skipped with -short")
+		testenv.Skip(t, "full-size checkpoint: skipped with -short")
 	}
 	ckpt := t.TempDir()
 	if err := (rfdetr.RandomCheckpoint{Seed: 5}).Write(ckpt); err != nil {
