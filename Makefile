@@ -73,17 +73,22 @@ fuzz:
 clean:
 	rm -rf $(BIN) build
 
-# pi0.5 CPU megakernels vs the PyTorch bf16 reference in one run (docs/PERFORMANCE.md, "pi0.5").
-# Not in CI: the full-size random bf16 checkpoint is ~6.7 GB and the run needs ~8 GB of RAM.
+# pi0.5 CPU megakernels vs the strongest PyTorch 1.13 peer (tools/reference/pi05_peer.py) in one run
+# per request shape, one table each (docs/PERFORMANCE.md, "pi0.5"). Not in CI: the full-size random
+# bf16 checkpoint is ~6.7 GB and a run needs ~16 GB of RAM (ours, then the peer's).
 # A shallower full-width model: make bench-pi05 PI05_BENCH_DIR=build/pi05-v3l2 PI05_CKPT_ARGS="--vision-layers 3 --layers 2"
-PI05_BENCH_DIR  ?= build/pi05-bench
-PI05_CKPT_ARGS  ?=
-PI05_BENCH_ARGS ?= -threads 2 -cams 2 -tokens 128 -horizon 50 -steps 10 -batches 1,2,4,8
-.PHONY: bench-pi05
-bench-pi05:
+PI05_BENCH_DIR   ?= build/pi05-bench
+PI05_CKPT_ARGS   ?=
+PI05_BENCH_CASES ?= 3:20 2:128
+PI05_BENCH_ARGS  ?= -threads 2 -horizon 50 -steps 10 -reps 3 -batches 1,2,4,8
+.PHONY: bench-pi05 pi05-bench-checkpoint
+pi05-bench-checkpoint:
 	test -f $(PI05_BENCH_DIR)/model.safetensors || \
 		/usr/bin/python3 tools/reference/pi05.py checkpoint --full --dtype bf16 --out $(PI05_BENCH_DIR) $(PI05_CKPT_ARGS)
-	$(GO) run ./tools/pi05bench -weights $(PI05_BENCH_DIR) $(PI05_BENCH_ARGS)
+bench-pi05: pi05-bench-checkpoint
+	@for c in $(PI05_BENCH_CASES); do \
+		$(GO) run ./tools/pi05bench -weights $(PI05_BENCH_DIR) -cams $${c%%:*} -tokens $${c##*:} $(PI05_BENCH_ARGS) || exit 1; \
+	done
 
 # The serving engine (docs/PERFORMANCE.md "pi0.5 serving engine"): closed-loop robots against
 # tt-model-server in the layouts, with and without the SLO, on a full-width model of reduced depth.
@@ -99,3 +104,12 @@ bench-engine: build
 .PHONY: bench-rfdetr
 bench-rfdetr:
 	$(GO) run ./tools/rfdetrbench -threads 1,2 -repeat 5 -rounds 3
+
+# Start to ready of the real server, from safetensors and from the packed-weights cache, and an
+# exit-75 restart under tt-model supervise, for pi0.5 (the bench checkpoint) and RF-DETR (a random
+# full-size checkpoint) (docs/PERFORMANCE.md, "Cold start"). Writes ~7 GB of packed weights under build/.
+RFDETR_BENCH_DIR ?= build/rfdetr-bench
+.PHONY: bench-coldstart
+bench-coldstart: build pi05-bench-checkpoint
+	$(GO) run ./tools/coldstart -model pi05 -weights $(PI05_BENCH_DIR)
+	$(GO) run ./tools/coldstart -model rf-detr -weights $(RFDETR_BENCH_DIR)

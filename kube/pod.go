@@ -175,10 +175,12 @@ func hangMarker(profile string, env map[string]string) (string, error) {
 }
 
 // serverEnv is the profile's server environment with the caches at the
-// volume mounts and HF_MODEL at the pinned snapshot the weights job
+// volume mounts (the packed weights, unless the profile says where, on the
+// replica's cache volume so a restarted container maps them instead of
+// packing again) and HF_MODEL at the pinned snapshot the weights job
 // fetched, so the server never asks the Hub. Sorted, as the image's.
 func serverEnv(pkg *runner.Package, l manifest.Launch) []corev1.EnvVar {
-	env := map[string]string{}
+	env := map[string]string{"TT_WEIGHT_CACHE": path.Join(builder.ImageCacheDir, "packed-weights")}
 	for k, v := range l.Env {
 		env[k] = v
 	}

@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "7f511b0176135925752d7dcb6499be818a2364789530f0d3ebfe9e00e64e3710"
+const kernelSourcesSHA256 = "066e919fd663f4007234d12cc9f23f53dc99329f806bc414adf9ee72acd10401"

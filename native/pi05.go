@@ -87,29 +87,41 @@ func pi05Precision(p Precision) (C.pi05_precision, error) {
 	return 0, fmt.Errorf("pi05 precision %q: want ref, fp32 or bf16", p)
 }
 
+// pi05Args resolves a precision ("" is BF16) and the kernel family (the Ref precision is scalar).
+func pi05Args(prec Precision, isa ISA) (Precision, C.pi05_precision, C.tt_isa, error) {
+	if prec == "" {
+		prec = BF16
+	}
+	cp, err := pi05Precision(prec)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	code := C.tt_isa(C.TT_ISA_SCALAR)
+	if prec != Ref {
+		if code, err = isa.code(); err != nil {
+			return "", 0, 0, err
+		}
+	}
+	return prec, cp, code, nil
+}
+
 // Pi05Model holds the packed weights. Its methods are not for concurrent use while loading; once
 // Ready, programs of it run concurrently (the weights are read only).
 type Pi05Model struct {
 	c    *C.pi05_model
 	prec Precision
 	dims arch.Dims
+	// release frees the memory the packed weights were attached from (NewPi05ModelPacked), after
+	// the model is freed.
+	release func() error
 }
 
 // NewPi05Model creates an empty model. isa forces a kernel family (tests); ISABest uses the best
 // the CPU has (capped by TT_ISA). The Ref precision ignores it.
 func NewPi05Model(d arch.Dims, prec Precision, isa ISA) (*Pi05Model, error) {
-	if prec == "" {
-		prec = BF16
-	}
-	cp, err := pi05Precision(prec)
+	prec, cp, code, err := pi05Args(prec, isa)
 	if err != nil {
 		return nil, err
-	}
-	code := C.tt_isa(C.TT_ISA_SCALAR)
-	if prec != Ref {
-		if code, err = isa.code(); err != nil {
-			return nil, err
-		}
 	}
 	e := newCerr()
 	defer e.free()
@@ -121,9 +133,43 @@ func NewPi05Model(d arch.Dims, prec Precision, isa ISA) (*Pi05Model, error) {
 	return &Pi05Model{c: m, prec: prec, dims: d}, nil
 }
 
+// NewPi05ModelPacked makes a ready model over packed weights already in memory: packed must hold
+// what Packed returned for a model of the same dims and precision, and layoutID what LayoutID said
+// then; a different layout (another build's packing) is an error naming both. The memory is never
+// written; release (may be nil) is called after the model is freed by Close, e.g. to unmap a file.
+func NewPi05ModelPacked(d arch.Dims, prec Precision, isa ISA, packed []byte, layoutID uint64, release func() error) (*Pi05Model, error) {
+	prec, cp, code, err := pi05Args(prec, isa)
+	if err != nil {
+		return nil, err
+	}
+	if len(packed) == 0 {
+		return nil, fmt.Errorf("pi05 packed model: no packed weights")
+	}
+	e := newCerr()
+	defer e.free()
+	cd := dimsToC(d)
+	m := C.pi05_model_new_packed(&cd, cp, C.int(code), unsafe.Pointer(&packed[0]), C.size_t(len(packed)),
+		C.uint64_t(layoutID), e.p, errLen)
+	if m == nil {
+		return nil, fmt.Errorf("pi05 packed model: %s", e)
+	}
+	return &Pi05Model{c: m, prec: prec, dims: d, release: release}, nil
+}
+
+// Packed views the packed weights of the model (valid until Close): the bytes a packed-weights
+// cache stores. They are the same whatever order the tensors were set in.
+func (m *Pi05Model) Packed() []byte {
+	var n C.size_t
+	p := C.pi05_model_packed(m.c, &n)
+	return unsafe.Slice((*byte)(p), int(n))
+}
+
+// LayoutID names the layout of Packed's bytes (NewPi05ModelPacked checks it).
+func (m *Pi05Model) LayoutID() uint64 { return uint64(C.pi05_model_layout_id(m.c)) }
+
 // SetTensor hands one checkpoint tensor (raw little-endian bytes of dtype F32 or BF16) to the
 // model under its lerobot name; it is copied and packed at once. used is false for names that are
-// not part of pi0.5.
+// not part of pi0.5. Calls for different tensors may run concurrently (parallel loading).
 func (m *Pi05Model) SetTensor(name string, dtype DType, shape []int, raw []byte) (used bool, err error) {
 	dt, cshape, data, err := tensorArgs(name, dtype, shape, raw)
 	if err != nil {
@@ -180,12 +226,18 @@ func (m *Pi05Model) Precision() Precision { return m.prec }
 // Dims are the model's shapes.
 func (m *Pi05Model) Dims() arch.Dims { return m.dims }
 
-// Close frees the weights; programs of this model must be closed first.
-func (m *Pi05Model) Close() {
-	if m.c != nil {
-		C.pi05_model_free(m.c)
-		m.c = nil
+// Close frees the weights (and releases memory they were attached from); programs of this model
+// must be closed first.
+func (m *Pi05Model) Close() error {
+	if m.c == nil {
+		return nil
 	}
+	C.pi05_model_free(m.c)
+	m.c = nil
+	if m.release != nil {
+		return m.release()
+	}
+	return nil
 }
 
 // FLOPs of one call (a multiply-add counts 2), for GFLOP/s reports.
@@ -263,6 +315,41 @@ func (p *Pi05Program) Pin(cpus []int) error {
 		return fmt.Errorf("pi05: %s", e)
 	}
 	return nil
+}
+
+// Plan is the program's GEMM blocking plan in its text form ("m<=128:kc=...;kc=...").
+func (p *Pi05Program) Plan() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return planString(func(buf *C.char, n C.size_t) C.int { return C.pi05_program_plan(p.c, buf, n) })
+}
+
+// SetPlan sets the GEMM blocking plan (text form); results are bit-identical under every plan.
+func (p *Pi05Program) SetPlan(plan string) error {
+	cs := C.CString(plan)
+	defer C.free(unsafe.Pointer(cs))
+	e := newCerr()
+	defer e.free()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if C.pi05_program_set_plan(p.c, cs, e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
+}
+
+// Tune times candidate blockings on the model's weights at the preset's row counts (best of reps
+// runs each) and keeps the fastest per row class; it returns how many timings it made.
+func (p *Pi05Program) Tune(reps int) (int, error) {
+	e := newCerr()
+	defer e.free()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := int(C.pi05_program_tune(p.c, C.int(reps), e.p, errLen))
+	if n < 0 {
+		return 0, fmt.Errorf("pi05 tune: %s", e)
+	}
+	return n, nil
 }
 
 // Close stops the threads and frees the scratch; its slabs must be closed first.
@@ -536,4 +623,15 @@ func (s *Pi05Slab) ImageTokens() ([]float32, int, error) {
 		return nil, 0, fmt.Errorf("pi05: no image tokens in the slab (run Vision)")
 	}
 	return out[:int(rows)*d.LWidth], int(rows), nil
+}
+
+// Pi05LayoutID is the layout id a model of these dims and precision packs (what packed weights
+// written by this build carry), without packing anything.
+func Pi05LayoutID(d arch.Dims, prec Precision) (uint64, error) {
+	m, err := NewPi05Model(d, prec, ISABest)
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	return m.LayoutID(), nil
 }

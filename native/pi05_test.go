@@ -3,11 +3,13 @@ package native
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ttmodel/tt-model/internal/testenv"
@@ -91,29 +93,58 @@ func configDims(t *testing.T, path string) arch.Dims {
 
 func loadTiny(t *testing.T, prec Precision, isa ISA) *Pi05Model {
 	t.Helper()
+	return loadTinyFrom(t, prec, isa, false, 1)
+}
+
+// loadTinyFrom sets the tiny checkpoint's tensors in name order (or reversed) from `workers`
+// goroutines at once.
+func loadTinyFrom(t *testing.T, prec Precision, isa ISA, reverse bool, workers int) *Pi05Model {
+	t.Helper()
 	m, err := NewPi05Model(tinyDims(t), prec, isa)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Close)
+	t.Cleanup(func() { _ = m.Close() })
 	f, err := safetensors.Open(filepath.Join(pi05Testdata, "tiny", "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	for _, name := range f.Names() {
-		info, _ := f.Info(name)
-		raw, err := f.Bytes(name)
+	names := f.Names()
+	if reverse {
+		slices.Reverse(names)
+	}
+	work := make(chan string)
+	errs := make(chan error, len(names))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				info, _ := f.Info(name)
+				raw, err := f.Bytes(name)
+				used := false
+				if err == nil {
+					used, err = m.SetTensor(name, DType(info.DType), info.Shape, raw)
+				}
+				// the prefix's final norm is never needed: only its per-layer K/V leave the prefix
+				if err == nil && !used && name != "paligemma_with_expert.paligemma.model.language_model.norm.weight" {
+					err = fmt.Errorf("tensor %s of the tiny checkpoint was not used", name)
+				}
+				errs <- err
+			}
+		}()
+	}
+	for _, n := range names {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		if err != nil {
 			t.Fatal(err)
-		}
-		used, err := m.SetTensor(name, DType(info.DType), info.Shape, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// the prefix's final norm is never needed: only its per-layer K/V leave the prefix
-		if !used && name != "paligemma_with_expert.paligemma.model.language_model.norm.weight" {
-			t.Fatalf("tensor %s of the tiny checkpoint was not used", name)
 		}
 	}
 	if err := m.Ready(); err != nil {

@@ -6,3 +6,4 @@
 #include "../kernels/pi05/pi05_expert.c"
 #include "../kernels/pi05/pi05_api.c"
 #include "../kernels/pi05/pi05_slab_blob.c"
+#include "../kernels/pi05/pi05_plan.c"

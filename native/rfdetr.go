@@ -95,10 +95,11 @@ type RFDETR struct {
 	p         *C.rfdetr
 	precision Precision
 	threads   int
+	release   func() error // frees what NewRFDETRPacked's weights came from, after the program
 }
 
-// NewRFDETR creates an empty program.
-func NewRFDETR(opts RFDETROptions) (*RFDETR, error) {
+// rfdetrArgs resolves the options' precision and ISA.
+func rfdetrArgs(opts RFDETROptions) (Precision, C.rfdetr_precision, C.tt_isa, error) {
 	prec := opts.Precision
 	if prec == "" {
 		prec = FP32
@@ -110,9 +111,15 @@ func NewRFDETR(opts RFDETROptions) (*RFDETR, error) {
 	case BF16:
 		cprec = C.RFDETR_BF16
 	default:
-		return nil, fmt.Errorf("rf-detr precision %q: want fp32 or bf16 (the scalar ISA is its reference path)", prec)
+		return "", 0, 0, fmt.Errorf("rf-detr precision %q: want fp32 or bf16 (the scalar ISA is its reference path)", prec)
 	}
 	isa, err := opts.ISA.code()
+	return prec, cprec, isa, err
+}
+
+// NewRFDETR creates an empty program.
+func NewRFDETR(opts RFDETROptions) (*RFDETR, error) {
+	prec, cprec, isa, err := rfdetrArgs(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +129,39 @@ func NewRFDETR(opts RFDETROptions) (*RFDETR, error) {
 	}
 	return &RFDETR{p: p, precision: prec, threads: int(C.rfdetr_threads(p))}, nil
 }
+
+// NewRFDETRPacked makes a finished program over packed weights already in memory: packed must
+// hold what Packed returned for a program of the same precision, and layoutID what LayoutID said
+// then (another build's layout is an error naming both). The memory is never written; release
+// (may be nil) is called after the program is freed by Close, e.g. to unmap a file.
+func NewRFDETRPacked(opts RFDETROptions, packed []byte, layoutID uint64, release func() error) (*RFDETR, error) {
+	prec, cprec, isa, err := rfdetrArgs(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(packed) == 0 {
+		return nil, errors.New("rf-detr packed program: no packed weights")
+	}
+	e := newCerr()
+	defer e.free()
+	p := C.rfdetr_new_packed(cprec, C.int(opts.Threads), isa, unsafe.Pointer(&packed[0]), C.size_t(len(packed)),
+		C.uint64_t(layoutID), e.p, errLen)
+	if p == nil {
+		return nil, fmt.Errorf("rf-detr packed program: %s", e)
+	}
+	return &RFDETR{p: p, precision: prec, threads: int(C.rfdetr_threads(p)), release: release}, nil
+}
+
+// Packed views the packed weights of a finished program (valid until Close): the bytes a
+// packed-weights cache stores, the same whatever order the tensors were set in.
+func (m *RFDETR) Packed() []byte {
+	var n C.size_t
+	p := C.rfdetr_packed(m.p, &n)
+	return unsafe.Slice((*byte)(p), int(n))
+}
+
+// LayoutID names the layout of Packed's bytes (NewRFDETRPacked checks it).
+func (m *RFDETR) LayoutID() uint64 { return uint64(C.rfdetr_layout_id(m.p)) }
 
 // SetTensor hands one checkpoint tensor (raw little-endian bytes of dtype F32 or BF16) to the
 // program under its rfdetr name; it is copied and packed at once. used is false for names that are
@@ -319,18 +359,70 @@ func (m *RFDETR) LastTiming() RFDETRTiming {
 		Flops: float64(t.flops)}
 }
 
+// Plan is the program's GEMM blocking plan in its text form.
+func (m *RFDETR) Plan() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return planString(func(buf *C.char, n C.size_t) C.int { return C.rfdetr_plan(m.p, buf, n) })
+}
+
+// SetPlan sets the GEMM blocking plan (text form); results are bit-identical under every plan.
+func (m *RFDETR) SetPlan(plan string) error {
+	cs := C.CString(plan)
+	defer C.free(unsafe.Pointer(cs))
+	e := newCerr()
+	defer e.free()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if C.rfdetr_set_plan(m.p, cs, e.p, errLen) != 0 {
+		return fmt.Errorf("rf-detr gemm plan %s: %s", plan, e)
+	}
+	return nil
+}
+
+// Tune times candidate blockings on the program's weights at the decoder's and the backbone's row
+// counts (best of reps runs each) and keeps the fastest per class; it returns the timings made.
+func (m *RFDETR) Tune(reps int) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p == nil {
+		return 0, errors.New("rf-detr tune: program is closed")
+	}
+	return int(C.rfdetr_tune(m.p, C.int(reps))), nil
+}
+
 // Threads is the size of the program's thread pool.
 func (m *RFDETR) Threads() int { return m.threads }
 
 // Precision is the GEMM precision the program was loaded with.
 func (m *RFDETR) Precision() Precision { return m.precision }
 
-// Close frees the program's memory and stops its threads. Idempotent.
-func (m *RFDETR) Close() {
+// Close frees the program's memory and stops its threads (and releases what its packed weights
+// came from). Idempotent.
+func (m *RFDETR) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.p != nil {
-		C.rfdetr_free(m.p)
-		m.p = nil
+	if m.p == nil {
+		return nil
 	}
+	C.rfdetr_free(m.p)
+	m.p = nil
+	if m.release != nil {
+		return m.release()
+	}
+	return nil
+}
+
+// RFDETRLayoutID is the layout id a program of these options packs (what packed weights written by
+// this build carry), without making one.
+func RFDETRLayoutID(opts RFDETROptions) (uint64, error) {
+	_, cprec, _, err := rfdetrArgs(opts)
+	if err != nil {
+		return 0, err
+	}
+	id := uint64(C.rfdetr_layout_id_for(cprec))
+	if id == 0 {
+		return 0, errors.New("rf-detr layout: out of memory")
+	}
+	return id, nil
 }

@@ -23,7 +23,7 @@ func loadRandomRFDETR(t *testing.T, seed uint64, opts RFDETROptions) (*RFDETR, [
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Close)
+	t.Cleanup(func() { _ = m.Close() })
 	return m, RandomTensor(spec.Pixels, seed).Data
 }
 

@@ -192,6 +192,7 @@ func TestContainerConfig(t *testing.T) {
 	}
 	wantEnv := []string{
 		"HF_HOME=/hf", "HF_MODEL=/hf/hub/models--org--w/snapshots/" + rev, "HF_TOKEN=secret", "MESH_DEVICE=P300", "TT_METAL_CACHE=/cache",
+		"TT_WEIGHT_CACHE=/weight-cache",
 	}
 	if strings.Join(cfg.Env, " ") != strings.Join(wantEnv, " ") {
 		t.Errorf("env = %q\nwant %q", cfg.Env, wantEnv)

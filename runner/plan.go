@@ -121,9 +121,11 @@ func DefaultCacheRoot() (string, error) {
 // hfHome, the hub cache at hubCache and the kernel cache at metalCache. With
 // a WeightsDir, HF_MODEL becomes that snapshot folder as the server sees it
 // (upstream's rewrite of a pinned repo id), so the server reads exactly the
-// validated files and never asks the Hub.
+// validated files and never asks the Hub. TT_WEIGHT_CACHE, unless the profile
+// sets it, is the weight cache mount, where the server keeps its packed
+// weights (a host runner maps it to the package's weights folder).
 func (s *Spec) ServerEnv(hfHome, hubCache, metalCache string) map[string]string {
-	env := map[string]string{}
+	env := map[string]string{"TT_WEIGHT_CACHE": containerWeightCache}
 	for k, v := range s.Launch.Env {
 		env[k] = v
 	}

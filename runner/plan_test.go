@@ -154,7 +154,8 @@ func TestServedWeights(t *testing.T) {
 			}
 			s := &Spec{Package: c.pkg, Launch: manifest.Launch{Env: c.env}, HF: hf, WeightsDir: dir}
 			env := s.ServerEnv("/hf", "/hf/hub", "/cache")
-			if env["HF_MODEL"] != c.wantModel || env["HF_HOME"] != "/hf" || env["TT_METAL_CACHE"] != "/cache" || env["HF_TOKEN"] != "tok" {
+			if env["HF_MODEL"] != c.wantModel || env["HF_HOME"] != "/hf" || env["TT_METAL_CACHE"] != "/cache" || env["HF_TOKEN"] != "tok" ||
+				env["TT_WEIGHT_CACHE"] != "/weight-cache" {
 				t.Errorf("env = %v, want HF_MODEL %s", env, c.wantModel)
 			}
 			if host := s.ServerEnv(hf.HFHome, hf.CacheDir, "/m"); dir != "" && host["HF_MODEL"] != dir {

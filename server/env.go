@@ -24,7 +24,7 @@ type envRules struct {
 	refuse string
 }
 
-// The supervisor's and the runner's variables, and those of chips, the same for every model.
+// The supervisor's, main's and the kernels' variables, and those of chips, the same for every model.
 var (
 	supervisorVars = map[string]string{
 		"PI05_RESET_ON_START": "is read by tt-model supervise, which resets the chips before starting this server " +
@@ -39,15 +39,21 @@ var (
 		"MESH_DEVICE":               "this build computes on the CPU (pi0.5's devices come from TT_MESH_SHAPE / TT_CPU_DEVICES)",
 		"TT_MODEL_FAULT_EXIT_AFTER": "", // refused by main: replaced by TT_MODEL_FAULT=exit:after=N
 	}
+	// mainVars are read by main and the kernels for every model (a bad value is refused there).
+	mainVars = map[string]string{
+		"TT_ISA":          "", // the kernels: a cap on the kernel family
+		"TT_MODEL_FAULT":  "", // the test-only fault switch
+		"TT_WEIGHT_CACHE": "", // the packed-weights cache folder (or off)
+		"TT_GEMM_TUNE":    "", // how programs get their GEMM blocking plan
+		"TT_GEMM_PLAN":    "", // a GEMM blocking plan used as is
+	}
 )
 
 // pi05Env are pi0.5's rules: what NewPI05 reads, plus these.
 func pi05Env(read map[string]bool) envRules {
 	return envRules{read: read, refuse: "PI05_",
-		elsewhere: merge(supervisorVars, map[string]string{
+		elsewhere: merge(supervisorVars, mainVars, map[string]string{
 			"PI05_PRECISION": "", // main: the kernels' precision
-			"TT_ISA":         "", // the kernels: a cap on the kernel family
-			"TT_MODEL_FAULT": "", // main: the test-only fault switch
 		}),
 		noEffect: merge(chipVars, map[string]string{
 			"TT_RF_DETR_WEIGHTS": "it locates RF-DETR's weights; this server serves pi0.5",
@@ -59,8 +65,8 @@ func pi05Env(read map[string]bool) envRules {
 func rfdetrEnv() envRules {
 	return envRules{
 		read: map[string]bool{"TT_RF_DETR_WEIGHTS": true, "TT_WEIGHTS_REVISION": true},
-		elsewhere: merge(supervisorVars, map[string]string{
-			"RFDETR_PRECISION": "", "TT_ISA": "", "TT_NUM_THREADS": "", "TT_MODEL_FAULT": "", // main and the kernels
+		elsewhere: merge(supervisorVars, mainVars, map[string]string{
+			"RFDETR_PRECISION": "", "TT_NUM_THREADS": "", // main and the kernels
 			"PI05_HANG_MARKER": "is read by tt-model supervise: the hang marker it writes on exit 75",
 		}),
 		noEffect: chipVars,

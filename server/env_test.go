@@ -8,7 +8,8 @@ import (
 // Every PI05_* and TT_* variable is acted on, refused, or named at start with what acts instead.
 func TestEnvironmentRules(t *testing.T) {
 	env := []string{"TT_METAL_VISIBLE_DEVICES=0", "PI05_HANG_MARKER=/cache/m", "PI05_RESET_ON_START=auto", "TT_WEIGHTS_REVISION=abc",
-		"PI05_LAYOUT=dp", "TT_SOMETHING=1", "HOME=/root"}
+		"PI05_LAYOUT=dp", "TT_SOMETHING=1", "HOME=/root", "TT_WEIGHT_CACHE=/cache/packed-weights", "TT_GEMM_TUNE=auto",
+		"TT_GEMM_PLAN=kc=128,mb=8,nb=4,pf=1"}
 	notices, err := RFDETREnvironment(env)
 	if err != nil {
 		t.Fatal(err)
@@ -21,14 +22,16 @@ func TestEnvironmentRules(t *testing.T) {
 			t.Errorf("RF-DETR notices lack %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "TT_WEIGHTS_REVISION") || strings.Contains(got, "HOME") {
+	if strings.Contains(got, "TT_WEIGHTS_REVISION") || strings.Contains(got, "HOME") || strings.Contains(got, "TT_WEIGHT_CACHE") ||
+		strings.Contains(got, "TT_GEMM_") {
 		t.Errorf("a variable RF-DETR reads (or no PI05_/TT_ one) was named:\n%s", got)
 	}
 	if _, err := RFDETREnvironment([]string{"PI05_RESET_ON_START=yes"}); err == nil || !strings.Contains(err.Error(), "PI05_RESET_ON_START") {
 		t.Errorf("PI05_RESET_ON_START=yes: %v", err)
 	}
 	read := map[string]bool{"PI05_LAYOUT": true}
-	notices, err = pi05Env(read).check([]string{"PI05_LAYOUT=dp", "PI05_PRECISION=fp32", "TT_RF_DETR_WEIGHTS=/w", "MESH_DEVICE=P300x2"})
+	notices, err = pi05Env(read).check([]string{"PI05_LAYOUT=dp", "PI05_PRECISION=fp32", "TT_RF_DETR_WEIGHTS=/w", "MESH_DEVICE=P300x2",
+		"TT_WEIGHT_CACHE=off", "TT_GEMM_TUNE=always", "TT_GEMM_PLAN=kc=128,mb=8,nb=4,pf=1"})
 	if err != nil || len(notices) != 2 {
 		t.Errorf("pi0.5: %q, %v; want the RF-DETR weights and MESH_DEVICE named", notices, err)
 	}

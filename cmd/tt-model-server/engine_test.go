@@ -316,14 +316,17 @@ func TestPI05EnvironmentIsActedOnOrRefused(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r = start(t, ctx, pi05Env(map[string]string{"TT_METAL_CACHE": "/cache", "PI05_MC_LOOP": "v2", "PI05_RESET_ON_START": "auto",
-		"TT_MESH_SHAPE": "1x2", "PI05_LAYOUT": "dp"}))
+		"TT_MESH_SHAPE": "1x2", "PI05_LAYOUT": "dp", "TT_WEIGHT_CACHE": "off", "TT_GEMM_TUNE": "off"}))
 	r.waitOK(t, "lerobot/pi05_base")
 	log := r.log.String()
 	for _, want := range []string{"TT_METAL_CACHE=/cache has no effect", "PI05_MC_LOOP=v2 describes the chips' programs",
-		"PI05_RESET_ON_START=auto is read by tt-model supervise"} {
+		"PI05_RESET_ON_START=auto is read by tt-model supervise", "cache=\"none (TT_WEIGHT_CACHE=off)\"", "gemm=\"derived from the L1"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("start log lacks %q:\n%s", want, log)
 		}
+	}
+	if l := grepLines(log, "TT_WEIGHT_CACHE=off has no effect") + grepLines(log, "TT_GEMM_TUNE=off has no effect"); l != "" {
+		t.Errorf("a variable main acts on was named as without effect:\n%s", l)
 	}
 	if _, h := health(t, r.base); !strings.Contains(fmt.Sprint(h["device"]), "dp: 2 devices") {
 		t.Errorf("TT_MESH_SHAPE=1x2: health %v, want 2 devices", h)

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
 	"github.com/ttmodel/tt-model/native"
@@ -46,6 +47,9 @@ type config struct {
 	precisionVar      string // the variable precision came from
 	threads           int
 	fault             server.Fault
+	cacheDir          string // packed weights and tuned GEMM plans ("" none)
+	cacheNote         string // why there is none, when TT_WEIGHT_CACHE did not say off
+	tuning            native.GEMMTuning
 	logLevel          slog.Level
 }
 
@@ -127,6 +131,15 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 		}
 	}
 	c.threads = native.DefaultThreads()
+	if c.cacheDir, err = packcache.ResolveDir(getenv); err != nil {
+		if getenv(packcache.EnvDir) != "" {
+			return err // a setting that cannot be acted on
+		}
+		c.cacheNote = err.Error() // no default folder: run without, and say so
+	}
+	if c.tuning, err = native.GEMMTuningFromEnv(getenv, c.cacheDir); err != nil {
+		return err
+	}
 	if getenv("TT_MODEL_FAULT_EXIT_AFTER") != "" {
 		return fmt.Errorf("TT_MODEL_FAULT_EXIT_AFTER was replaced by TT_MODEL_FAULT=exit:after=N")
 	}
@@ -143,6 +156,17 @@ func (c *config) device() string {
 	return fmt.Sprintf("cpu %s, %s, %d threads", native.DetectCPU().BestISA, c.precision, c.threads)
 }
 
+// cacheString says where packed weights are kept.
+func (c *config) cacheString() string {
+	switch {
+	case c.cacheDir != "":
+		return c.cacheDir + " (packed weights and tuned GEMM plans; " + packcache.EnvDir + ")"
+	case c.cacheNote != "":
+		return "none: " + c.cacheNote
+	}
+	return "none (" + packcache.EnvDir + "=off)"
+}
+
 func (c *config) print(w io.Writer) {
 	model := c.kind
 	if model == "" {
@@ -157,6 +181,8 @@ func (c *config) print(w io.Writer) {
 		fmt.Fprintln(w, "precision: chosen with the model")
 	}
 	fmt.Fprintf(w, "threads:   %d (TT_NUM_THREADS, else usable CPUs)\n", c.threads)
+	fmt.Fprintf(w, "cache:     %s\n", c.cacheString())
+	fmt.Fprintf(w, "gemm:      %s\n", c.tuning)
 	fmt.Fprintf(w, "cpu:       %s\n", native.DetectCPU())
 	fmt.Fprintln(w, "weights:   not opened (--verify)")
 }
@@ -174,18 +200,20 @@ func serve(ctx context.Context, c config, env environment, log *slog.Logger) int
 		m = server.NewRFDETR(server.RFDETROptions{
 			Notices: notices,
 			Getenv:  getenv,
-			Build:   rfdetrnative.Builder(native.RFDETROptions{Precision: c.precision, Threads: c.threads}),
+			Build: rfdetrnative.Builder(rfdetrnative.Options{RFDETROptions: native.RFDETROptions{Precision: c.precision, Threads: c.threads},
+				CacheDir: c.cacheDir, Tuning: c.tuning}),
 			Device:  c.device(),
 			Version: version.Version,
 		})
 	case api.KindPI05:
-		pm, err := pi05Model(env, c.precision, c.fault)
+		pm, err := pi05Model(env, c)
 		if err != nil {
 			log.Error("pi05 settings", "err", err)
 			return 2
 		}
 		m = pm
 	}
+	log.Info("packed weights cache", "cache", c.cacheString(), "gemm", c.tuning.String())
 	if c.fault.Kind == "exit" {
 		log.Warn("test-only fault switch armed", "TT_MODEL_FAULT", c.fault.String())
 	}

@@ -12,16 +12,14 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
-
-	"github.com/ttmodel/tt-model/internal/version"
-
-	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
 func freePort(t *testing.T) string {
@@ -35,28 +33,10 @@ func freePort(t *testing.T) string {
 	return port
 }
 
-// syncBuffer collects the server's log from its goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type running struct {
 	base string
 	code chan int
-	log  *syncBuffer
+	log  *syncbuf.Buffer
 }
 
 // mapEnv is an environment holding exactly m.
@@ -73,7 +53,7 @@ func mapEnv(m map[string]string) environment {
 func start(t *testing.T, ctx context.Context, env map[string]string) running {
 	t.Helper()
 	port := freePort(t)
-	r := running{base: "http://127.0.0.1:" + port, code: make(chan int, 1), log: &syncBuffer{}}
+	r := running{base: "http://127.0.0.1:" + port, code: make(chan int, 1), log: &syncbuf.Buffer{}}
 	go func() {
 		r.code <- run(ctx, []string{"--host", "127.0.0.1", "--port", port}, mapEnv(env), io.Discard, r.log)
 	}()
@@ -123,7 +103,9 @@ func predictBody(t *testing.T, extra string) string {
 // TestServeRandomCheckpointEndToEnd runs the real server — weights
 // discovery, safetensors mmap, the native forward, warm-up — on a random
 // full-size checkpoint, answers predictions, then exits 75 when the fault
-// switch fires after two of them; a second server stops cleanly on a signal.
+// switch fires after two of them; a second server stops cleanly on a signal
+// once its packed weights are in the cache; a third maps them and answers the
+// first prediction exactly as the first server did.
 func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "full-size checkpoint: skipped with -short")
@@ -132,9 +114,11 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	if err := (rfdetr.RandomCheckpoint{Seed: 3}).Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_MODEL_FAULT": "exit:after=2"})
+	cache := t.TempDir()
+	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_MODEL_FAULT": "exit:after=2", "TT_WEIGHT_CACHE": cache})
 	r.waitOK(t, "RF-DETR-base")
 
+	var firstDetections string
 	for i, extra := range []string{`,"threshold":0.0,"max_detections":300`, `,"return_raw":true`} {
 		resp, err := http.Post(r.base+"/predict", "application/json", strings.NewReader(predictBody(t, extra)))
 		if err != nil {
@@ -162,6 +146,10 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 		if i == 0 && (out.NumDetections != 300 || len(out.Detections) != 300) {
 			t.Errorf("threshold 0: %d detections, want 300", out.NumDetections)
 		}
+		if i == 0 {
+			b, _ := json.Marshal(out.Detections)
+			firstDetections = string(b)
+		}
 		if i == 1 && (out.Raw == nil || len(out.Raw.Logits) != 300 || len(out.Raw.PredBoxes[299]) != 4) {
 			t.Errorf("return_raw: raw missing or mis-shaped")
 		}
@@ -173,12 +161,40 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	// Without the switch, a stop signal (context cancel, as SIGTERM does in
 	// main) after readiness exits 0.
 	ctx, cancel := context.WithCancel(context.Background())
-	r = start(t, ctx, map[string]string{"TT_RF_DETR_WEIGHTS": dir})
+	r = start(t, ctx, map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_WEIGHT_CACHE": cache})
 	r.waitOK(t, "RF-DETR-base")
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if l := r.log.String(); strings.Contains(l, "packed weights kept") || strings.Contains(l, "packed weights mapped") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the packed weights never reached the cache:\n%s", r.log.String())
+		}
+	}
 	cancel()
 	if code := <-r.code; code != 0 {
 		t.Fatalf("exit code %d after a stop signal, want 0:\n%s", code, r.log.String())
 	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	r = start(t, ctx, map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_WEIGHT_CACHE": cache})
+	r.waitOK(t, "RF-DETR-base")
+	if !strings.Contains(r.log.String(), "rf-detr packed weights mapped") {
+		t.Fatalf("the third start did not map the packed weights:\n%s", r.log.String())
+	}
+	resp, err := http.Post(r.base+"/predict", "application/json", strings.NewReader(predictBody(t, `,"threshold":0.0,"max_detections":300`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Detections []map[string]any }
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if b, _ := json.Marshal(out.Detections); err != nil || string(b) != firstDetections {
+		t.Errorf("detections from the mapped weights differ from the first server's (%v)", err)
+	}
+	cancel()
+	<-r.code
 }
 
 func TestBrokenCheckpointFailsAtStartWithTheTensorName(t *testing.T) {
@@ -218,6 +234,12 @@ func TestFlags(t *testing.T) {
 		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT_EXIT_AFTER": "1"}, 2, "replaced by TT_MODEL_FAULT=exit:after=N"},
 		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT": "exit:after=0"}, 2, "TT_MODEL_FAULT"},
 		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT": "hang:after=1"}, 2, "needs the pi0.5 serving engine"},
+		{[]string{"--verify"}, map[string]string{"TT_WEIGHT_CACHE": "/srv/packed"}, 0, "cache:     /srv/packed"},
+		{[]string{"--verify"}, map[string]string{"TT_WEIGHT_CACHE": "off"}, 0, "cache:     none (TT_WEIGHT_CACHE=off)"},
+		{[]string{"--verify"}, map[string]string{"TT_WEIGHT_CACHE": "packed"}, 2, "TT_WEIGHT_CACHE"},
+		{[]string{"--verify"}, map[string]string{"TT_GEMM_TUNE": "maybe"}, 2, "TT_GEMM_TUNE"},
+		{[]string{"--verify"}, map[string]string{"TT_GEMM_PLAN": "kc=1,mb=0"}, 2, "TT_GEMM_PLAN"},
+		{[]string{"--verify"}, map[string]string{"TT_GEMM_PLAN": "kc=128,mb=8,nb=4,pf=1"}, 0, "gemm:      plan kc=128"},
 		{[]string{}, nil, 2, "no model to serve"},
 	}
 	for _, c := range cases {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/syncbuf"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
@@ -58,7 +59,7 @@ func TestPI05HangUnderSupervise(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PI05_WEIGHTS_DIR="+abs(pi05TinyDir), "PI05_TOKENIZER="+abs(pi05Tokenizer),
 		"PI05_PRECISION=fp32", "PI05_ACTION_HORIZON=6", "PI05_NUM_STEPS=3", "PI05_NUM_IMAGES=1", "TT_CPU_DEVICES=1",
 		"PI05_HANG_S=3", "PI05_HANG_DRAIN_S=1", "PI05_HANG_MARKER="+marker, "TT_MODEL_FAULT=hang:device=0,after=2")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -16,11 +16,9 @@
 #include "tt_bf16_avx512.h"
 #include "tt_ops.h"
 
-/* K is processed in blocks so one panel slice (KC x TT_NR) stays in L1 while
- * it is reused by every row group of the task: 32 KiB in both precisions. */
-enum { KC_F32 = 256, KC_BF16_PAIRS = 256 };
-/* Rows per parallel task: 8 micro-kernel row groups share one panel slice. */
-enum { MB = 8 * TT_MR, NB_PANELS = 4 };
+/* Before plans: K blocks of 256 panel rows (a 32 KiB slice, L1 of a Zen 5 core), tasks of 8 row
+ * groups x 4 panels, each row-group tile prefetching its share of the next slice. */
+const tt_blocking tt_blocking_builtin = {.kc = 256, .mb = 8, .nb = 4, .pf = 1};
 
 uint16_t tt_f32_to_bf16(float x)
 {
@@ -141,6 +139,32 @@ void tt_mat_pack_into(tt_mat *m, void *buf, tt_dtype dtype, tt_isa isa, const fl
     if (isa >= TT_ISA_AVX512 && trans) pack_trans_avx512(m, src, ld);
     else if (isa >= TT_ISA_AVX512 && dtype == TT_BF16) pack_rows_bf16_avx512(m, src, ld);
     else tt_mat_set_rows(m, 0, n, src, ld, trans, NULL);
+}
+
+void tt_mat_view(tt_mat *m, void *buf, tt_dtype dtype, tt_isa isa, int n, int k)
+{
+    mat_init(m, buf, dtype, isa, n, k);
+}
+
+/* The bf16 bits tt_f32_to_bf16 gives for the fp32 widening of bf16 x: x itself, a NaN made quiet. */
+static inline uint16_t bf16_canonical(uint16_t x)
+{
+    return (x & 0x7fffu) > 0x7f80u ? (uint16_t)(x | 0x40u) : x;
+}
+
+void tt_mat_pack_bf16_into(tt_mat *m, void *buf, tt_isa isa, const uint16_t *src, long ld, int n, int k)
+{
+    mat_init(m, buf, TT_BF16, isa, n, k);
+    memset(buf, 0, tt_mat_bytes(TT_BF16, n, k));
+    int k2 = m->kp / 2;
+    for (int i = 0; i < n; i++) {
+        uint16_t *dst = (uint16_t *)m->panels + ((long)(i / TT_NR) * k2 * TT_NR + i % TT_NR) * 2;
+        const uint16_t *row = src + (long)i * ld;
+        for (int kk = 0; kk < k2; kk++) {
+            dst[(long)kk * TT_NR * 2] = bf16_canonical(row[2 * kk]);
+            dst[(long)kk * TT_NR * 2 + 1] = 2 * kk + 1 < k ? bf16_canonical(row[2 * kk + 1]) : 0;
+        }
+    }
 }
 
 int tt_mat_alloc(tt_mat *m, tt_dtype dtype, tt_isa isa, int n, int k, int with_bias)
@@ -418,7 +442,7 @@ static const char *slice_at(const tt_mat *w, int p, int k0)
 
 /* Weights come from L3 or memory the first time a task touches a slice, and
  * the tile then stalls on its B loads. Each row-group tile of the current
- * slice prefetches its share (part of nparts) of the next slice instead. */
+ * slice prefetches its share (part of nparts) of a later slice instead. */
 static inline void prefetch_share(const char *next, long bytes, int part, int nparts)
 {
     long lines = (bytes + 63) / 64, per = (lines + nparts - 1) / nparts;
@@ -426,16 +450,34 @@ static inline void prefetch_share(const char *next, long bytes, int part, int np
     for (long l = l0; l < l1; l++) __builtin_prefetch(next + l * 64, 0, 3);
 }
 
-/* C[m0:m1][panels p0:p1] (+)= A[m0:m1][0:k] . W^T + bias, then act: K in equal blocks of at most
- * KC steps (a panel slice stays in L1), each block over every panel and row group of TT_MR rows. */
+/* The slice `ahead` slices after (panel p, K block k0) in the walk order of tt_gemm_block_with
+ * (panels p0..p1-1 of one K block, then the next K block), or NULL past the end. */
+static const char *slice_ahead(const tt_mat *w, int p, int k0, int p0, int p1, int kcb, int ksteps, int ahead,
+                               int *kc_out)
+{
+    int span = p1 - p0, idx = p - p0 + ahead;
+    int nk0 = k0 + idx / span * kcb, np_ = p0 + idx % span;
+    if (nk0 >= ksteps) return NULL;
+    *kc_out = ksteps - nk0 < kcb ? ksteps - nk0 : kcb;
+    return slice_at(w, np_, nk0);
+}
+
 void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc, int m0, int m1,
                    int p0, int p1, int flags)
+{
+    tt_gemm_block_with(&tt_blocking_builtin, w, a, lda, c, ldc, m0, m1, p0, p1, flags);
+}
+
+/* C[m0:m1][panels p0:p1] (+)= A[m0:m1][0:k] . W^T + bias, then act: K in equal blocks of at most
+ * bk->kc steps (a panel slice stays in L1), each block over every panel and row group of TT_MR rows. */
+void tt_gemm_block_with(const tt_blocking *bk, const tt_mat *w, const void *a, long lda, float *c, long ldc,
+                        int m0, int m1, int p0, int p1, int flags)
 {
     int accum = (flags & TT_GEMM_ACCUM) != 0;
     tt_act act = (tt_act)(flags & 0xff);
     int f32 = w->dtype == TT_F32;
     int ksteps = f32 ? w->kp : w->kp / 2; /* fp32 rows or bf16 pairs */
-    int kcmax = f32 ? KC_F32 : KC_BF16_PAIRS;
+    int kcmax = bk->kc > 0 ? bk->kc : tt_blocking_builtin.kc;
     /* equal K blocks (no short last one): e.g. 576 pairs as 2 x 288, not 256 + 256 + 64 */
     int nkb = (ksteps + kcmax - 1) / kcmax, kcb = nkb > 1 ? (ksteps + nkb - 1) / nkb : kcmax;
     for (int k0 = 0; k0 < ksteps || k0 == 0; k0 += kcb) {
@@ -445,10 +487,8 @@ void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc,
             int col = p * TT_NR;
             int ncols = w->n - col < TT_NR ? w->n - col : TT_NR;
             const float *bias = first && w->bias ? w->bias + col : NULL;
-            /* next slice: the next panel, else the first panel of the next K block */
-            int nk0 = p + 1 < p1 ? k0 : k0 + kcb, np_ = p + 1 < p1 ? p + 1 : p0;
-            int nkc = ksteps - nk0 < kcb ? ksteps - nk0 : kcb;
-            const char *next = nkc > 0 ? slice_at(w, np_, nk0) : NULL;
+            int nkc = 0;
+            const char *next = bk->pf > 0 ? slice_ahead(w, p, k0, p0, p1, kcb, ksteps, bk->pf, &nkc) : NULL;
             int ngroups = (m1 - m0 + TT_MR - 1) / TT_MR;
             for (int r = m0; r < m1; r += TT_MR) {
                 int mr = m1 - r < TT_MR ? m1 - r : TT_MR;
@@ -480,11 +520,12 @@ size_t tt_gemm_ws_bytes(const tt_mat *w, int m)
 
 typedef struct {
     const tt_mat *w;
+    const tt_blocking *bk;
     const void *a;
     long lda;
     float *c;
     long ldc;
-    int m, flags, mblocks, nblocks;
+    int m, flags, rows, mblocks, nblocks; /* rows: per task (bk->mb row groups) */
     const float *a32; /* bf16 conversion source */
     long lda32;
 } gemm_job;
@@ -494,27 +535,41 @@ static void gemm_task(void *arg, int task, int thread)
     (void)thread;
     gemm_job *j = arg;
     int mb = task % j->mblocks, nb = task / j->mblocks;
-    int m0 = mb * MB, m1 = m0 + MB < j->m ? m0 + MB : j->m;
-    int p0 = nb * NB_PANELS, p1 = p0 + NB_PANELS < j->w->npanels ? p0 + NB_PANELS : j->w->npanels;
-    tt_gemm_block(j->w, j->a, j->lda, j->c, j->ldc, m0, m1, p0, p1, j->flags);
+    int m0 = mb * j->rows, m1 = m0 + j->rows < j->m ? m0 + j->rows : j->m;
+    int p0 = nb * j->bk->nb, p1 = p0 + j->bk->nb < j->w->npanels ? p0 + j->bk->nb : j->w->npanels;
+    tt_gemm_block_with(j->bk, j->w, j->a, j->lda, j->c, j->ldc, m0, m1, p0, p1, j->flags);
 }
 
 static void convert_task(void *arg, int task, int thread)
 {
     (void)thread;
     gemm_job *j = arg;
-    int m0 = task * MB, m1 = m0 + MB < j->m ? m0 + MB : j->m;
+    int m0 = task * j->rows, m1 = m0 + j->rows < j->m ? m0 + j->rows : j->m;
     tt_to_bf16_rows(j->w->isa, j->a32 + (long)m0 * j->lda32, j->lda32, (uint16_t *)j->a + (long)m0 * j->lda,
                     j->lda, m1 - m0, j->w->k);
 }
 
+static const tt_blocking *plan_pick(const tt_gemm_plan *plan, int m)
+{
+    if (plan == NULL || plan->n <= 0) return &tt_blocking_builtin;
+    for (int i = 0; i < plan->n - 1; i++)
+        if (m <= plan->max_rows[i]) return &plan->b[i];
+    return &plan->b[plan->n - 1];
+}
+
 /* C[m][n] (+)= A[m][k] . W^T + bias, act: (bf16: A rounded into ws first, in parallel) then tasks of
- * MB rows x NB_PANELS panels on the pool, each a tt_gemm_block. */
-void tt_gemm(tt_pool *pool, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m,
-             int flags, void *ws)
+ * mb row groups x nb panels on the pool, each a tt_gemm_block_with. */
+void tt_gemm(tt_pool *pool, const tt_gemm_plan *plan, const tt_mat *w, const float *a, long lda, float *c,
+             long ldc, int m, int flags, void *ws)
 {
     if (m <= 0) return;
-    gemm_job j = {w, a, lda, c, ldc, m, flags, (m + MB - 1) / MB, (w->npanels + NB_PANELS - 1) / NB_PANELS, a, lda};
+    const tt_blocking *bk = plan_pick(plan, m);
+    int rows = (bk->mb > 0 ? bk->mb : tt_blocking_builtin.mb) * TT_MR;
+    int nbp = bk->nb > 0 ? bk->nb : tt_blocking_builtin.nb;
+    tt_blocking eff = *bk;
+    eff.nb = nbp;
+    gemm_job j = {w, &eff, a, lda, c, ldc, m, flags, rows, (m + rows - 1) / rows, (w->npanels + nbp - 1) / nbp,
+                  a, lda};
     if (w->dtype == TT_BF16) {
         j.a = ws;
         j.lda = w->kp;

@@ -57,6 +57,15 @@ int tt_mat_pack(tt_mat *m, tt_dtype dtype, tt_isa isa, const float *src, long ld
 void tt_mat_pack_into(tt_mat *m, void *buf, tt_dtype dtype, tt_isa isa, const float *src, long ld,
                       int trans, int n, int k);
 
+/* Same for a bf16 source already rounded (src[i*ld + j] the bf16 bits of W[i][j], row-major): the
+ * pairs are copied, bit-identical to widening src to fp32 and packing that (a signalling NaN comes
+ * out quiet, as tt_f32_to_bf16 makes it). For checkpoints stored in bf16: no fp32 copy. */
+void tt_mat_pack_bf16_into(tt_mat *m, void *buf, tt_isa isa, const uint16_t *src, long ld, int n, int k);
+
+/* The header of an n x k matrix of dtype whose panels are already packed at buf (e.g. mapped from
+ * a file of packed weights); no bias. */
+void tt_mat_view(tt_mat *m, void *buf, tt_dtype dtype, tt_isa isa, int n, int k);
+
 /* Allocates a zero matrix (and a zero bias of n when with_bias) to be filled
  * with tt_mat_set_rows: for weights assembled from several tensors. */
 int tt_mat_alloc(tt_mat *m, tt_dtype dtype, tt_isa isa, int n, int k, int with_bias);
@@ -73,15 +82,47 @@ void tt_mat_free(tt_mat *m);
 /* Scratch bytes tt_gemm needs for m rows of A (the bf16 copy of A; 0 for fp32). */
 size_t tt_gemm_ws_bytes(const tt_mat *w, int m);
 
-/* C[0:m][0:n] (+)= A . W^T + bias, activation; parallel over pool. */
-void tt_gemm(tt_pool *pool, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m,
-             int flags, void *ws);
+/* How the driver walks a GEMM; what fits a CPU differs (L1 size, 512-bit ops in one or two halves),
+ * so a program carries a plan chosen at load (tt_gemm_plan.h: derived from the cache sizes, or
+ * timed on the real shapes). Every blocking gives bit-identical results: the K blocks of a tile are
+ * summed into C in order, exactly as one block would (C + 0 is C), and the tasks only split rows
+ * and columns. */
+typedef struct {
+    int kc; /* K block in panel rows (fp32 values or bf16 pairs, 128 bytes each): a panel slice of
+               kc x 128 bytes is reused by every row group of a task, so it should stay in L1 */
+    int mb; /* row groups of TT_MR rows per task */
+    int nb; /* panels (of TT_NR columns) per task */
+    int pf; /* prefetch the panel slice this many slices ahead (0: no prefetch) */
+} tt_blocking;
+
+enum { TT_PLAN_CLASSES = 4 };
+
+/* Blockings by row count: class i serves m <= max_rows[i] (the first that fits), the last class
+ * every m. A GEMM's row count tells the stage apart (pi0.5's 50-row expert vs its ~700-row
+ * prefix), so the ops never need to know which stage calls them. */
+typedef struct {
+    int n;
+    int max_rows[TT_PLAN_CLASSES];
+    tt_blocking b[TT_PLAN_CLASSES];
+} tt_gemm_plan;
+
+/* The blocking the kernels used before plans existed (K block 256, 8 row groups x 4 panels per
+ * task, prefetch 1 slice ahead): tt_gemm_block's, and tt_gemm's when plan is NULL. */
+extern const tt_blocking tt_blocking_builtin;
+
+/* C[0:m][0:n] (+)= A . W^T + bias, activation; parallel over pool, blocked as plan says for m
+ * (NULL: tt_blocking_builtin). */
+void tt_gemm(tt_pool *pool, const tt_gemm_plan *plan, const tt_mat *w, const float *a, long lda, float *c,
+             long ldc, int m, int flags, void *ws);
 
 /* Serial building block for callers that parallelise themselves: rows
  * [m0, m1) and panels [p0, p1). A must already be in w->dtype: float for fp32,
- * bf16 pairs (uint16_t, lda even, zero past k) for bf16 (see tt_to_bf16_rows). */
+ * bf16 pairs (uint16_t, lda even, zero past k) for bf16 (see tt_to_bf16_rows).
+ * tt_gemm_block uses tt_blocking_builtin; tt_gemm_block_with the given blocking (b->kc, b->pf). */
 void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc, int m0, int m1,
                    int p0, int p1, int flags);
+void tt_gemm_block_with(const tt_blocking *b, const tt_mat *w, const void *a, long lda, float *c, long ldc,
+                        int m0, int m1, int p0, int p1, int flags);
 
 /* dst[r][0:kp] = bf16(src[r][0:k]) with a zero in column k when k is odd. */
 void tt_to_bf16_rows(tt_isa isa, const float *src, long lds, uint16_t *dst, long ldd, int rows,

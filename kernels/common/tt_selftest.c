@@ -17,6 +17,7 @@
 #include "tt_attention.h"
 #include "tt_exp.h"
 #include "tt_gemm.h"
+#include "tt_gemm_plan.h"
 #include "tt_ops.h"
 #include "tt_pool.h"
 
@@ -50,11 +51,37 @@ static double act_ref(tt_act act, double v)
     return v;
 }
 
+/* Every candidate blocking (tt_blocking_candidates) on the packed mat must give exactly c_want
+ * (== per value: the blockings sum in the same order). */
+static int gemm_variants_match(tt_pool *pool, const tt_mat *mat, const float *a, long lda, const float *c0,
+                               const float *c_want, float *c, long ldc, int m, int flags, void *ws, char *msg,
+                               size_t len)
+{
+    tt_blocking cands[256];
+    int nc = tt_blocking_candidates(cands, 256);
+    for (int v = 0; v < nc; v++) {
+        tt_gemm_plan plan = {.n = 1, .b = {cands[v]}};
+        memcpy(c, c0, sizeof(float) * m * ldc);
+        tt_gemm(pool, &plan, mat, a, lda, c, ldc, m, flags, ws);
+        for (long i = 0; i < (long)m * ldc; i++)
+            if (!(c[i] == c_want[i])) {
+                char pl[96];
+                tt_gemm_plan_format(&plan, pl, sizeof pl);
+                return snprintf(msg, len, "%s %s m=%d n=%d k=%d flags=%#x: blocking %s gives C[%ld][%ld]=%.9g, the builtin one %.9g",
+                                mat->dtype ? "bf16" : "f32", tt_isa_name(mat->isa), m, mat->n, mat->k, flags, pl,
+                                i / ldc, i % ldc, c[i], c_want[i]),
+                       -1;
+            }
+    }
+    return 0;
+}
+
 /* ---- GEMM against a float64 reference on the (bf16-rounded) operands ---- */
 static int test_gemm(tt_isa isa, char *msg, size_t len)
 {
     static const int shapes[][3] = {{1, 1, 1}, {13, 33, 7}, {25, 91, 384}, {100, 64, 101},
-                                    {37, 130, 515}, {12, 32, 600}, {5, 4, 256}};
+                                    {37, 130, 515}, {12, 32, 600}, {5, 4, 256},
+                                    {100, 130, 300}};
     static const int flagsets[] = {0, TT_ACT_RELU, TT_ACT_GELU, TT_ACT_SILU, TT_GEMM_ACCUM,
                                    TT_GEMM_ACCUM | TT_ACT_GELU};
     tt_pool *pool = tt_pool_create(3);
@@ -65,7 +92,7 @@ static int test_gemm(tt_isa isa, char *msg, size_t len)
         long lda = k + 3, ldc = n + 5;
         float *a = malloc(sizeof(float) * m * lda), *w = malloc(sizeof(float) * n * k);
         float *bias = malloc(sizeof(float) * n), *c0 = malloc(sizeof(float) * m * ldc);
-        float *c = malloc(sizeof(float) * m * ldc);
+        float *c = malloc(sizeof(float) * m * ldc), *cv = malloc(sizeof(float) * m * ldc);
         void *ws = aligned_alloc(64, (size_t)m * (k + 2) * 2 + 64);
         fill(a, m * lda, 1 + si, 1.0f);
         fill(w, (long)n * k, 2 + si, 0.5f);
@@ -83,7 +110,7 @@ static int test_gemm(tt_isa isa, char *msg, size_t len)
                         break;
                     }
                     memcpy(c, c0, sizeof(float) * m * ldc);
-                    tt_gemm(pool, &mat, a, lda, c, ldc, m, flags, ws);
+                    tt_gemm(pool, NULL, &mat, a, lda, c, ldc, m, flags, ws);
                     for (int i = 0; i < m && rc == 0; i++) {
                         for (int jn = 0; jn < ldc && rc == 0; jn++) {
                             double want, scale = 1.0;
@@ -112,11 +139,14 @@ static int test_gemm(tt_isa isa, char *msg, size_t len)
                             }
                         }
                     }
+                    /* every blocking variant, on two flag sets (a plain and an accumulating one) */
+                    if (rc == 0 && (flags == 0 || flags == (TT_GEMM_ACCUM | TT_ACT_GELU)))
+                        rc = gemm_variants_match(pool, &mat, a, lda, c0, c, cv, ldc, m, flags, ws, msg, len);
                     tt_mat_free(&mat);
                 }
             }
         }
-        free(a), free(w), free(bias), free(c0), free(c), free(ws);
+        free(a), free(w), free(bias), free(c0), free(c), free(cv), free(ws);
     }
     tt_pool_destroy(pool);
     return rc;
@@ -182,6 +212,45 @@ static int test_pack(tt_isa isa, char *msg, size_t len)
         }
     }
     free(src);
+    return rc;
+}
+
+/* A bf16 source packed as its pairs, bit for bit the same panels as its fp32 widening packed
+ * (odd k, a signalling NaN, padding rows). */
+static int test_pack_bf16(tt_isa isa, char *msg, size_t len)
+{
+    (void)isa;
+    static const int shapes[][2] = {{101, 64}, {37, 7}, {33, 1}, {70, 515}};
+    enum { LD = 520 };
+    uint16_t *src = malloc(sizeof(uint16_t) * 101 * LD);
+    float *wide = malloc(sizeof(float) * 101 * LD);
+    float tmp[LD];
+    for (int r = 0; r < 101; r++) {
+        fill(tmp, LD, 43 + r, 3.0f);
+        for (int j = 0; j < LD; j++) src[r * LD + j] = tt_f32_to_bf16(tmp[j]);
+    }
+    src[5] = 0x7f81;  /* a signalling NaN */
+    src[LD + 2] = 0xff80; /* -inf */
+    for (long i = 0; i < 101L * LD; i++) wide[i] = tt_bf16_to_f32(src[i]);
+    int rc = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] && rc == 0; si++) {
+        int n = shapes[si][0], k = shapes[si][1];
+        size_t bytes = tt_mat_bytes(TT_BF16, n, k);
+        unsigned char *want = malloc(bytes), *got = malloc(bytes);
+        tt_mat mw, mg;
+        tt_mat_pack_into(&mw, want, TT_BF16, TT_ISA_SCALAR, wide, LD, 0, n, k);
+        memset(got, 0xab, bytes);
+        tt_mat_pack_bf16_into(&mg, got, TT_ISA_SCALAR, src, LD, n, k);
+        for (size_t b = 0; b < bytes && rc == 0; b++)
+            if (got[b] != want[b]) {
+                snprintf(msg, len, "pack_bf16 n=%d k=%d: byte %zu is %#x, want %#x", n, k, b, got[b], want[b]);
+                rc = -1;
+            }
+        if (rc == 0 && (mg.n != mw.n || mg.k != mw.k || mg.kp != mw.kp || mg.npanels != mw.npanels))
+            snprintf(msg, len, "pack_bf16 n=%d k=%d: header differs", n, k), rc = -1;
+        free(want), free(got);
+    }
+    free(src), free(wide);
     return rc;
 }
 
@@ -485,6 +554,38 @@ static int test_exp(tt_isa isa, char *msg, size_t len)
     return 0;
 }
 
+/* ---- GEMM plans: the text form round trip, bad plans refused, the derived blocking ---- */
+static int test_gemm_plan(tt_isa isa, char *msg, size_t len)
+{
+    (void)isa;
+    const char *good = "m<=64:kc=128,mb=8,nb=4,pf=1;m<=300:kc=96,mb=4,nb=8,pf=0;kc=256,mb=16,nb=2,pf=2";
+    tt_gemm_plan p;
+    char err[160], back[256];
+    if (tt_gemm_plan_parse(&p, good, err, sizeof err) != 0) return snprintf(msg, len, "parse %s: %s", good, err), -1;
+    if (p.n != 3 || p.max_rows[1] != 300 || p.b[1].kc != 96 || p.b[2].nb != 2 || p.b[2].pf != 2)
+        return snprintf(msg, len, "parse %s: wrong fields", good), -1;
+    tt_gemm_plan_format(&p, back, sizeof back);
+    if (strcmp(back, good) != 0) return snprintf(msg, len, "format gives %s, want %s", back, good), -1;
+    static const char *bad[] = {"", "kc=0", "m<=64:kc=128", "kc=128;kc=96", "m<=64:kc=1;m<=32:kc=1;kc=1",
+                                "kc=12,zz=3", "m<=a:kc=1;kc=1", "kc=128,", "mb=-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (tt_gemm_plan_parse(&p, bad[i], err, sizeof err) == 0) return snprintf(msg, len, "plan %s accepted", bad[i]), -1;
+    tt_blocking z5 = tt_blocking_derived(48 * 1024), z4 = tt_blocking_derived(32 * 1024), none = tt_blocking_derived(0);
+    if (z5.kc != 256 || z4.kc != 160 || none.kc != tt_blocking_builtin.kc)
+        return snprintf(msg, len, "derived K blocks %d (48 KiB), %d (32 KiB), %d (unknown)", z5.kc, z4.kc, none.kc), -1;
+    tt_blocking c[256];
+    int n = tt_blocking_candidates(c, 256);
+    if (n != 108) return snprintf(msg, len, "%d candidate blockings, want 6 K blocks x 3 prefetch distances x 6 task tiles", n), -1;
+    tt_blocking d = tt_blocking_derived(tt_l1d_bytes());
+    int found_builtin = 0, found_derived = 0;
+    for (int i = 0; i < n; i++) {
+        found_builtin |= memcmp(&c[i], &tt_blocking_builtin, sizeof d) == 0;
+        found_derived |= memcmp(&c[i], &d, sizeof d) == 0;
+    }
+    if (!found_builtin || !found_derived) return snprintf(msg, len, "the builtin or the derived blocking is not a candidate"), -1;
+    return 0;
+}
+
 /* ---- the case table ---- */
 
 typedef int (*test_fn)(tt_isa isa, char *, size_t);
@@ -506,6 +607,7 @@ static const struct {
 } tests[] = {
     {"gemm", test_gemm, ALL_ISAS},
     {"pack", test_pack, ON(TT_ISA_AVX512)},
+    {"pack_bf16", test_pack_bf16, NO_ISA},
     {"bf16_convert", test_bf16_convert, SCALAR_AVX512},
     {"activations", test_act, SCALAR_AVX512},
     {"layernorm", test_layernorm, SCALAR_AVX512},
@@ -515,6 +617,7 @@ static const struct {
     {"softmax", test_softmax, SCALAR_AVX512},
     {"attention", test_attention, ALL_ISAS},
     {"pool", test_pool, NO_ISA},
+    {"gemm_plan", test_gemm_plan, NO_ISA},
 };
 enum { NTESTS = sizeof tests / sizeof tests[0] };
 

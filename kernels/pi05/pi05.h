@@ -10,7 +10,9 @@
  * Lifecycle (all allocation happens here, never in a run call):
  *   pi05_model_new(dims, precision)            empty model for these shapes
  *   pi05_model_set(model, name, ...) per tensor  copied and packed at once (the source may be unmapped
- *                                              right after the call: streams an F32 checkpoint to bf16)
+ *                                              right after the call: streams an F32 checkpoint to bf16);
+ *                                              calls for different tensors may run concurrently
+ *   or pi05_model_new_packed(dims, ..., packed) the packed weights of an earlier load, mapped
  *   pi05_model_ready(model)                    every expected tensor present? (names the missing ones)
  *   pi05_program_new(model, preset, threads)   scratch for one preset + the thread pool
  *   pi05_slab_new(program)                     one request's state (image tokens, K/V); reusable
@@ -93,6 +95,21 @@ int pi05_model_set(pi05_model *m, const char *name, int dtype, const int64_t *sh
 /* 0 when every expected tensor was set, else PI05_EMISSING with the first missing names in err. */
 int pi05_model_ready(pi05_model *m, char *err, size_t errlen);
 
+/* The packed weights of a ready model as one block of memory, the same bytes whatever order the
+ * tensors were set in: what a packed-weights cache file holds. layout_id names the block's layout
+ * (every piece's name, offset and size, the precision and the pack version): a block written by a
+ * build with another layout never loads. */
+const void *pi05_model_packed(const pi05_model *m, size_t *bytes);
+uint64_t pi05_model_layout_id(const pi05_model *m);
+
+/* A ready model over packed weights already in memory (a mapped cache file): `packed` holds
+ * `bytes` bytes that pi05_model_packed gave for a model of the same dims and precision, and
+ * layout_id the id it was written with; the model never writes them and they must outlive it.
+ * Packing is skipped entirely (no tensor is set). NULL with the reason in err on a layout or size
+ * mismatch. */
+pi05_model *pi05_model_new_packed(const pi05_dims *d, pi05_precision prec, int isa, const void *packed,
+                                  size_t bytes, uint64_t layout_id, char *err, size_t errlen);
+
 /* Number of expected tensors and the name of the i-th (for loaders that report by name). */
 int pi05_model_tensor_count(const pi05_model *m);
 const char *pi05_model_tensor_name(const pi05_model *m, int i);
@@ -119,6 +136,16 @@ size_t pi05_program_bytes(const pi05_program *p); /* scratch bytes */
 /* Pins the program's pool thread i (1..threads-1) to cpus[i % ncpus]; thread 0 is the caller's, which
  * pins itself. At start-up, never during a run. */
 int pi05_program_pin(pi05_program *p, const int *cpus, int ncpus, char *err, size_t errlen);
+
+/* GEMM blocking. A program starts with the blocking derived from this CPU's L1 data cache;
+ * pi05_program_tune times a few candidate blockings on the model's own weights at this preset's row
+ * counts (the expert's action rows; the prefix's rows, which vision's are close to) and keeps the
+ * fastest per class, taking a few hundred milliseconds; the plan's text form (pi05_program_plan)
+ * carries a tuned plan to the next start (a cache per CPU model). Results are bit-identical under
+ * every plan. set_plan: 0, or PI05_EINVAL naming what is wrong; tune: the number of timings made. */
+int pi05_program_plan(const pi05_program *p, char *buf, size_t len);
+int pi05_program_set_plan(pi05_program *p, const char *plan, char *err, size_t errlen);
+int pi05_program_tune(pi05_program *p, int reps, char *err, size_t errlen);
 int pi05_program_threads(const pi05_program *p);
 void pi05_program_free(pi05_program *p);
 

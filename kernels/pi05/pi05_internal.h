@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 
+#include "../common/tt_arena.h"
 #include "../common/tt_gemm.h"
 #include "../common/tt_pool.h"
 #include "pi05.h"
@@ -20,7 +21,7 @@ typedef struct {
     int n, k;
     int keep_f32;     /* fp32 even in PI05_BF16 */
     float *w;         /* PI05_REF */
-    float *b;         /* [n] or NULL; owned here (mat.bias points at it) */
+    float *b;         /* [n] or NULL (mat.bias points at it; a grouped part's is in its group's bias) */
     tt_mat mat;       /* fast paths (inside fused->buf when fused) */
     p5_fused *fused;  /* the group this layer is part of, or NULL */
     int part;
@@ -32,6 +33,7 @@ typedef struct {
  * parts one by one into the same layout. */
 struct p5_fused {
     int nparts, ld, off[3];
+    int has_bias;
     p5_lin *part[3];
     tt_mat mat;
     void *buf;
@@ -85,6 +87,9 @@ struct pi05_model {
     p5_lin ada_final, act_in, act_out, time_in, time_out;
     p5_slot *slots;
     int nslots;
+    /* Every weight buffer above (panels, biases, norm vectors, the embedding) is a piece of this one
+     * arena, allocated here or attached from packed weights (the packed-weights cache). */
+    tt_arena arena;
     size_t bytes;
 };
 
@@ -111,6 +116,7 @@ struct pi05_program {
     pi05_preset preset;
     tt_pool *pool;
     int nthreads;
+    tt_gemm_plan plan; /* the GEMM blocking by row count (tt_gemm_plan.h) */
     int max_prefix;
     int max_pos;
     float *rope_cos, *rope_sin; /* [max_pos][head_dim/2] */

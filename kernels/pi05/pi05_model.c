@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "../common/tt_attention.h"
+#include "../common/tt_arena.h"
 #include "../common/tt_cpu.h"
+#include "../common/tt_gemm_plan.h"
 #include "pi05_internal.h"
 
 _Static_assert(PI05_DT_F32 == (int)TT_F32 && PI05_DT_BF16 == (int)TT_BF16, "pi05 tensor dtypes are tt_dtype values");
@@ -140,12 +142,12 @@ static int fused_tt_dtype(const pi05_model *m, const p5_lin *l)
     return (m->prec == PI05_BF16 && !l->keep_f32) ? TT_BF16 : TT_F32;
 }
 
-/* Lays out a group of layers sharing one input (see p5_fused); in the fast paths allocates the
- * shared panel buffer (and bias) the parts are packed into. Returns 0 or -1 when out of memory. */
-static int fuse(pi05_model *m, p5_fused *f, p5_lin *a, p5_lin *b, p5_lin *c, int bias)
+/* Groups layers sharing one input (see p5_fused): their columns in the group's panels. */
+static void fuse(p5_fused *f, p5_lin *a, p5_lin *b, p5_lin *c, int bias)
 {
     p5_lin *parts[3] = {a, b, c};
     f->nparts = c ? 3 : 2;
+    f->has_bias = bias;
     int col = 0;
     for (int i = 0; i < f->nparts; i++) {
         f->part[i] = parts[i];
@@ -155,34 +157,92 @@ static int fuse(pi05_model *m, p5_fused *f, p5_lin *a, p5_lin *b, p5_lin *c, int
         f->ld = col + parts[i]->n;
         col += (parts[i]->n + TT_NR - 1) / TT_NR * TT_NR;
     }
-    if (m->prec == PI05_REF) return 0;
-    tt_dtype dt = (tt_dtype)fused_tt_dtype(m, a);
-    int k = a->k;
-    size_t bytes = tt_mat_bytes(dt, col, k);
-    f->buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    if (f->buf == NULL) return -1;
-    memset(f->buf, 0, bytes);
-    if (bias) {
-        f->bias = calloc((size_t)f->ld, sizeof(float));
-        if (f->bias == NULL) return -1;
-    }
-    f->mat = (tt_mat){.n = f->ld, .k = k, .npanels = col / TT_NR, .kp = dt == TT_BF16 ? (k + 1) & ~1 : k,
-                      .dtype = dt, .isa = m->isa, .panels = f->buf, .bias = f->bias, .owned = 0};
-    m->bytes += bytes + (bias ? (size_t)f->ld * sizeof(float) : 0);
-    return 0;
 }
 
-static int fuse_all(pi05_model *m)
+static void fuse_all(pi05_model *m)
 {
-    int rc = 0;
-    for (int i = 0; i < m->d.v_layers; i++) rc |= fuse(m, &m->vl[i].qkv, &m->vl[i].q, &m->vl[i].k, &m->vl[i].v, 1);
+    for (int i = 0; i < m->d.v_layers; i++) fuse(&m->vl[i].qkv, &m->vl[i].q, &m->vl[i].k, &m->vl[i].v, 1);
     for (int i = 0; i < m->d.l_layers; i++) {
-        rc |= fuse(m, &m->ll[i].qkv, &m->ll[i].q, &m->ll[i].k, &m->ll[i].v, 0);
-        rc |= fuse(m, &m->ll[i].gu, &m->ll[i].gate, &m->ll[i].up, NULL, 0);
-        rc |= fuse(m, &m->el[i].qkv, &m->el[i].q, &m->el[i].k, &m->el[i].v, 0);
-        rc |= fuse(m, &m->el[i].gu, &m->el[i].gate, &m->el[i].up, NULL, 0);
+        fuse(&m->ll[i].qkv, &m->ll[i].q, &m->ll[i].k, &m->ll[i].v, 0);
+        fuse(&m->ll[i].gu, &m->ll[i].gate, &m->ll[i].up, NULL, 0);
+        fuse(&m->el[i].qkv, &m->el[i].q, &m->el[i].k, &m->el[i].v, 0);
+        fuse(&m->el[i].gu, &m->el[i].gate, &m->el[i].up, NULL, 0);
     }
-    return rc;
+}
+
+/* Whether a layer runs inside its group's panels (the fast paths; PI05_REF runs parts one by one). */
+static int in_group(const pi05_model *m, const p5_lin *l) { return l->fused != NULL && m->prec != PI05_REF; }
+
+static size_t tensor_elems(const p5_slot *s)
+{
+    size_t count = 1;
+    for (int i = 0; i < s->ndim; i++) count *= (size_t)s->shape[i];
+    return count;
+}
+
+/* The version of what pi0.5 packs into its arena: bump it when the bytes packed for the same
+ * tensors change (rounding, panel order) while every piece keeps its name, offset and size. */
+enum { PI05_PACK_VERSION = 1 };
+
+/* Reserves every weight buffer in table order (tt_arena): a group's panels (and bias) at its first
+ * part, everything else at its own slot. */
+static void lay_out(pi05_model *m)
+{
+    tt_arena *a = &m->arena;
+    tt_arena_init(a, (uint64_t)PI05_PACK_VERSION << 32 | (uint64_t)m->prec << 16 | TT_NR);
+    for (int i = 0; i < m->nslots; i++) {
+        p5_slot *s = &m->slots[i];
+        size_t count = tensor_elems(s);
+        if (s->kind == P5_SLOT_EMBED) {
+            if (m->prec == PI05_BF16) tt_arena_reserve(a, (void **)&m->embed16, count * 2, s->name);
+            else tt_arena_reserve(a, (void **)&m->embed32, count * 4, s->name);
+        } else if (s->kind == P5_SLOT_VEC) {
+            tt_arena_reserve(a, (void **)s->dst, count * 4, s->name);
+        } else if (s->kind == P5_SLOT_LIN_B) {
+            p5_lin *l = s->dst;
+            if (!in_group(m, l)) tt_arena_reserve(a, (void **)&l->b, count * 4, s->name);
+        } else { /* LIN_W */
+            p5_lin *l = s->dst;
+            tt_dtype dt = (tt_dtype)fused_tt_dtype(m, l);
+            if (m->prec == PI05_REF) {
+                tt_arena_reserve(a, (void **)&l->w, count * 4, s->name);
+            } else if (l->fused) {
+                p5_fused *f = l->fused;
+                if (l->part == 0) {
+                    int cols = f->off[f->nparts - 1] + (f->part[f->nparts - 1]->n + TT_NR - 1) / TT_NR * TT_NR;
+                    tt_arena_reserve(a, &f->buf, tt_mat_bytes(dt, cols, l->k), s->name);
+                    if (f->has_bias) tt_arena_reserve(a, (void **)&f->bias, (size_t)f->ld * 4, s->name);
+                }
+            } else {
+                tt_arena_reserve(a, &l->mat.panels, tt_mat_bytes(dt, l->n, l->k), s->name);
+            }
+        }
+    }
+}
+
+/* Once the arena has an address: every packed matrix's header (a group's and each part's view of
+ * its columns), and each grouped part's bias inside its group's. */
+static void bind_mats(pi05_model *m)
+{
+    if (m->prec == PI05_REF) return;
+    for (int i = 0; i < m->nslots; i++) {
+        if (m->slots[i].kind != P5_SLOT_LIN_W) continue;
+        p5_lin *l = m->slots[i].dst;
+        tt_dtype dt = (tt_dtype)fused_tt_dtype(m, l);
+        if (l->fused) {
+            p5_fused *f = l->fused;
+            if (l->part == 0) {
+                tt_mat_view(&f->mat, f->buf, dt, m->isa, f->ld, l->k);
+                f->mat.bias = f->bias;
+            }
+            size_t off = (size_t)f->off[l->part] / TT_NR * (size_t)f->mat.kp * TT_NR * (dt == TT_BF16 ? 2 : 4);
+            tt_mat_view(&l->mat, (char *)f->buf + off, dt, m->isa, l->n, l->k);
+            if (f->has_bias) l->b = f->bias + f->off[l->part];
+        } else {
+            tt_mat_view(&l->mat, l->mat.panels, dt, m->isa, l->n, l->k);
+        }
+        l->mat.bias = l->b;
+    }
 }
 
 static int dims_ok(const pi05_dims *d, char *err, size_t n)
@@ -206,7 +266,8 @@ static int dims_ok(const pi05_dims *d, char *err, size_t n)
     return 1;
 }
 
-pi05_model *pi05_model_new(const pi05_dims *d, pi05_precision prec, int isa, char *err, size_t errlen)
+/* A model laid out (tensor table, groups, arena pieces) but without weight memory yet. */
+static pi05_model *model_layout(const pi05_dims *d, pi05_precision prec, int isa, char *err, size_t errlen)
 {
     if (!dims_ok(d, err, errlen)) return NULL;
     if (prec != PI05_REF && prec != PI05_F32 && prec != PI05_BF16) {
@@ -233,7 +294,9 @@ pi05_model *pi05_model_new(const pi05_dims *d, pi05_precision prec, int isa, cha
     m->slots = calloc((size_t)nmax, sizeof *m->slots);
     if (!m->vl || !m->ll || !m->el || !m->slots) goto oom;
     build_table(m);
-    if (fuse_all(m) != 0) goto oom;
+    fuse_all(m);
+    lay_out(m);
+    if (m->arena.oom) goto oom;
     return m;
 oom:
     p5_err(err, errlen, "out of memory");
@@ -241,35 +304,55 @@ oom:
     return NULL;
 }
 
-static void free_lin(p5_lin *l)
+pi05_model *pi05_model_new(const pi05_dims *d, pi05_precision prec, int isa, char *err, size_t errlen)
 {
-    l->mat.bias = NULL; /* owned by l->b */
-    tt_mat_free(&l->mat);
-    free(l->w);
-    free(l->b);
+    pi05_model *m = model_layout(d, prec, isa, err, errlen);
+    if (m == NULL) return NULL;
+    if (tt_arena_alloc(&m->arena) != 0) {
+        p5_err(err, errlen, "out of memory for %zu bytes of weights", m->arena.bytes);
+        pi05_model_free(m);
+        return NULL;
+    }
+    m->bytes = m->arena.bytes;
+    bind_mats(m);
+    return m;
 }
 
-static void free_fused(p5_fused *f)
+pi05_model *pi05_model_new_packed(const pi05_dims *d, pi05_precision prec, int isa, const void *packed,
+                                  size_t bytes, uint64_t layout_id, char *err, size_t errlen)
 {
-    free(f->buf);
-    free(f->bias);
+    pi05_model *m = model_layout(d, prec, isa, err, errlen);
+    if (m == NULL) return NULL;
+    if (m->arena.layout_id != layout_id) {
+        p5_err(err, errlen, "packed weights of layout %016llx, this build packs layout %016llx",
+               (unsigned long long)layout_id, (unsigned long long)m->arena.layout_id);
+        pi05_model_free(m);
+        return NULL;
+    }
+    if (tt_arena_attach(&m->arena, (void *)packed, bytes) != 0) {
+        p5_err(err, errlen, "packed weights of %zu bytes at %p, want %zu bytes 64-byte aligned", bytes, packed,
+               (m->arena.bytes + 4095) & ~(size_t)4095);
+        pi05_model_free(m);
+        return NULL;
+    }
+    m->bytes = m->arena.bytes;
+    bind_mats(m);
+    for (int i = 0; i < m->nslots; i++) m->slots[i].set = 1;
+    return m;
 }
+
+const void *pi05_model_packed(const pi05_model *m, size_t *bytes)
+{
+    *bytes = m->arena.bytes;
+    return m->arena.base;
+}
+
+uint64_t pi05_model_layout_id(const pi05_model *m) { return m->arena.layout_id; }
 
 void pi05_model_free(pi05_model *m)
 {
     if (m == NULL) return;
-    for (int i = 0; i < m->nslots; i++) {
-        p5_slot *s = &m->slots[i];
-        if (s->kind == P5_SLOT_LIN_W) free_lin(s->dst);
-        else if (s->kind == P5_SLOT_VEC) free(*(float **)s->dst);
-    }
-    free(m->embed32);
-    free(m->embed16);
-    for (int i = 0; m->vl && i < m->d.v_layers; i++) free_fused(&m->vl[i].qkv);
-    for (int i = 0; m->ll && m->el && i < m->d.l_layers; i++) {
-        free_fused(&m->ll[i].qkv), free_fused(&m->ll[i].gu);
-        free_fused(&m->el[i].qkv), free_fused(&m->el[i].gu);
-    }
+    tt_arena_free(&m->arena);
     free(m->vl);
     free(m->ll);
     free(m->el);
@@ -296,19 +379,36 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
     if (o < n) snprintf(buf + o, n - o, "]");
 }
 
-static float bf16_to_f32(uint16_t x) { return tt_bf16_to_f32(x); }
-
-/* fp32 copy of a tensor (F32 or BF16), or NULL when out of memory. */
-static float *to_f32(int dtype, const void *data, size_t count)
+/* dst[0:count] = the tensor as fp32 (F32 copied, BF16 widened). */
+static void to_f32_into(float *dst, int dtype, const void *data, size_t count)
 {
-    float *o = malloc(count * sizeof(float) + 1);
-    if (o == NULL) return NULL;
-    if (dtype == PI05_DT_F32) memcpy(o, data, count * sizeof(float));
+    if (dtype == PI05_DT_F32) memcpy(dst, data, count * sizeof(float));
     else
-        for (size_t i = 0; i < count; i++) o[i] = bf16_to_f32(((const uint16_t *)data)[i]);
-    return o;
+        for (size_t i = 0; i < count; i++) dst[i] = tt_bf16_to_f32(((const uint16_t *)data)[i]);
 }
 
+/* Packs a Linear weight into its panels (its own, or its columns of the group's). */
+static int pack_weight(pi05_model *m, p5_lin *l, int dtype, const void *data, size_t count)
+{
+    tt_dtype dt = (tt_dtype)fused_tt_dtype(m, l);
+    void *panels = l->mat.panels;
+    if (dt == TT_BF16 && dtype == PI05_DT_BF16) {
+        tt_mat_pack_bf16_into(&l->mat, panels, m->isa, data, l->k, l->n, l->k);
+    } else {
+        /* F32 sources are read in place unless misaligned (a file may put an F32 tensor at any byte) */
+        int direct = dtype == PI05_DT_F32 && ((uintptr_t)data & 3) == 0;
+        float *tmp = direct ? (float *)data : malloc(count * sizeof(float) + 1);
+        if (tmp == NULL) return -1;
+        if (!direct) to_f32_into(tmp, dtype, data, count);
+        tt_mat_pack_into(&l->mat, panels, dt, m->isa, tmp, l->k, 0, l->n, l->k);
+        if (!direct) free(tmp);
+    }
+    l->mat.bias = l->b;
+    return 0;
+}
+
+/* Tensors go to disjoint pieces of the arena, so calls for different tensors may run concurrently
+ * (the loader packs in parallel); `set` is written per slot only. */
 int pi05_model_set(pi05_model *m, const char *name, int dtype, const int64_t *shape, int ndim,
                    const void *data, char *err, size_t errlen)
 {
@@ -337,65 +437,35 @@ int pi05_model_set(pi05_model *m, const char *name, int dtype, const int64_t *sh
         p5_err(err, errlen, "tensor %s: dtype %d is neither F32 nor BF16", name, dtype);
         return PI05_ESHAPE;
     }
+    if (!m->arena.owned) {
+        p5_err(err, errlen, "tensor %s: the model was made from packed weights, it takes no tensors", name);
+        return PI05_EINVAL;
+    }
     if (s->set) {
         p5_err(err, errlen, "tensor %s given twice", name);
         return PI05_EINVAL;
     }
-    size_t count = 1;
-    for (int i = 0; i < ndim; i++) count *= (size_t)shape[i];
+    size_t count = tensor_elems(s);
 
     if (s->kind == P5_SLOT_EMBED) {
-        if (m->prec == PI05_BF16) {
-            m->embed16 = malloc(count * 2);
-            if (m->embed16 == NULL) goto oom;
-            if (dtype == PI05_DT_BF16) memcpy(m->embed16, data, count * 2);
-            else
-                for (size_t i = 0; i < count; i++) m->embed16[i] = tt_f32_to_bf16(((const float *)data)[i]);
-            m->bytes += count * 2;
-        } else {
-            if ((m->embed32 = to_f32(dtype, data, count)) == NULL) goto oom;
-            m->bytes += count * 4;
-        }
+        if (m->prec != PI05_BF16) to_f32_into(m->embed32, dtype, data, count);
+        else if (dtype == PI05_DT_BF16) memcpy(m->embed16, data, count * 2);
+        else
+            for (size_t i = 0; i < count; i++) m->embed16[i] = tt_f32_to_bf16(((const float *)data)[i]);
     } else if (s->kind == P5_SLOT_VEC) {
-        float **dst = s->dst;
-        if ((*dst = to_f32(dtype, data, count)) == NULL) goto oom;
-        m->bytes += count * 4;
+        to_f32_into(*(float **)s->dst, dtype, data, count);
     } else if (s->kind == P5_SLOT_LIN_B) {
-        p5_lin *l = s->dst;
-        if ((l->b = to_f32(dtype, data, count)) == NULL) goto oom;
-        l->mat.bias = l->b;
-        if (l->fused && l->fused->bias) memcpy(l->fused->bias + l->fused->off[l->part], l->b, count * sizeof(float));
-        m->bytes += count * 4;
+        to_f32_into(((p5_lin *)s->dst)->b, dtype, data, count);
     } else { /* LIN_W */
         p5_lin *l = s->dst;
-        if (m->prec == PI05_REF) {
-            if ((l->w = to_f32(dtype, data, count)) == NULL) goto oom;
-            m->bytes += count * 4;
-        } else {
-            tt_dtype dt = (tt_dtype)fused_tt_dtype(m, l);
-            /* F32 sources are read in place unless misaligned (a file may put an F32 tensor at any byte) */
-            int direct = dtype == PI05_DT_F32 && ((uintptr_t)data & 3) == 0;
-            float *tmp = direct ? (float *)data : to_f32(dtype, data, count);
-            if (tmp == NULL) goto oom;
-            int rc = 0;
-            if (l->fused) { /* into its columns of the group's panels */
-                size_t off = (size_t)l->fused->off[l->part] / TT_NR * (size_t)l->fused->mat.kp * TT_NR *
-                             (dt == TT_BF16 ? 2 : 4);
-                tt_mat_pack_into(&l->mat, (char *)l->fused->buf + off, dt, m->isa, tmp, l->k, 0, l->n, l->k);
-            } else {
-                rc = tt_mat_pack(&l->mat, dt, m->isa, tmp, l->k, 0, l->n, l->k, NULL);
-                m->bytes += tt_mat_bytes(dt, l->n, l->k);
-            }
-            if (tmp != data) free(tmp);
-            if (rc != 0) goto oom;
-            l->mat.bias = l->b;
+        if (m->prec == PI05_REF) to_f32_into(l->w, dtype, data, count);
+        else if (pack_weight(m, l, dtype, data, count) != 0) {
+            p5_err(err, errlen, "tensor %s: out of memory", name);
+            return PI05_ENOMEM;
         }
     }
     s->set = 1;
     return 0;
-oom:
-    p5_err(err, errlen, "tensor %s: out of memory", name);
-    return PI05_ENOMEM;
 }
 
 int pi05_model_ready(pi05_model *m, char *err, size_t errlen)
@@ -480,6 +550,7 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
         }
     }
     p->nthreads = tt_pool_threads(p->pool);
+    tt_gemm_plan_default(&p->plan);
     size_t T = (size_t)m->v_tokens, V = (size_t)pr->cams * T;
     size_t P = V + (size_t)pr->text_bucket, R = (size_t)pr->action_rows * (size_t)pr->max_batch;
     size_t hd = (size_t)d->head_dim, kvd = (size_t)d->kv_heads * hd, nsteps = PI05_MAX_STEPS;

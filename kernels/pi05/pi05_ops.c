@@ -58,7 +58,7 @@ void p5_linear(pi05_program *p, const p5_lin *l, const float *x, long ldx, float
                int accum)
 {
     if (!is_ref(p)) {
-        tt_gemm(p->pool, &l->mat, x, ldx, y, ldy, m, accum ? TT_GEMM_ACCUM : 0, p->gemm_ws);
+        tt_gemm(p->pool, &p->plan, &l->mat, x, ldx, y, ldy, m, accum ? TT_GEMM_ACCUM : 0, p->gemm_ws);
         return;
     }
     for (int i = 0; i < m; i++) {
@@ -77,7 +77,7 @@ void p5_linear(pi05_program *p, const p5_lin *l, const float *x, long ldx, float
 void p5_linear_fused(pi05_program *p, const p5_fused *f, const float *x, long ldx, float *y, int m)
 {
     if (!is_ref(p)) {
-        tt_gemm(p->pool, &f->mat, x, ldx, y, f->ld, m, 0, p->gemm_ws);
+        tt_gemm(p->pool, &p->plan, &f->mat, x, ldx, y, f->ld, m, 0, p->gemm_ws);
         return;
     }
     for (int i = 0; i < f->nparts; i++) p5_linear(p, f->part[i], x, ldx, y + f->off[i], f->ld, m, 0);

@@ -20,8 +20,10 @@
 #include <time.h>
 
 #include "rfdetr_weights.h"
+#include "tt_arena.h"
 #include "tt_attention.h"
 #include "tt_gemm.h"
+#include "tt_gemm_plan.h"
 #include "tt_ops.h"
 #include "tt_pool.h"
 
@@ -78,11 +80,19 @@ struct rfdetr {
     tt_isa isa;
     tt_pool *pool;
     int nthreads;
+    tt_gemm_plan plan; /* the GEMM blocking by row count (tt_gemm_plan.h) */
     unsigned char *set; /* per flat weight index */
     int finished;
 
-    /* weights */
-    float cls[RFDETR_DIM];
+    /* weights: every buffer is a piece of one arena (tt_arena), allocated here or attached from
+     * packed weights (the packed-weights cache); mats lists the packed matrices for their headers */
+    tt_arena arena;
+    struct {
+        tt_mat *m;
+        int n, k;
+    } mats[128];
+    int nmats;
+    float *cls;     /* [384] */
     float *pos_raw; /* [POS_ROWS][384] */
     float *pos;     /* [1601][384] resized at finish */
     tt_mat patch;
@@ -192,43 +202,35 @@ static float *falloc(long n)
     return p;
 }
 
-static int ln_alloc(ln_p *l, int n)
+/* Weight pieces of the arena: a packed matrix (panels, and its bias), a LayerNorm, a vector. */
+static void mat_reserve(rfdetr *p, tt_mat *m, int n, int k, int bias, const char *name)
 {
-    l->w = falloc(n);
-    l->b = falloc(n);
-    return l->w && l->b ? 0 : -1;
+    tt_arena_reserve(&p->arena, &m->panels, tt_mat_bytes(p->dtype, n, k), name);
+    if (bias) tt_arena_reserve(&p->arena, (void **)&m->bias, (size_t)n * sizeof(float), name);
+    if (p->nmats < (int)(sizeof p->mats / sizeof p->mats[0])) p->mats[p->nmats].m = m, p->mats[p->nmats].n = n, p->mats[p->nmats].k = k;
+    p->nmats++;
 }
 
-static void ln_free(ln_p *l)
+static void ln_reserve(rfdetr *p, ln_p *l, int n, const char *name)
 {
-    free(l->w);
-    free(l->b);
+    tt_arena_reserve(&p->arena, (void **)&l->w, (size_t)n * sizeof(float), name);
+    tt_arena_reserve(&p->arena, (void **)&l->b, (size_t)n * sizeof(float), name);
 }
 
-rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
+/* The version of what RF-DETR packs into its arena: bump it when the bytes packed for the same
+ * tensors change (rounding, panel order, folding) while every piece keeps its name, offset and size. */
+enum { RFDETR_PACK_VERSION = 1 };
+
+/* Lays out every weight in a fixed order (the arena's pieces). */
+static int lay_out(rfdetr *p)
 {
-    rfdetr *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->precision = precision;
-    p->dtype = precision == RFDETR_BF16 ? TT_BF16 : TT_F32;
-    p->isa = isa;
-    p->pool = tt_pool_create(nthreads);
-    if (!p->pool) {
-        free(p);
-        return NULL;
-    }
-    p->nthreads = tt_pool_threads(p->pool);
-    for (int k = 0; k < RFDETR_HIDDEN / 2; k++)
-        p->dim_t[k] = powf(SINE_TEMPERATURE, (float)(2 * (k / 2)) / (RFDETR_HIDDEN / 2));
-    int ok = 1;
-    tt_dtype dt = p->dtype;
-#define MAT(m, n, k, bias) ok &= tt_mat_alloc(&(m), dt, isa, (n), (k), (bias)) == 0
-#define LN(l, n) ok &= ln_alloc(&(l), (n)) == 0
-#define BUF(b, n) ok &= ((b) = falloc(n)) != NULL
-    p->set = calloc((size_t)flat_count(), 1);
-    ok &= p->set != NULL;
-    BUF(p->pos_raw, (long)POS_ROWS * RFDETR_DIM);
-    BUF(p->pos, (RFDETR_TOKENS + 1L) * RFDETR_DIM);
+    tt_arena_init(&p->arena, (uint64_t)RFDETR_PACK_VERSION << 32 | (uint64_t)p->precision << 16 | TT_NR);
+#define MAT(m, n, k, bias) mat_reserve(p, &(m), (n), (k), (bias), #m)
+#define LN(l, n) ln_reserve(p, &(l), (n), #l)
+#define VEC(b, n) tt_arena_reserve(&p->arena, (void **)&(b), (size_t)(n) * sizeof(float), #b)
+    VEC(p->cls, RFDETR_DIM);
+    VEC(p->pos_raw, (long)POS_ROWS * RFDETR_DIM);
+    VEC(p->pos, (RFDETR_TOKENS + 1L) * RFDETR_DIM);
     MAT(p->patch, RFDETR_DIM, 3 * PATCH * PATCH, 1);
     for (int l = 0; l < NBL; l++) {
         bb_layer *L = &p->L[l];
@@ -277,9 +279,47 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
     MAT(p->bb_head[0], RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
     MAT(p->bb_head[1], RFDETR_HIDDEN, RFDETR_HIDDEN, 1);
     MAT(p->bb_head[2], 4, RFDETR_HIDDEN, 1);
-    BUF(p->refpoint, RFDETR_QUERIES * 4L);
-    BUF(p->query, RFDETR_QUERIES * (long)RFDETR_HIDDEN);
+    VEC(p->refpoint, RFDETR_QUERIES * 4L);
+    VEC(p->query, RFDETR_QUERIES * (long)RFDETR_HIDDEN);
+#undef MAT
+#undef LN
+#undef VEC
+    return p->arena.oom || p->nmats > (int)(sizeof p->mats / sizeof p->mats[0]) ? -1 : 0;
+}
 
+/* Once the arena has an address: every packed matrix's header (its bias piece kept). */
+static void bind_mats(rfdetr *p)
+{
+    for (int i = 0; i < p->nmats; i++) {
+        tt_mat *m = p->mats[i].m;
+        float *bias = m->bias;
+        tt_mat_view(m, m->panels, p->dtype, p->isa, p->mats[i].n, p->mats[i].k);
+        m->bias = bias;
+    }
+}
+
+/* A program with its pool, scratch and weight layout, the weights not yet allocated. */
+static rfdetr *create(rfdetr_precision precision, int nthreads, tt_isa isa)
+{
+    rfdetr *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->precision = precision;
+    p->dtype = precision == RFDETR_BF16 ? TT_BF16 : TT_F32;
+    p->isa = isa;
+    p->pool = tt_pool_create(nthreads);
+    if (!p->pool) {
+        free(p);
+        return NULL;
+    }
+    p->nthreads = tt_pool_threads(p->pool);
+    tt_gemm_plan_default(&p->plan);
+    for (int k = 0; k < RFDETR_HIDDEN / 2; k++)
+        p->dim_t[k] = powf(SINE_TEMPERATURE, (float)(2 * (k / 2)) / (RFDETR_HIDDEN / 2));
+    int ok = lay_out(p) == 0;
+    tt_dtype dt = p->dtype;
+#define BUF(b, n) ok &= ((b) = falloc(n)) != NULL
+    p->set = calloc((size_t)flat_count(), 1);
+    ok &= p->set != NULL;
     const long T = RFDETR_TOKENS, Q = RFDETR_QUERIES, H = RFDETR_HIDDEN;
     BUF(p->im2col, T * 9 * C_HALF);
     BUF(p->x, (long)SEQ * RFDETR_DIM);
@@ -325,8 +365,6 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
     if (tt_attention_ws_bytes(&p->attn_dec) > aws) aws = tt_attention_ws_bytes(&p->attn_dec);
     p->attn_ws = aligned_alloc(64, (aws + 63) & ~(size_t)63);
     ok &= p->attn_ws != NULL;
-#undef MAT
-#undef LN
 #undef BUF
     if (!ok) {
         rfdetr_free(p);
@@ -335,37 +373,72 @@ rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
     return p;
 }
 
+rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa)
+{
+    rfdetr *p = create(precision, nthreads, isa);
+    if (p == NULL) return NULL;
+    if (tt_arena_alloc(&p->arena) != 0) {
+        rfdetr_free(p);
+        return NULL;
+    }
+    bind_mats(p);
+    return p;
+}
+
+rfdetr *rfdetr_new_packed(rfdetr_precision precision, int nthreads, tt_isa isa, const void *packed, size_t bytes,
+                          uint64_t layout_id, char *err, size_t errlen)
+{
+    rfdetr *p = create(precision, nthreads, isa);
+    if (p == NULL) {
+        snprintf(err, errlen, "out of memory or cannot start threads");
+        return NULL;
+    }
+    if (p->arena.layout_id != layout_id) {
+        snprintf(err, errlen, "packed weights of layout %016llx, this build packs layout %016llx",
+                 (unsigned long long)layout_id, (unsigned long long)p->arena.layout_id);
+        rfdetr_free(p);
+        return NULL;
+    }
+    if (tt_arena_attach(&p->arena, (void *)packed, bytes) != 0) {
+        snprintf(err, errlen, "packed weights of %zu bytes, want %zu bytes 64-byte aligned", bytes,
+                 (p->arena.bytes + 4095) & ~(size_t)4095);
+        rfdetr_free(p);
+        return NULL;
+    }
+    bind_mats(p);
+    memset(p->set, 1, (size_t)flat_count());
+    p->finished = 1; /* the resized position table is part of the packed weights */
+    return p;
+}
+
+uint64_t rfdetr_layout_id_for(rfdetr_precision precision)
+{
+    rfdetr *p = calloc(1, sizeof *p);
+    if (!p) return 0;
+    p->precision = precision;
+    p->dtype = precision == RFDETR_BF16 ? TT_BF16 : TT_F32;
+    uint64_t id = lay_out(p) == 0 ? p->arena.layout_id : 0;
+    tt_arena_free(&p->arena);
+    free(p);
+    return id;
+}
+
+const void *rfdetr_packed(const rfdetr *p, size_t *bytes)
+{
+    *bytes = p->arena.bytes;
+    return p->arena.base;
+}
+
+uint64_t rfdetr_layout_id(const rfdetr *p) { return p->arena.layout_id; }
+
 void rfdetr_free(rfdetr *p)
 {
     if (!p) return;
     tt_pool_destroy(p->pool);
-    tt_mat_free(&p->patch);
-    for (int l = 0; l < NBL; l++) {
-        bb_layer *L = &p->L[l];
-        ln_free(&L->n1), ln_free(&L->n2);
-        tt_mat_free(&L->qkv), tt_mat_free(&L->dense), tt_mat_free(&L->fc1), tt_mat_free(&L->fc2);
-    }
-    ln_free(&p->bb_ln);
-    tt_mat_free(&p->cv1), tt_mat_free(&p->cv2);
-    ln_free(&p->cv1n), ln_free(&p->cv2n), ln_free(&p->pln);
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 2; j++) tt_mat_free(&p->m[i][j]), ln_free(&p->mn[i][j]);
-    tt_mat_free(&p->enc_out), tt_mat_free(&p->enc_cls);
-    for (int i = 0; i < 3; i++) tt_mat_free(&p->enc_bb[i]), tt_mat_free(&p->bb_head[i]);
-    ln_free(&p->enc_norm);
-    tt_mat_free(&p->rph[0]), tt_mat_free(&p->rph[1]);
-    for (int l = 0; l < NDL; l++) {
-        dec_layer *D = &p->D[l];
-        tt_mat_free(&D->sa_qk), tt_mat_free(&D->sa_v), tt_mat_free(&D->sa_out), tt_mat_free(&D->off_aw);
-        tt_mat_free(&D->value), tt_mat_free(&D->out), tt_mat_free(&D->l1), tt_mat_free(&D->l2);
-        ln_free(&D->n1), ln_free(&D->n2), ln_free(&D->n3);
-    }
-    ln_free(&p->dnorm);
-    tt_mat_free(&p->cls_head);
-    float *bufs[] = {p->pos_raw, p->pos, p->refpoint, p->query, p->im2col, p->x, p->xn, p->qkv, p->att,
-                     p->mlp, p->taps, p->y, p->t128, p->mem, p->enc_q, p->enc_t1, p->enc_t2,
-                     p->enc_cls_out, p->enc_box, p->score, p->topk, p->ref, p->sine, p->qpos, p->tgt,
-                     p->tq, p->sa, p->ca, p->hs, p->t300, p->dqkv, p->val, p->offaw, p->delta};
+    tt_arena_free(&p->arena);
+    float *bufs[] = {p->im2col, p->x, p->xn, p->qkv, p->att, p->mlp, p->taps, p->y, p->t128, p->mem, p->enc_q,
+                     p->enc_t1, p->enc_t2, p->enc_cls_out, p->enc_box, p->score, p->topk, p->ref, p->sine, p->qpos,
+                     p->tgt, p->tq, p->sa, p->ca, p->hs, p->t300, p->dqkv, p->val, p->offaw, p->delta};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(p->order);
     free(p->forced);
@@ -404,6 +477,12 @@ int rfdetr_set_weight(rfdetr *p, int i, const float *d, int rows, char *err, siz
     int l;
     if (flat_lookup(i, &k, &l) != 0) {
         snprintf(err, errlen, "weight index %d out of range", i);
+        return -1;
+    }
+    if (!p->arena.owned) {
+        char name[160];
+        rfdetr_weight_name(i, name, sizeof name);
+        snprintf(err, errlen, "%s: the program was made from packed weights, it takes no tensors", name);
         return -1;
     }
     if (wtable[k].min_rows && rows < wtable[k].min_rows) {
@@ -657,6 +736,7 @@ static void resize_pos(rfdetr *p)
 
 int rfdetr_finish(rfdetr *p, char *err, size_t errlen)
 {
+    if (!p->arena.owned) return 0; /* packed weights: finished when made */
     int n = flat_count();
     for (int i = 0; i < n; i++) {
         if (!p->set[i]) {
@@ -684,7 +764,7 @@ static double now_s(void)
 static void bb_gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m, int flags)
 {
     double t0 = now_s();
-    tt_gemm(p->pool, w, a, lda, c, ldc, m, flags, p->gemm_ws);
+    tt_gemm(p->pool, &p->plan, w, a, lda, c, ldc, m, flags, p->gemm_ws);
     p->timing.backbone_gemm += now_s() - t0;
     p->timing.backbone_gemm_flops += 2.0 * m * w->n * w->k;
     p->timing.flops += 2.0 * m * w->n * w->k;
@@ -692,7 +772,7 @@ static void bb_gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float 
 
 static void gemm(rfdetr *p, const tt_mat *w, const float *a, long lda, float *c, long ldc, int m, int flags)
 {
-    tt_gemm(p->pool, w, a, lda, c, ldc, m, flags, p->gemm_ws);
+    tt_gemm(p->pool, &p->plan, w, a, lda, c, ldc, m, flags, p->gemm_ws);
     p->timing.flops += 2.0 * m * w->n * w->k;
 }
 
@@ -1109,6 +1189,37 @@ int rfdetr_force_selection(rfdetr *p, const int *tokens)
 }
 
 void rfdetr_last_timing(const rfdetr *p, rfdetr_timing *t) { *t = p->timing; }
+
+/* ---------- GEMM plan ---------- */
+
+int rfdetr_plan(const rfdetr *p, char *buf, size_t len) { return tt_gemm_plan_format(&p->plan, buf, len); }
+
+int rfdetr_set_plan(rfdetr *p, const char *plan, char *err, size_t errlen)
+{
+    tt_gemm_plan pl;
+    if (tt_gemm_plan_parse(&pl, plan, err, errlen) != 0) return -1;
+    p->plan = pl;
+    return 0;
+}
+
+/* Two classes: m <= 300 (the decoder and heads over the 300 queries), tuned on the first decoder
+ * layer's FFN; every larger m (the backbone's 1616 rows, the projector's 1600), tuned on the first
+ * backbone layer's MLP. Both GEMMs of a class whole: RF-DETR's are small enough. */
+int rfdetr_tune(rfdetr *p, int reps)
+{
+    if (reps < 1) reps = 3;
+    const int C = RFDETR_DIM, H = RFDETR_HIDDEN;
+    tt_gemm_plan plan = {.n = 2, .max_rows = {RFDETR_QUERIES}};
+    plan.b[0] = plan.b[1] = p->plan.b[p->plan.n - 1];
+    const dec_layer *D = &p->D[0];
+    tt_tune_gemm dec[2] = {{&D->l1, p->tgt, H, p->mlp, DFF, p->gemm_ws}, {&D->l2, p->mlp, DFF, p->t300, H, p->gemm_ws}};
+    int timed = tt_gemm_tune(p->pool, &plan.b[0], dec, 2, RFDETR_QUERIES, reps);
+    const bb_layer *L = &p->L[0];
+    tt_tune_gemm bb[2] = {{&L->fc1, p->xn, C, p->mlp, MLP, p->gemm_ws}, {&L->fc2, p->mlp, MLP, p->x, C, p->gemm_ws}};
+    timed += tt_gemm_tune(p->pool, &plan.b[1], bb, 2, SEQ, reps);
+    p->plan = plan;
+    return timed;
+}
 
 long rfdetr_stage_size(rfdetr_stage s)
 {

@@ -62,6 +62,21 @@ int rfdetr_weight_min_rows(int i);
  * tt_cpu_best_isa(); TT_ISA_SCALAR gives the reference path). */
 rfdetr *rfdetr_new(rfdetr_precision precision, int nthreads, tt_isa isa);
 
+/* A finished program over packed weights already in memory (a mapped cache file): `packed` holds
+ * the `bytes` bytes rfdetr_packed gave for a program of the same precision, layout_id the id it was
+ * written with; they are never written and must outlive the program. No weight is set. NULL with
+ * the reason in err on a layout or size mismatch (or out of memory). */
+rfdetr *rfdetr_new_packed(rfdetr_precision precision, int nthreads, tt_isa isa, const void *packed, size_t bytes,
+                          uint64_t layout_id, char *err, size_t errlen);
+
+/* The packed weights of a finished program as one block (the same bytes whatever the order they
+ * were set in, the resized position table included), and the id of their layout: what a
+ * packed-weights cache file holds. */
+const void *rfdetr_packed(const rfdetr *p, size_t *bytes);
+uint64_t rfdetr_layout_id(const rfdetr *p);
+/* The layout id a program of this precision packs, without making one (0: out of memory). */
+uint64_t rfdetr_layout_id_for(rfdetr_precision precision);
+
 /* data holds the tensor in row-major fp32 with the shape of the table (for a
  * min_rows tensor, `rows` rows). Returns 0, or -1 with a message in err. */
 int rfdetr_set_weight(rfdetr *p, int i, const float *data, int rows, char *err, size_t errlen);
@@ -99,6 +114,15 @@ typedef struct {
     double flops;               /* multiply-adds x 2 in all GEMMs and attention matmuls */
 } rfdetr_timing;
 void rfdetr_last_timing(const rfdetr *p, rfdetr_timing *t);
+
+/* GEMM blocking, as pi0.5's (kernels/common/tt_gemm_plan.h): the program starts with the blocking
+ * derived from this CPU's L1 data cache; rfdetr_tune times candidate blockings on its own weights at
+ * the decoder's 300 rows and the backbone's 1616 and keeps the fastest per class (a few hundred ms);
+ * the text form carries a tuned plan to the next start. Results are bit-identical under every plan.
+ * set_plan: 0, or -1 with the reason in err; tune: the number of timings made. */
+int rfdetr_plan(const rfdetr *p, char *buf, size_t len);
+int rfdetr_set_plan(rfdetr *p, const char *plan, char *err, size_t errlen);
+int rfdetr_tune(rfdetr *p, int reps);
 
 int rfdetr_threads(const rfdetr *p);
 void rfdetr_free(rfdetr *p);

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -128,11 +130,12 @@ func OpenCheckpoint(dir string, cfg PolicyConfig) (*Checkpoint, error) {
 func (c *Checkpoint) Close() error { return c.file.Close() }
 
 // Each hands every expected tensor to fn (its lerobot name, dtype F32 or BF16, shape and raw
-// little-endian bytes), largest first, and drops the tensor's pages of the mapping right after fn
-// returns: fn must copy (pack) what it keeps. So the resident set is the packed weights plus one
-// source tensor, and the big embedding table is in flight while little else is packed. Progress
-// is logged every few seconds.
-func (c *Checkpoint) Each(ctx context.Context, log *slog.Logger, fn func(name, dtype string, shape []int, raw []byte) error) error {
+// little-endian bytes), largest first, from `workers` goroutines at once (<= 0: GOMAXPROCS), so fn
+// must be safe for concurrent calls on different tensors. The tensor's pages of the mapping are
+// dropped right after fn returns: fn must copy (pack) what it keeps. So the resident set is the
+// packed weights plus one source tensor per worker, and the big embedding table is in flight while
+// little else is packed. Progress is logged every few seconds; the first error stops the walk.
+func (c *Checkpoint) Each(ctx context.Context, log *slog.Logger, workers int, fn func(name, dtype string, shape []int, raw []byte) error) error {
 	type item struct {
 		name, file string
 		info       safetensors.TensorInfo
@@ -151,29 +154,71 @@ func (c *Checkpoint) Each(ctx context.Context, log *slog.Logger, fn func(name, d
 		}
 		return items[i].name < items[j].name
 	})
-	var done int64
-	last := time.Now()
-	for i, it := range items {
-		err := ctx.Err()
-		var raw []byte
-		if err == nil {
-			raw, err = c.file.Bytes(it.file)
-		}
-		if err == nil {
-			err = fn(it.name, string(it.info.DType), it.info.Shape, raw)
-		}
-		if err != nil {
-			return err
-		}
-		dropPages(raw)
-		done += int64(len(raw))
-		if time.Since(last) > 2*time.Second || i == len(items)-1 {
-			log.Info("pi05 loading weights", "tensors", fmt.Sprintf("%d/%d", i+1, len(items)),
-				"gb", fmt.Sprintf("%.2f/%.2f", float64(done)/1e9, float64(total)/1e9))
-			last = time.Now()
-		}
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
 	}
-	return nil
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan item)
+	var (
+		mu       sync.Mutex
+		firstErr error
+		done     int64
+		count    int
+		last     = time.Now()
+		wg       sync.WaitGroup
+		doOne    = func(it item) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			raw, err := c.file.Bytes(it.file)
+			if err == nil {
+				err = fn(it.name, string(it.info.DType), it.info.Shape, raw)
+			}
+			if err != nil {
+				return err
+			}
+			dropPages(raw)
+			mu.Lock()
+			defer mu.Unlock()
+			done += int64(len(raw))
+			count++
+			if time.Since(last) > 2*time.Second || count == len(items) {
+				log.Info("pi05 loading weights", "tensors", fmt.Sprintf("%d/%d", count, len(items)),
+					"gb", fmt.Sprintf("%.2f/%.2f", float64(done)/1e9, float64(total)/1e9), "workers", workers)
+				last = time.Now()
+			}
+			return nil
+		}
+	)
+	for range min(workers, max(len(items), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range next {
+				if err := doOne(it); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- it
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
 }
 
 // dropPages tells the kernel the mapped source bytes are no longer needed, so they leave the

@@ -1,8 +1,10 @@
 // Command pi05bench times the pi0.5 CPU megakernels on a checkpoint made by
-// tools/reference/pi05.py (random weights, real names) and, in the same run, the PyTorch
-// reference's bf16 sample: VISION, PREFIX, one EXPERT step, the whole sample, PREFIX GFLOP/s
-// against the measured bf16 peak, peak RSS against the packed weights, a prefix-cache hit against a
-// miss, and batched-EXPERT throughput. `make bench-pi05` runs it; docs/PERFORMANCE.md records the results.
+// tools/reference/pi05.py (random weights, real names) against, in the same run, the strongest
+// PyTorch 1.13 peer (tools/reference/pi05_peer.py): VISION, PREFIX, one EXPERT step and the whole
+// sample, each side's GFLOP/s as a share of the bf16 peak measured in this run, the ratios, peak
+// RSS against the packed weights; then a prefix-cache hit against a miss and batched-EXPERT
+// throughput. It prints one table (and -json FILE writes everything). `make bench-pi05` runs it;
+// docs/PERFORMANCE.md records the results.
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand"
@@ -36,25 +39,33 @@ type options struct {
 	threads, cams, tokens, horizon int
 	steps, reps                    int
 	batches                        string
-	torch                          bool
+	peer                           bool
 	python                         string
+	cache, tune, jsonOut           string
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.weights, "weights", "", "checkpoint directory (model.safetensors + config.json)")
-	flag.IntVar(&o.threads, "threads", 2, "kernel threads")
-	flag.IntVar(&o.cams, "cams", 2, "cameras")
-	flag.IntVar(&o.tokens, "tokens", 128, "prompt bucket (all tokens real)")
+	flag.IntVar(&o.threads, "threads", 2, "kernel threads (and the peer's)")
+	flag.IntVar(&o.cams, "cams", 2, "cameras, all present")
+	flag.IntVar(&o.tokens, "tokens", 128, "real prompt tokens (the prompt bucket is the smallest that holds them)")
 	flag.IntVar(&o.horizon, "horizon", 50, "action horizon")
 	flag.IntVar(&o.steps, "steps", 10, "denoising steps")
-	flag.IntVar(&o.reps, "reps", 3, "repetitions (the median is reported)")
+	flag.IntVar(&o.reps, "reps", 3, "timed repetitions after one warm-up (best and median reported)")
 	flag.StringVar(&o.batches, "batches", "1,2,4,8", "batched-expert sizes")
-	flag.BoolVar(&o.torch, "torch", true, "also time the PyTorch reference (bf16) in this run")
-	flag.StringVar(&o.python, "python", "/usr/bin/python3", "python with torch for the reference")
+	flag.BoolVar(&o.peer, "peer", true, "also time the PyTorch peer (tools/reference/pi05_peer.py) in this run")
+	flag.StringVar(&o.python, "python", "/usr/bin/python3", "python with torch for the peer")
+	flag.StringVar(&o.cache, "cache", "", "packed-weights cache folder: load from it when it holds this checkpoint (else pack and keep); empty packs from safetensors")
+	flag.StringVar(&o.tune, "tune", "always", "GEMM plan: always (tune on this run's machine), auto (a kept plan from -cache), off (derived from the L1 size)")
+	flag.StringVar(&o.jsonOut, "json", "", "also write every number as JSON to this file")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: pi05bench -weights DIR [flags]\n\nexample: go run ./tools/pi05bench -weights build/pi05-bench -cams 3 -tokens 20")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	if o.weights == "" {
-		fmt.Fprintln(os.Stderr, "pi05bench: -weights DIR is required")
+		flag.Usage()
 		os.Exit(2)
 	}
 	if err := run(context.Background(), o); err != nil {
@@ -63,40 +74,40 @@ func main() {
 	}
 }
 
-// report is what the run prints as JSON (one object) at the end. GFLOP/s and ratios use the best
-// times; the medians show how much the shared machine disturbed the run.
+// report is every number of a run. GFLOP/s and ratios use the best times; the medians show how
+// much a shared machine disturbed the run.
 type report struct {
-	Weights         string             `json:"weights"`
-	Dims            arch.Dims          `json:"dims"`
-	ISA             string             `json:"isa"`
-	Threads         int                `json:"threads"`
-	Cams            int                `json:"cams"`
-	Tokens          int                `json:"tokens"`
-	Horizon         int                `json:"horizon"`
-	Steps           int                `json:"steps"`
-	PrefixLen       int                `json:"prefix_len"`
-	LoadAvg         string             `json:"loadavg_at_start"`
-	PeakBF16GFLOPS  float64            `json:"peak_bf16_gflops"`
-	PeakPerCPU      float64            `json:"peak_bf16_gflops_per_cpu_s"`
-	LoadS           float64            `json:"load_s"`
-	PackedBytes     int64              `json:"packed_bytes"`
-	PeakRSSBytes    int64              `json:"peak_rss_bytes"`
-	RSSOverPacked   float64            `json:"peak_rss_over_packed"`
-	Vision          timing             `json:"vision"`
-	Prefix          timing             `json:"prefix"`
-	PrefixGFLOPS    float64            `json:"prefix_gflops"`
-	PrefixVisGFLOPS float64            `json:"prefix_with_vision_gflops"`
-	PrefixVisOfPeak float64            `json:"prefix_with_vision_of_peak"`
-	PrefixVisPerCPU float64            `json:"prefix_with_vision_gflops_per_cpu_s"`
-	PrefixVisOfCPU  float64            `json:"prefix_with_vision_per_cpu_of_peak_per_cpu"`
-	Step            timing             `json:"expert_step"`
-	StepGFLOPS      float64            `json:"expert_step_gflops"`
-	Expert          timing             `json:"expert_all_steps"`
-	SampleBestMS    float64            `json:"sample_best_ms"`
-	SampleMedianMS  float64            `json:"sample_median_ms"`
-	PrefixCache     prefixCacheResult  `json:"prefix_cache"`
-	Batched         []batchResult      `json:"batched"`
-	Torch           map[string]float64 `json:"torch,omitempty"`
+	Weights        string             `json:"weights"`
+	CPU            string             `json:"cpu"`
+	Dims           arch.Dims          `json:"dims"`
+	ISA            string             `json:"isa"`
+	Plan           string             `json:"gemm_plan"`
+	Threads        int                `json:"threads"`
+	Cams           int                `json:"cams"`
+	Tokens         int                `json:"tokens"`
+	Bucket         int                `json:"bucket"`
+	Horizon        int                `json:"horizon"`
+	Steps          int                `json:"steps"`
+	PrefixLen      int                `json:"prefix_len"`
+	LoadAvg        string             `json:"loadavg_at_start"`
+	PeakBF16GFLOPS float64            `json:"peak_bf16_gflops"`
+	PeakPerCPU     float64            `json:"peak_bf16_gflops_per_cpu_s"`
+	LoadS          float64            `json:"load_s"`
+	PackedBytes    int64              `json:"packed_bytes"`
+	PeakRSSBytes   int64              `json:"peak_rss_bytes"`
+	Flops          map[string]float64 `json:"flops"` // per stage: vision, prefix, expert_step, sample
+	Ours           map[string]timing  `json:"ours"`
+	PrefixCache    prefixCacheResult  `json:"prefix_cache"`
+	Batched        []batchResult      `json:"batched"`
+	Peer           *peerResult        `json:"peer,omitempty"`
+}
+
+// timing is the wall time of reps runs in ms: the best (on a shared machine, the closest to the
+// uncontended speed), the median, and the least process CPU time of a run.
+type timing struct {
+	Best   float64 `json:"best_ms"`
+	Median float64 `json:"median_ms"`
+	CPU    float64 `json:"cpu_ms"`
 }
 
 // prefixCacheResult is the exact prefix cache at this width: a miss runs VISION, PREFIX and saves
@@ -116,48 +127,93 @@ type batchResult struct {
 	Packed       timing  `json:"packed"`
 	Exact        timing  `json:"exact"`
 	PerRequestMS float64 `json:"packed_per_request_best_ms"`
-	RequestsPerS float64 `json:"packed_request_steps_per_s"`
 	StepGFLOPS   float64 `json:"packed_gflops"`
+}
+
+// peerResult is what pi05_peer.py bench printed.
+type peerResult struct {
+	Config       string            `json:"config"`
+	LoadS        float64           `json:"load_s"`
+	PeakRSSBytes int64             `json:"peak_rss_bytes"`
+	Times        map[string]timing `json:"times"`
+}
+
+// stages in table order: the key, the label.
+var stages = [][2]string{
+	{"vision", "VISION"}, {"prefix", "PREFIX"}, {"vision_prefix", "VISION + PREFIX"},
+	{"expert_step", "one EXPERT step"}, {"sample", "whole sample"},
 }
 
 func progress(format string, a ...any) { fmt.Fprintf(os.Stderr, "pi05bench: "+format+"\n", a...) }
 
 func run(ctx context.Context, o options) error {
-	rep := report{Weights: o.weights, Threads: o.threads, Cams: o.cams, Tokens: o.tokens, Horizon: o.horizon, Steps: o.steps}
+	bucket, err := pi05.SelectPromptBucket(o.cams, o.tokens, 0)
+	if err != nil {
+		return err
+	}
+	rep := report{Weights: o.weights, CPU: native.CPUModel(), Threads: o.threads, Cams: o.cams, Tokens: o.tokens,
+		Bucket: bucket, Horizon: o.horizon, Steps: o.steps, Ours: map[string]timing{}, Flops: map[string]float64{}}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		rep.LoadAvg = strings.TrimSpace(string(b))
 	}
 	rep.PeakBF16GFLOPS, rep.PeakPerCPU = peakBF16(o.threads)
-	progress("measured bf16 peak %.0f GFLOP/s on %d threads, %.0f GFLOP per CPU-second (load average %s)",
+	progress("bf16 peak %.0f GFLOP/s on %d threads (%.0f per CPU-second), load average %s",
 		rep.PeakBF16GFLOPS, o.threads, rep.PeakPerCPU, rep.LoadAvg)
 
 	t0 := time.Now()
-	m, err := load(ctx, o.weights)
+	k, m, err := load(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
 	rep.LoadS = time.Since(t0).Seconds()
 	rep.Dims, rep.ISA, rep.PackedBytes = m.Dims(), m.ISA(), m.Bytes()
 	progress("loaded %.2f GB packed in %.1f s (%s)", float64(rep.PackedBytes)/1e9, rep.LoadS, rep.ISA)
 
-	maxNB := 1
+	if err := measure(o, m, &rep); err != nil {
+		_ = k.Close()
+		return err
+	}
+	rep.PeakRSSBytes = peakRSS()
+	if err := k.Close(); err != nil {
+		return err
+	}
+	if o.peer {
+		runtime.GC()
+		if rep.Peer, err = peerBench(ctx, o); err != nil {
+			return err
+		}
+	}
+	printTable(os.Stdout, &rep)
+	if o.jsonOut != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measure runs every stage of one request (and the batched and prefix-cache extras) on a program
+// of m with the GEMM plan -tune asks for.
+func measure(o options, m *native.Pi05Model, rep *report) error {
 	nbs, err := parseInts(o.batches)
 	if err != nil {
 		return err
 	}
-	for _, n := range nbs {
-		maxNB = max(maxNB, n)
-	}
-	rows := 64
-	if o.horizon <= 32 {
-		rows = 32
-	}
-	prog, err := m.NewProgram(arch.Preset{Cams: o.cams, TextBucket: o.tokens, ActionRows: rows, MaxBatch: maxNB}, o.threads)
+	maxNB := slicesMax(nbs)
+	preset := arch.Preset{Cams: o.cams, TextBucket: rep.Bucket, ActionRows: pi05.ActionRows(o.horizon), MaxBatch: maxNB}
+	prog, err := m.NewProgram(preset, o.threads)
 	if err != nil {
 		return err
 	}
 	defer prog.Close()
+	tuning := native.GEMMTuning{Mode: o.tune, Dir: o.cache}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if rep.Plan, err = tuning.Apply(prog, fmt.Sprintf("pi05bench threads=%d preset=%+v layout=%016x", prog.Threads(), preset, m.LayoutID()), log); err != nil {
+		return err
+	}
+	progress("gemm plan %s", rep.Plan)
+
 	d := m.Dims()
 	rng := rand.New(rand.NewSource(1))
 	images := make([]float32, o.cams*3*d.Image*d.Image)
@@ -168,8 +224,8 @@ func run(ctx context.Context, o options) error {
 	for i := range camMask {
 		camMask[i] = true
 	}
-	tokens, tokMask := make([]int32, o.tokens), make([]bool, o.tokens)
-	for i := range tokens {
+	tokens, tokMask := make([]int32, rep.Bucket), make([]bool, rep.Bucket)
+	for i := range o.tokens {
 		tokens[i], tokMask[i] = int32(3+rng.Intn(d.Vocab-3)), true
 	}
 	noise := make([]float32, maxNB*o.horizon*d.ActionDim)
@@ -186,37 +242,31 @@ func run(ctx context.Context, o options) error {
 	s := slabs[0]
 	per := o.horizon * d.ActionDim
 
-	rep.Vision = timeIt(o.reps, func() error { return prog.Vision(s, images, camMask) })
-	rep.Prefix = timeIt(o.reps, func() error { return prog.Prefix(s, tokens, tokMask) })
+	t := rep.Ours
+	t["vision"] = timeIt(o.reps, func() error { return prog.Vision(s, images, camMask) })
+	t["prefix"] = timeIt(o.reps, func() error { return prog.Prefix(s, tokens, tokMask) })
 	rep.PrefixLen = s.PrefixLen()
-	fv, fp := m.FlopsVision(o.cams), m.FlopsPrefix(rep.PrefixLen)
-	rep.PrefixGFLOPS = fp / rep.Prefix.Best / 1e6
-	rep.PrefixVisGFLOPS = (fv + fp) / (rep.Vision.Best + rep.Prefix.Best) / 1e6
-	rep.PrefixVisOfPeak = rep.PrefixVisGFLOPS / rep.PeakBF16GFLOPS
-	rep.PrefixVisPerCPU = (fv + fp) / (rep.Vision.CPU + rep.Prefix.CPU) / 1e6
-	rep.PrefixVisOfCPU = rep.PrefixVisPerCPU / rep.PeakPerCPU
-	progress("vision + prefix: %.0f GFLOP per CPU-second = %.0f%% of the per-CPU-second peak", rep.PrefixVisPerCPU, 100*rep.PrefixVisOfCPU)
-	progress("vision %.0f ms (median %.0f), prefix %.0f ms (median %.0f): %.0f GFLOP/s; with vision %.0f GFLOP/s = %.0f%% of peak",
-		rep.Vision.Best, rep.Vision.Median, rep.Prefix.Best, rep.Prefix.Median, rep.PrefixGFLOPS, rep.PrefixVisGFLOPS, 100*rep.PrefixVisOfPeak)
-	rep.Step = timeIt(o.reps, func() error { _, err := prog.Expert(s, noise[:per], o.horizon, 1); return err })
-	stepFlops := m.FlopsExpertStep(rep.PrefixLen, o.horizon)
-	rep.StepGFLOPS = stepFlops / rep.Step.Best / 1e6
-	rep.Expert = timeIt(o.reps, func() error { _, err := prog.Expert(s, noise[:per], o.horizon, o.steps); return err })
-	rep.SampleBestMS = rep.Vision.Best + rep.Prefix.Best + rep.Expert.Best
-	rep.SampleMedianMS = rep.Vision.Median + rep.Prefix.Median + rep.Expert.Median
-	progress("expert step %.1f ms (median %.1f, %.0f GFLOP/s), %d steps %.0f ms, sample %.0f ms (median %.0f)",
-		rep.Step.Best, rep.Step.Median, rep.StepGFLOPS, o.steps, rep.Expert.Best, rep.SampleBestMS, rep.SampleMedianMS)
+	t["expert_step"] = timeIt(o.reps, func() error { _, err := prog.Expert(s, noise[:per], o.horizon, 1); return err })
+	expert := timeIt(o.reps, func() error { _, err := prog.Expert(s, noise[:per], o.horizon, o.steps); return err })
+	t["vision_prefix"] = sum(t["vision"], t["prefix"])
+	t["sample"] = sum(t["vision_prefix"], expert)
+	f := rep.Flops
+	f["vision"], f["prefix"] = m.FlopsVision(o.cams), m.FlopsPrefix(rep.PrefixLen)
+	f["vision_prefix"] = f["vision"] + f["prefix"]
+	f["expert_step"] = m.FlopsExpertStep(rep.PrefixLen, o.horizon)
+	f["sample"] = f["vision_prefix"] + float64(o.steps)*f["expert_step"]
+	for _, st := range stages {
+		progress("%s: best %.1f ms (median %.1f), %.0f GFLOP/s", st[1], t[st[0]].Best, t[st[0]].Median, f[st[0]]/t[st[0]].Best/1e6)
+	}
 
 	var blob []byte
 	pc := &rep.PrefixCache
 	pc.Save = timeIt(o.reps, func() (err error) { blob, err = s.SavePrefix(); return err })
 	pc.Load = timeIt(o.reps, func() error { return s.LoadPrefix(blob) })
 	pc.BlobBytes = len(blob)
-	pc.MissBestMS = rep.Vision.Best + rep.Prefix.Best + pc.Save.Best + rep.Expert.Best
-	pc.HitBestMS = pc.Load.Best + rep.Expert.Best
+	pc.MissBestMS = t["vision_prefix"].Best + pc.Save.Best + expert.Best
+	pc.HitBestMS = pc.Load.Best + expert.Best
 	pc.HitOverMiss = pc.HitBestMS / pc.MissBestMS
-	progress("prefix cache: %.1f MB per prefix, save %.1f ms, load %.1f ms: a hit %.0f ms, a miss %.0f ms (%.2fx)",
-		float64(pc.BlobBytes)/1e6, pc.Save.Best, pc.Load.Best, pc.HitBestMS, pc.MissBestMS, pc.HitOverMiss)
 
 	for _, sl := range slabs[1:] {
 		if err := sl.CopyFrom(s); err != nil {
@@ -234,28 +284,72 @@ func run(ctx context.Context, o options) error {
 			return err
 		})
 		br.PerRequestMS = br.Packed.Best / float64(nb)
-		br.RequestsPerS = 1000 / br.Packed.Best * float64(nb)
-		br.StepGFLOPS = stepFlops * float64(nb) / br.Packed.Best / 1e6
+		br.StepGFLOPS = f["expert_step"] * float64(nb) / br.Packed.Best / 1e6
 		rep.Batched = append(rep.Batched, br)
-		progress("batched expert step nb=%d: packed %.1f ms per call (%.1f ms per request, %.0f GFLOP/s), exact %.1f ms",
-			nb, br.Packed.Best, br.PerRequestMS, br.StepGFLOPS, br.Exact.Best)
 	}
-	rep.PeakRSSBytes = peakRSS()
-	rep.RSSOverPacked = float64(rep.PeakRSSBytes) / float64(rep.PackedBytes)
-	progress("peak RSS %.2f GB = %.2f x the packed weights", float64(rep.PeakRSSBytes)/1e9, rep.RSSOverPacked)
-
-	if o.torch {
-		prog.Close()
-		m.Close()
-		runtime.GC()
-		if rep.Torch, err = torchBench(ctx, o); err != nil {
-			return err
-		}
-		progress("pytorch bf16: %v", rep.Torch)
-	}
-	out, _ := json.MarshalIndent(rep, "", "  ")
-	fmt.Println(string(out))
 	return nil
+}
+
+func sum(a, b timing) timing {
+	return timing{Best: a.Best + b.Best, Median: a.Median + b.Median, CPU: a.CPU + b.CPU}
+}
+
+func slicesMax(v []int) int {
+	m := 1
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+// printTable writes the run as one markdown table, then the extras.
+func printTable(w io.Writer, r *report) {
+	fmt.Fprintf(w, "\npi0.5 bench: %s; %d threads; %d cameras + %d prompt tokens (bucket %d, %d prefix rows), horizon %d, %d steps\n",
+		r.CPU, r.Threads, r.Cams, r.Tokens, r.Bucket, r.PrefixLen, r.Horizon, r.Steps)
+	fmt.Fprintf(w, "bf16 peak measured in this run: %.0f GFLOP/s on %d threads (vdpbf16ps in registers); load average at start %s\n",
+		r.PeakBF16GFLOPS, r.Threads, r.LoadAvg)
+	fmt.Fprintf(w, "ours: kernels/pi05 bf16, %s, GEMM plan %s, %.2f GB packed, loaded in %.1f s\n", r.ISA, r.Plan, float64(r.PackedBytes)/1e9, r.LoadS)
+	if r.Peer != nil {
+		fmt.Fprintf(w, "peer: %s (converted in %.1f s)\n", r.Peer.Config, r.Peer.LoadS)
+	}
+	fmt.Fprintln(w, "\n| stage | ours best (median) | ours GFLOP/s | % of peak | peer best (median) | peer GFLOP/s | % of peak | ours / peer |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, st := range stages {
+		o := r.Ours[st[0]]
+		g := r.Flops[st[0]] / o.Best / 1e6
+		row := fmt.Sprintf("| %s | %s | %.0f | %.0f%% |", st[1], ms(o), g, 100*g/r.PeakBF16GFLOPS)
+		if r.Peer != nil {
+			p := r.Peer.Times[st[0]]
+			pg := r.Flops[st[0]] / p.Best / 1e6
+			row += fmt.Sprintf(" %s | %.0f | %.0f%% | **%.2fx** |", ms(p), pg, 100*pg/r.PeakBF16GFLOPS, o.Best/p.Best)
+		} else {
+			row += " | | | |"
+		}
+		fmt.Fprintln(w, row)
+	}
+	rss := fmt.Sprintf("| peak RSS | %.2f GB = %.2fx the packed weights | | |", float64(r.PeakRSSBytes)/1e9, float64(r.PeakRSSBytes)/float64(r.PackedBytes))
+	if r.Peer != nil {
+		rss += fmt.Sprintf(" %.2f GB = %.2fx | | | %.2fx |", float64(r.Peer.PeakRSSBytes)/1e9, float64(r.Peer.PeakRSSBytes)/float64(r.PackedBytes),
+			float64(r.PeakRSSBytes)/float64(r.Peer.PeakRSSBytes))
+	} else {
+		rss += " | | | |"
+	}
+	fmt.Fprintln(w, rss)
+	pc := r.PrefixCache
+	fmt.Fprintf(w, "\nprefix cache: %.1f MB per prefix, save %.1f ms, load %.1f ms: a hit %.0f ms against a miss %.0f ms (%.2fx)\n",
+		float64(pc.BlobBytes)/1e6, pc.Save.Best, pc.Load.Best, pc.HitBestMS, pc.MissBestMS, pc.HitOverMiss)
+	fmt.Fprintln(w, "batched EXPERT step (one Euler step, nb requests, each its own slab):")
+	for _, b := range r.Batched {
+		fmt.Fprintf(w, "  nb=%d: packed %.1f ms per call = %.1f ms per request (%.0f GFLOP/s); exact mode %.1f ms per call\n",
+			b.NB, b.Packed.Best, b.PerRequestMS, b.StepGFLOPS, b.Exact.Best)
+	}
+}
+
+func ms(t timing) string {
+	if t.Best >= 1000 {
+		return fmt.Sprintf("%.2f s (%.2f)", t.Best/1000, t.Median/1000)
+	}
+	return fmt.Sprintf("%.1f ms (%.1f)", t.Best, t.Median)
 }
 
 func parseInts(s string) ([]int, error) {
@@ -268,15 +362,6 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// timing is the wall time of reps runs in ms: the median and the best (on a shared machine the best
-// is the closest to the uncontended speed), and the least process CPU time of a run (user + system,
-// all threads: with one thread it is the work itself, whatever else the machine runs).
-type timing struct {
-	Median float64 `json:"median_ms"`
-	Best   float64 `json:"best_ms"`
-	CPU    float64 `json:"cpu_ms"`
 }
 
 func cpuMS() float64 {
@@ -351,46 +436,61 @@ func peakRSS() int64 {
 	return 0
 }
 
-// load streams the checkpoint into a bf16 model with the server's loader (models/pi05: every
-// tensor checked first, then handed over largest first with its mapped pages dropped after packing),
-// so the peak RSS measured is the server's.
-func load(ctx context.Context, dir string) (*native.Pi05Model, error) {
-	cfg, err := pi05.LoadPolicyConfig(dir)
+// load brings the checkpoint in with the server's loader (models/pi05: every tensor checked first,
+// then packed from several goroutines, largest first, mapped pages dropped after packing; or
+// mapped from -cache), so the load time and peak RSS measured are the server's.
+func load(ctx context.Context, o options) (pi05.Kernels, *native.Pi05Model, error) {
+	cfg, err := pi05.LoadPolicyConfig(o.weights)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ck, err := pi05.OpenCheckpoint(dir, cfg)
+	ck, err := pi05.OpenCheckpoint(o.weights, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer ck.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	k, err := pi05native.Builder(pi05native.Options{Precision: native.BF16})(ctx, ck, log)
+	k, err := pi05native.Builder(pi05native.Options{Precision: native.BF16, CacheDir: o.cache})(ctx, ck, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if err := pi05native.WaitStored(k); err != nil {
+		progress("packed weights not kept: %v", err)
 	}
 	m, _ := pi05native.Model(k)
-	return m, nil
+	return k, m, nil
 }
 
-func torchBench(ctx context.Context, o options) (map[string]float64, error) {
-	script := filepath.Join(filepath.Dir(os.Args[0]), "..", "tools", "reference", "pi05.py")
-	if _, err := os.Stat(script); err != nil {
-		script = filepath.Join("tools", "reference", "pi05.py")
-	}
+// peerBench runs tools/reference/pi05_peer.py bench on the same checkpoint and request shape.
+func peerBench(ctx context.Context, o options) (*peerResult, error) {
+	script := filepath.Join("tools", "reference", "pi05_peer.py")
 	cmd := exec.CommandContext(ctx, o.python, script, "bench", "--weights", o.weights, "--threads", strconv.Itoa(o.threads),
 		"--cams", strconv.Itoa(o.cams), "--tokens", strconv.Itoa(o.tokens), "--horizon", strconv.Itoa(o.horizon),
 		"--steps", strconv.Itoa(o.steps), "--reps", strconv.Itoa(o.reps))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	progress("running the PyTorch reference: %s", strings.Join(cmd.Args, " "))
+	progress("running the PyTorch peer: %s", strings.Join(cmd.Args, " "))
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("pytorch reference: %w", err)
+		return nil, fmt.Errorf("pytorch peer: %w", err)
 	}
-	res := map[string]float64{}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		return nil, fmt.Errorf("pytorch reference output %q: %w", out.String(), err)
+	var raw struct {
+		Config       string             `json:"config"`
+		LoadS        float64            `json:"load_s"`
+		PeakRSSBytes int64              `json:"peak_rss_bytes"`
+		Seconds      map[string]float64 `json:"seconds"`
 	}
-	return res, nil
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &raw); err != nil {
+		return nil, fmt.Errorf("pytorch peer output %q: %w", out.String(), err)
+	}
+	p := &peerResult{Config: raw.Config, LoadS: raw.LoadS, PeakRSSBytes: raw.PeakRSSBytes, Times: map[string]timing{}}
+	for _, st := range stages {
+		best, ok1 := raw.Seconds[st[0]+"_best"]
+		med, ok2 := raw.Seconds[st[0]+"_median"]
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("pytorch peer output lacks %s", st[0])
+		}
+		p.Times[st[0]] = timing{Best: best * 1000, Median: med * 1000}
+	}
+	return p, nil
 }

@@ -18,16 +18,15 @@ Commands (Debian's /usr/bin/python3 with python3-torch; no other module):
   pi05.py goldens --out DIR                                            tiny checkpoint + parity goldens
   pi05.py golden --weights DIR --out FILE [--camera-mask 0,1 ...]      one golden case on any checkpoint
   pi05.py request --weights DIR --out FILE.json                        an HTTP request and its actions
-  pi05.py bench --weights DIR [--threads 2] [--cams 2] [--tokens 128] [--horizon 50] [--steps 10]
+
+The benchmark peer is pi05_peer.py (the fastest PyTorch configuration of the same computation).
 """
 import argparse
 import json
 import math
 import os
-import resource
 import struct
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -534,55 +533,6 @@ def request_golden(args):
     print(f"request golden {args.out}: |fp32-bf16| max {diff:.3g}", file=sys.stderr)
 
 
-# ---------------------------------------------------------------- benchmark
-
-def bench(args):
-    torch.set_num_threads(args.threads)
-    tensors = load_safetensors(os.path.join(args.weights, "model.safetensors"))
-    with open(os.path.join(args.weights, "config.json")) as f:
-        d = dims_from(tensors, json.load(f))
-    for k in list(tensors):                                # bf16 run: keep the big matrices in bf16 only
-        if tensors[k].dim() == 2 and tensors[k].dtype == torch.float32 and tensors[k].numel() > 1 << 20 \
-                and "dense" not in k and not k.startswith(("action_", "time_mlp")):
-            tensors[k] = tensors[k].to(torch.bfloat16)
-    m = Pi05(tensors, d, True)
-    gen = torch.Generator().manual_seed(0)
-    S = d["image"]
-    images = torch.rand(args.cams, 3, S, S, generator=gen) * 2 - 1
-    img_masks = torch.ones(args.cams, dtype=torch.bool)
-    tokens = torch.randint(3, d["vocab"], (args.tokens,), generator=gen)
-    tok_masks = torch.ones(args.tokens, dtype=torch.bool)
-    noise = torch.randn(args.horizon, ACTION_DIM, generator=gen)
-    runs = []
-    with torch.no_grad():
-        for _ in range(args.reps + 1):                    # the first run warms up
-            t0 = time.perf_counter()
-            img = m.vision(images)
-            t1 = time.perf_counter()
-            Ks, Vs, pad = m.prefix(img, img_masks, tokens, tok_masks)
-            t2 = time.perf_counter()
-            m.velocity(noise, 1.0, Ks, Vs, pad)
-            t3 = time.perf_counter()
-            m.sample(noise, args.steps, Ks, Vs, pad)
-            t4 = time.perf_counter()
-            runs.append({"vision_s": t1 - t0, "prefix_s": t2 - t1, "prefix_with_vision_s": t2 - t0,
-                         "expert_step_s": t3 - t2, "sample_s": (t2 - t0) + (t4 - t3)})
-            print(f"pytorch bf16 run: {runs[-1]}", file=sys.stderr)
-    print_bench(runs, args.threads)
-
-
-def print_bench(runs, threads, **extra):
-    """Prints a bench result as JSON (what tools/pi05bench reads): the first run is a warm-up and
-    dropped when there are others; per timing, the best and the median; peak RSS, threads, extra."""
-    runs = runs[1:] or runs
-    res = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "threads": threads}
-    res.update(extra)
-    for k in runs[0]:
-        res[k + "_best"] = min(r[k] for r in runs)
-        res[k + "_median"] = sorted(r[k] for r in runs)[len(runs) // 2]
-    print(json.dumps(res))
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -615,14 +565,6 @@ def main():
     r.add_argument("--steps", type=int, default=10)
     r.add_argument("--seed", type=int, default=21)
     r.add_argument("--threads", type=int, default=2)
-    b = sub.add_parser("bench")
-    b.add_argument("--weights", required=True)
-    b.add_argument("--threads", type=int, default=2)
-    b.add_argument("--cams", type=int, default=2)
-    b.add_argument("--tokens", type=int, default=128)
-    b.add_argument("--horizon", type=int, default=50)
-    b.add_argument("--steps", type=int, default=10)
-    b.add_argument("--reps", type=int, default=1)
     args = ap.parse_args()
     if args.cmd == "checkpoint":
         d = dict(FULL if args.full else TINY)
@@ -635,10 +577,8 @@ def main():
         goldens(args.out, args.seed)
     elif args.cmd == "golden":
         golden_for(args)
-    elif args.cmd == "request":
-        request_golden(args)
     else:
-        bench(args)
+        request_golden(args)
 
 
 if __name__ == "__main__":

@@ -7,20 +7,26 @@ the math and the wrong yardstick for speed. This file computes the same bf16 inf
 and matmul inputs, fp32 accumulate, fp32 norms, softmax, RoPE angles, time embedding, adaRMS
 modulation and action projections) the fastest way Debian's PyTorch 1.13 can:
 
-  - weights converted ONCE at load, never per call: q/k/v and gate/up fused into one matrix each, and
-    every matrix held both as a plain bf16 tensor and as a oneDNN-prepacked bf16 1x1 convolution
-    (torch.utils.mkldnn.to_mkldnn(Conv2d), whose weight is reordered to oneDNN's blocked layout at
-    conversion). On the first call each linear times both paths on its real row count and keeps the
-    faster: plain F.linear re-lays a bf16 weight out on every call, which costs little on the prefix's
-    788 rows and dominates the expert's 50;
+  - weights converted ONCE at load, never per call: q/k/v and gate/up fused into one matrix each.
+    Each matrix can run three ways, and on its first call each linear times all three on its real
+    row count and keeps only the fastest (so the weights are held once, as the kernels hold them):
+    plain bf16 F.linear (oneDNN matmul on the plain layout, which re-lays the weight out on every
+    call: cheap on the prefix's ~800 rows, dominant on the expert's 50); a oneDNN-prepacked bf16 1x1
+    convolution (torch.utils.mkldnn.to_mkldnn(Conv2d): the weight reordered to oneDNN's blocked
+    layout once, at conversion); and torch._C._nn.mkldnn_linear on a oneDNN bf16 weight (ideep's
+    inner product);
   - the compact prefix: masked cameras and text padding dropped (their keys get weight exactly 0), so
     no attention mask is needed anywhere;
   - the single K/V head shared by the 8 query heads without a copy: the query rows of all heads are
     one [rows*8, 256] matrix multiplied by the one K/V head;
   - RoPE cos/sin computed once per request.
 
-Its actions agree with pi05.py's bf16 run (`pi05_peer.py check`); `bench` prints the same JSON as
-`pi05.py bench` plus the configuration it chose, for tools/pi05bench.
+Its actions agree with pi05.py's bf16 run (`pi05_peer.py check`); `bench` times the stages the way
+tools/pi05bench times the kernels and prints one JSON line with the configuration it chose.
+
+Not used: torch.utils.mkldnn's MkldnnLinear module (in a quick probe on the 2-core Zen 4 never
+faster than the functional mkldnn_linear, which is a candidate); bf16 autocast over fp32 weights
+(it casts every weight on every call).
 
 Commands (Debian's /usr/bin/python3 with python3-torch):
   pi05_peer.py check --weights DIR            actions vs pi05.py's bf16 and fp32 runs (tiny or any checkpoint)
@@ -30,6 +36,8 @@ import argparse
 import json
 import math
 import os
+import re
+import resource
 import sys
 import time
 
@@ -44,32 +52,39 @@ BF16 = torch.bfloat16
 
 
 class Linear:
-    """y = x W^T (+ b) with bf16 inputs and fp32 output, through whichever of two paths is faster.
+    """y = x W^T (+ b) with bf16 inputs and fp32 output, through whichever of three paths is fastest.
 
-    On the first call the weight is also converted to a oneDNN-prepacked 1x1 convolution (its layout
-    reordered once, here), both paths are timed on the call's rows, and the slower one is dropped, so
-    the weights are held once, as the kernels hold them."""
+    On the first call the weight is also converted for the two oneDNN paths (a prepacked 1x1
+    convolution, its layout reordered once here; a oneDNN bf16 tensor for mkldnn_linear), the three
+    are timed on the call's rows (best of 3 after a warm-up), and the others are dropped, so the
+    weights are held once, as the kernels hold them."""
+
+    PATHS = ("plain", "onednn_conv", "mkldnn_linear")
 
     def __init__(self, weight, bias=None):
         self.plain = weight.to(BF16).contiguous()
         self.n, self.k = self.plain.shape
         self.conv = None
+        self.mk = None
         self.bias = None if bias is None else bias.float()
-        self.path = None                                       # "plain" | "onednn", chosen on the first call
+        self.path = None                                       # one of PATHS, chosen on the first call
 
     def _plain(self, x):
         return F.linear(x, self.plain).float()
 
-    def _onednn(self, x):
+    def _onednn_conv(self, x):
         m = x.shape[0]
         y = self.conv(x.t().reshape(1, self.k, m, 1).to_mkldnn()).to_dense()
         return y.view(self.n, m).t().float()
+
+    def _mkldnn_linear(self, x):
+        return torch._C._nn.mkldnn_linear(x.to_mkldnn(), self.mk, None).to_dense().float()
 
     def __call__(self, x):
         xb = x.to(BF16).contiguous()
         if self.path is None:
             self._choose(xb)
-        y = self._plain(xb) if self.path == "plain" else self._onednn(xb)
+        y = getattr(self, "_" + self.path)(xb)
         return y + self.bias if self.bias is not None else y
 
     def _choose(self, xb):
@@ -77,20 +92,25 @@ class Linear:
         conv.weight.data = self.plain.float().view(self.n, self.k, 1, 1)
         self.conv = torch.utils.mkldnn.to_mkldnn(conv, BF16)  # the weight reordered to oneDNN's layout
         del conv
+        self.mk = self.plain.to_mkldnn()
         best = None
-        for name, f in (("plain", self._plain), ("onednn", self._onednn)):
+        for name in self.PATHS:
+            f = getattr(self, "_" + name)
             f(xb)
-            t0 = time.perf_counter()
-            f(xb)
-            f(xb)
-            dt = time.perf_counter() - t0
+            dt = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                f(xb)
+                dt = min(dt, time.perf_counter() - t0)
             if best is None or dt < best[1]:
                 best = (name, dt)
         self.path = best[0]
-        if self.path == "plain":
-            self.conv = None
-        else:
+        if self.path != "plain":
             self.plain = None
+        if self.path != "onednn_conv":
+            self.conv = None
+        if self.path != "mkldnn_linear":
+            self.mk = None
 
 
 class Peer:
@@ -318,6 +338,11 @@ def check(args):
         sys.exit(f"peer disagrees with the fp32 reference by {d32} (the reference's own bf16 run: {ref16})")
 
 
+def onednn_version():
+    found = re.search(r"MKL-DNN v([0-9.]+)", torch.__config__.show())
+    return found.group(1) if found else "unknown"
+
+
 def bench(args):
     torch.set_num_threads(args.threads)
     tensors, d = load(args.weights)
@@ -343,13 +368,20 @@ def bench(args):
             t3 = time.perf_counter()
             m.sample(noise, args.steps, Ks, Vs)
             t4 = time.perf_counter()
-            runs.append({"vision_s": t1 - t0, "prefix_s": t2 - t1, "prefix_with_vision_s": t2 - t0,
-                         "expert_step_s": t3 - t2, "sample_s": (t2 - t0) + (t4 - t3)})
-            print(f"pytorch peer run: {runs[-1]}", file=sys.stderr)
-    ref.print_bench(runs, args.threads, load_s=load_s,
-                    config="PyTorch %s bf16: fused qkv/gate-up, weights prepacked once (oneDNN 1x1 conv) or plain "
-                           "F.linear, fastest chosen per linear on its real rows %s; compact prefix, shared K/V head "
-                           "without copies" % (torch.__version__, json.dumps(m.config())))
+            runs.append({"vision": t1 - t0, "prefix": t2 - t1, "vision_prefix": t2 - t0,
+                         "expert_step": t3 - t2, "sample": (t2 - t0) + (t4 - t3)})
+            print(f"pytorch peer run (s): {runs[-1]}", file=sys.stderr)
+    runs = runs[1:] or runs
+    seconds = {}
+    for k in runs[0]:
+        seconds[k + "_best"] = min(r[k] for r in runs)
+        seconds[k + "_median"] = sorted(r[k] for r in runs)[len(runs) // 2]
+    config = ("PyTorch %s (oneDNN %s) bf16, %d threads: fused qkv and gate/up, weights converted once, per linear "
+              "the fastest of plain F.linear / oneDNN-prepacked 1x1 conv / mkldnn_linear on its real rows %s; "
+              "compact prefix; bf16 attention with the one K/V head shared without copies"
+              % (torch.__version__, onednn_version(), args.threads, json.dumps(m.config(), sort_keys=True)))
+    print(json.dumps({"config": config, "load_s": load_s, "threads": args.threads, "seconds": seconds,
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 
 
 def main():

@@ -28,6 +28,7 @@ import gzip
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -386,6 +387,10 @@ def cmd_bench(args):
                 times.append(time.perf_counter() - t0)
         res["bf16_autocast_ms"] = statistics.median(times[1:]) * 1e3
     res["threads"] = args.threads
+    found = re.search(r"MKL-DNN v([0-9.]+)", torch.__config__.show())
+    res["config"] = ("PyTorch %s (oneDNN %s), %d threads: fp32 with every linear through mkldnn_linear on weights "
+                     "converted to oneDNN once and the convolutions on oneDNN, attention matmuls on torch.matmul; "
+                     "bf16: torch.autocast(cpu, bfloat16)" % (torch.__version__, found.group(1) if found else "unknown", args.threads))
     print(json.dumps(res))
 
 

@@ -1,7 +1,9 @@
 // Command rfdetrbench measures the RF-DETR C program (native) against the
 // machine's measured multiply-add peak and, in the same run, the PyTorch
-// reference (tools/reference/rfdetr.py bench): fp32 with linears and
-// convolutions through oneDNN, and bf16 autocast. `make bench-rfdetr` runs it.
+// peer (tools/reference/rfdetr.py bench): fp32 with linears and convolutions
+// through oneDNN, and bf16 autocast. It prints one table: the peer's
+// configuration, the peak, both sides' GFLOP/s as shares of it and the
+// ratios. `make bench-rfdetr` runs it.
 package main
 
 import (
@@ -9,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
@@ -41,23 +44,29 @@ func main() {
 	spec := flag.String("spec", "native/testdata/rfdetr_checkpoint.json", "random checkpoint spec")
 	python := flag.String("python", "/usr/bin/python3", "python with torch for the PyTorch peer; empty skips it")
 	torchThreads := flag.Int("torch-threads", 2, "threads of the PyTorch peer")
+	tune := flag.String("tune", "always", "GEMM plan: always (tuned on this machine now), off (derived from the L1 size)")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: rfdetrbench [flags]\n\nexample: go run ./tools/rfdetrbench -threads 1,2 -repeat 5 -rounds 3")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
-	if err := run(*threadsFlag, *repeat, *rounds, *spec, *python, *torchThreads); err != nil {
+	if err := run(*threadsFlag, *repeat, *rounds, *spec, *python, *torchThreads, *tune); err != nil {
 		fmt.Fprintln(os.Stderr, "rfdetrbench:", err)
 		os.Exit(1)
 	}
 }
 
 type peerTimes struct {
-	FP32 float64 `json:"fp32_onednn_ms"`
-	BF16 float64 `json:"bf16_autocast_ms"`
+	FP32   float64 `json:"fp32_onednn_ms"`
+	BF16   float64 `json:"bf16_autocast_ms"`
+	Config string  `json:"config"`
 }
 
 // run measures every configuration and the PyTorch peer in `rounds` rounds
 // (C configurations, then the peer, again and again) and keeps each one's best
 // round: on a shared machine a core is sometimes taken for a whole
 // configuration, and alternating rounds gives both sides the same chances.
-func run(threadsFlag string, repeat, rounds int, specPath, python string, torchThreads int) error {
+func run(threadsFlag string, repeat, rounds int, specPath, python string, torchThreads int, tune string) error {
 	var threads []int
 	for _, f := range strings.Split(threadsFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -73,10 +82,12 @@ func run(threadsFlag string, repeat, rounds int, specPath, python string, torchT
 	if err != nil {
 		return err
 	}
-	fmt.Printf("cpu: %s\n", native.DetectCPU())
+	fmt.Printf("cpu: %s; kernels %s\n", native.CPUModel(), native.DetectCPU())
 	printLoad("start")
 	pixels := native.RandomTensor(spec.Pixels, 1).Data
 	var progs []*native.RFDETR
+	var plans []string
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	defer func() {
 		for _, m := range progs {
 			m.Close()
@@ -90,6 +101,11 @@ func run(threadsFlag string, repeat, rounds int, specPath, python string, torchT
 				return err
 			}
 			progs = append(progs, m)
+			plan, err := native.GEMMTuning{Mode: tune}.Apply(m, fmt.Sprintf("rfdetrbench %s threads=%d", p, n), log)
+			if err != nil {
+				return err
+			}
+			plans = append(plans, plan)
 		}
 	}
 	best := make([]result, len(progs))
@@ -123,30 +139,39 @@ func run(threadsFlag string, repeat, rounds int, specPath, python string, torchT
 		if round == 0 || t.BF16 < peer.BF16 {
 			peer.BF16 = t.BF16
 		}
+		peer.Config = t.Config
 	}
-	fmt.Printf("\nwork per forward: %.1f GFLOP (GEMMs and attention matmuls done; layer 11 and the unused groups are skipped)\n", best[0].flops*1e-9)
-	fmt.Printf("best of %d rounds of %d forwards each (a round's median), with that round's figures:\n", rounds, repeat)
-	fmt.Println("| precision | threads | forward median (best) | GFLOP/s (all, median) | backbone GEMM GFLOP/s median (best) | peak GFLOP/s median (best) | GEMM % of peak: medians (bests) | backbone / projector / decoder ms (median) | medians of the rounds, ms |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	for i, r := range best {
-		fmt.Printf("| %s | %d | %.1f ms (%.1f) | %.0f | %.0f (%.0f) | %.0f (%.0f) | %.0f%% (%.0f%%) | %.1f / %.1f / %.1f | %s |\n",
-			r.precision, r.threads, ms(r.median), ms(r.best), r.gflops, r.bbGEMM, r.bestGEMM, r.peak, r.bestPeak,
-			100*r.bbGEMM/r.peak, 100*r.bestGEMM/r.bestPeak, r.backbone*1e3, r.proj*1e3, r.decoder*1e3,
-			strings.Join(roundMedians[i], ", "))
+	fmt.Printf("\nwork per forward: %.1f GFLOP (GEMMs and attention matmuls done; layer 11 and the unused groups are skipped); "+
+		"the peer's GFLOP/s count the same work\n", best[0].flops*1e-9)
+	for i, m := range progs {
+		fmt.Printf("gemm plan (%s, %d threads): %s\n", m.Precision(), m.Threads(), plans[i])
 	}
 	if python != "" {
-		fmt.Printf("\nPyTorch %d threads, best round: fp32 (linears + convs on oneDNN) %.1f ms, bf16 autocast %.1f ms (rounds, fp32 / bf16 ms: %s)\n",
-			torchThreads, peer.FP32, peer.BF16, strings.Join(peerRounds, "; "))
-		for _, r := range best {
-			if r.threads != torchThreads {
-				continue
-			}
+		fmt.Printf("peer: %s; best round of %d, each the median of %d forwards (rounds, fp32 / bf16 ms: %s)\n",
+			peer.Config, rounds, repeat, strings.Join(peerRounds, "; "))
+	}
+	fmt.Printf("ours: best round of %d, each the median of %d forwards (and its best); peak: the FMA (fp32) or vdpbf16ps (bf16) peak of the row's threads, measured after each forward of the round (median)\n\n", rounds, repeat)
+	fmt.Println("| precision | threads | ours forward median (best) | ours GFLOP/s | % of peak | backbone GEMMs % of peak | peak GFLOP/s | backbone / projector / decoder ms | peer forward | peer GFLOP/s | % of peak | ours / peer |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range best {
+		row := fmt.Sprintf("| %s | %d | %.1f ms (%.1f) | %.0f | %.0f%% | %.0f%% | %.0f | %.1f / %.1f / %.1f |",
+			r.precision, r.threads, ms(r.median), ms(r.best), r.gflops, 100*r.gflops/r.peak, 100*r.bbGEMM/r.peak, r.peak,
+			r.backbone*1e3, r.proj*1e3, r.decoder*1e3)
+		if python != "" && r.threads == torchThreads {
 			ref := peer.FP32
 			if r.precision == native.BF16 {
 				ref = peer.BF16
 			}
-			fmt.Printf("C %s / PyTorch %s at %d threads: %.3fx (best rounds)\n", r.precision, r.precision, r.threads, ms(r.median)/ref)
+			pg := r.flops / (ref / 1e3) * 1e-9
+			row += fmt.Sprintf(" %.1f ms | %.0f | %.0f%% | **%.3fx** |", ref, pg, 100*pg/r.peak, ms(r.median)/ref)
+		} else {
+			row += " | | | |"
 		}
+		fmt.Println(row)
+	}
+	fmt.Println("\nmedians of the rounds, ms:")
+	for i, r := range best {
+		fmt.Printf("  %s, %d threads: %s\n", r.precision, r.threads, strings.Join(roundMedians[i], ", "))
 	}
 	printLoad("end")
 	return nil

@@ -7,26 +7,66 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/models/pi05"
 	"github.com/ttmodel/tt-model/native"
 )
 
-// Options choose the kernel path.
+// Options choose the kernel path, where packed weights are kept and how GEMMs are blocked.
 type Options struct {
 	Precision native.Precision // BF16 (the default, ""), FP32 or Ref
 	ISA       native.ISA       // ISABest, or a family forced for tests
+	// CacheDir keeps packed weights (internal/packcache): when it holds this checkpoint's, they are
+	// mapped instead of packed; otherwise the checkpoint is packed and the result written there in
+	// the background. "" packs at every start.
+	CacheDir string
+	// Tuning gives every program its GEMM blocking plan (the zero value: the derived plan).
+	Tuning native.GEMMTuning
+	// Workers pack tensors at once (<= 0: GOMAXPROCS).
+	Workers int
 }
 
-// Builder returns a pi05.Builder that hands every tensor of the checkpoint, by name with its
-// dtype, to a new native model.
+// Builder returns a pi05.Builder that maps the packed weights of the checkpoint from the cache, or
+// hands every tensor of the checkpoint, by name with its dtype, to a new native model from several
+// goroutines and keeps the packed result in the cache.
 func Builder(opts Options) pi05.Builder {
+	if opts.Precision == "" {
+		opts.Precision = native.BF16
+	}
+	if opts.Tuning.Mode == "" {
+		opts.Tuning.Mode = "off"
+	}
 	return func(ctx context.Context, ck *pi05.Checkpoint, log *slog.Logger) (pi05.Kernels, error) {
+		start := time.Now()
+		k := &kernels{tuning: opts.Tuning, log: log}
+		var key packcache.Key
+		cacheDir := opts.CacheDir
+		if cacheDir != "" {
+			var m *native.Pi05Model
+			var err error
+			key, m, err = fromCache(ctx, opts, ck, log)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				// a cache that cannot be read is not a reason to fail: pack, and keep nothing
+				log.Warn("pi05 packed weights cache unusable, packing without it", "dir", cacheDir, "err", err)
+				cacheDir = ""
+			}
+			if m != nil {
+				k.m = m
+				log.Info("pi05 packed weights mapped", "file", key.FileName(), "dir", opts.CacheDir,
+					"gb", float64(m.Bytes())/1e9, "seconds", time.Since(start).Seconds())
+				return k, nil
+			}
+		}
 		m, err := native.NewPi05Model(ck.Dims, opts.Precision, opts.ISA)
 		if err != nil {
 			return nil, err
 		}
-		err = ck.Each(ctx, log, func(name, dtype string, shape []int, raw []byte) error {
+		err = ck.Each(ctx, log, opts.Workers, func(name, dtype string, shape []int, raw []byte) error {
 			_, err := m.SetTensor(name, native.DType(dtype), shape, raw)
 			return err
 		})
@@ -34,14 +74,62 @@ func Builder(opts Options) pi05.Builder {
 			err = m.Ready()
 		}
 		if err != nil {
-			m.Close()
+			_ = m.Close()
 			return nil, err
 		}
-		return &kernels{m: m}, nil
+		k.m = m
+		log.Info("pi05 packed from the checkpoint", "gb", float64(m.Bytes())/1e9, "seconds", time.Since(start).Seconds())
+		if cacheDir != "" {
+			k.stored = packcache.StoreInBackground(cacheDir, key, m.Packed(), "pi05", log)
+		}
+		return k, nil
 	}
 }
 
-type kernels struct{ m *native.Pi05Model }
+// fromCache maps the checkpoint's packed weights when the cache has them whole; else it returns the
+// key to store them under, and a nil model.
+func fromCache(ctx context.Context, opts Options, ck *pi05.Checkpoint, log *slog.Logger) (packcache.Key, *native.Pi05Model, error) {
+	layout, err := native.Pi05LayoutID(ck.Dims, opts.Precision)
+	if err != nil {
+		return packcache.Key{}, nil, err
+	}
+	source, err := packcache.SourceID(ck.Path)
+	if err != nil {
+		return packcache.Key{}, nil, err
+	}
+	key := packcache.Key{Model: "pi05", Source: source, Precision: string(opts.Precision), Layout: fmt.Sprintf("%016x", layout)}
+	mapped, why, err := packcache.Load(ctx, opts.CacheDir, key, log)
+	if err != nil || mapped == nil {
+		if err == nil {
+			log.Info("pi05 packing the checkpoint", "why", why)
+		}
+		return key, nil, err
+	}
+	m, err := native.NewPi05ModelPacked(ck.Dims, opts.Precision, opts.ISA, mapped.Data, layout, mapped.Close)
+	if err != nil {
+		_ = mapped.Close()
+		return key, nil, fmt.Errorf("packed weights %s: %w", mapped.Path, err)
+	}
+	return key, m, nil
+}
+
+type kernels struct {
+	m      *native.Pi05Model
+	tuning native.GEMMTuning
+	log    *slog.Logger
+	stored *packcache.Pending // the packed weights being written to the cache, or nil
+}
+
+// WaitStored waits until the packed weights of k (a Builder's Kernels) are in the cache, and
+// returns the store's error; nil at once when nothing was being stored (mapped from the cache, or
+// no cache). For tests and benchmarks.
+func WaitStored(k pi05.Kernels) error {
+	n, ok := k.(*kernels)
+	if !ok {
+		return nil
+	}
+	return n.stored.Wait()
+}
 
 func (k *kernels) Describe() pi05.KernelInfo {
 	return pi05.KernelInfo{ISA: k.m.ISA(), Precision: string(k.m.Precision()), PackedBytes: k.m.Bytes()}
@@ -52,12 +140,20 @@ func (k *kernels) NewProgram(p pi05.Preset, threads int) (pi05.Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	shape := fmt.Sprintf("pi05 %s %s threads=%d cams=%d bucket=%d rows=%d batch=%d layout=%016x", k.m.Precision(),
+		k.m.ISA(), prog.Threads(), p.Cams, p.TextBucket, p.ActionRows, p.MaxBatch, k.m.LayoutID())
+	if k.m.Precision() != native.Ref {
+		if _, err := k.tuning.Apply(prog, shape, k.log); err != nil {
+			prog.Close()
+			return nil, err
+		}
+	}
 	return &program{p: prog}, nil
 }
 
 func (k *kernels) Close() error {
-	k.m.Close()
-	return nil
+	k.stored.Stop()
+	return k.m.Close()
 }
 
 // Model exposes the native model to tests and benchmarks (FLOP counts, tensor names).

@@ -6,47 +6,140 @@ package rfdetrnative
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
+	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/native"
 )
 
-// Builder returns an rfdetr.Builder that packs the weights into a native
-// program with opts (precision, threads). Tensors are handed over by name, one
-// at a time in the program's order, straight from the checkpoint mapping; the
-// program copies them.
-func Builder(opts native.RFDETROptions) rfdetr.Builder {
-	return func(_ context.Context, w *rfdetr.Weights) (rfdetr.Network, error) {
-		prog, err := native.NewRFDETR(opts)
-		if err != nil {
-			return nil, err
+// Options of the native network: the program's, where packed weights are kept, and how its GEMMs
+// are blocked.
+type Options struct {
+	native.RFDETROptions
+	// CacheDir keeps packed weights (internal/packcache): when it holds this checkpoint's, they are
+	// mapped instead of packed; otherwise the program packs the checkpoint and writes the result
+	// there in the background. "" packs at every start.
+	CacheDir string
+	// Tuning gives the program its GEMM blocking plan (the zero value: the derived plan).
+	Tuning native.GEMMTuning
+}
+
+// Builder returns an rfdetr.Builder that maps the checkpoint's packed weights from the cache, or
+// packs the weights into a native program (tensors handed over by name, one at a time in the
+// program's order, straight from the checkpoint mapping) and keeps the result in the cache.
+func Builder(opts Options) rfdetr.Builder {
+	if opts.Precision == "" {
+		opts.Precision = native.FP32
+	}
+	if opts.Tuning.Mode == "" {
+		opts.Tuning.Mode = "off"
+	}
+	return func(ctx context.Context, w *rfdetr.Weights, log *slog.Logger) (rfdetr.Network, error) {
+		start := time.Now()
+		n := &Network{}
+		var key packcache.Key
+		cacheDir := opts.CacheDir
+		if cacheDir != "" {
+			var err error
+			if key, n.prog, err = fromCache(ctx, opts, w.Path(), log); err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				// a cache that cannot be read is not a reason to fail: pack, and keep nothing
+				log.Warn("rf-detr packed weights cache unusable, packing without it", "dir", cacheDir, "err", err)
+				cacheDir = ""
+			}
+			if n.prog != nil {
+				log.Info("rf-detr packed weights mapped", "file", key.FileName(), "dir", opts.CacheDir,
+					"seconds", time.Since(start).Seconds())
+			}
 		}
-		for _, s := range native.RFDETRWeights() {
-			data, shape, err := w.Tensor(s.Name)
-			if err == nil {
-				_, err = prog.SetTensor(s.Name, native.DTypeF32, shape, native.F32Bytes(data))
-			}
-			if err == nil {
-				// Packed by now: drop its file pages so peak RSS stays near the packed weights.
-				err = w.Release(s.Name)
-			}
+		if n.prog == nil {
+			prog, err := pack(w, opts.RFDETROptions)
 			if err != nil {
-				prog.Close()
 				return nil, err
 			}
+			n.prog = prog
+			log.Info("rf-detr packed from the checkpoint", "seconds", time.Since(start).Seconds())
+			if cacheDir != "" {
+				n.stored = packcache.StoreInBackground(cacheDir, key, prog.Packed(), "rf-detr", log)
+			}
 		}
-		if err := prog.Ready(); err != nil {
-			prog.Close()
+		shape := fmt.Sprintf("rfdetr %s %s threads=%d layout=%016x", n.prog.Precision(), native.DetectCPU().BestISA,
+			n.prog.Threads(), n.prog.LayoutID())
+		if _, err := opts.Tuning.Apply(n.prog, shape, log); err != nil {
+			_ = n.Close()
 			return nil, err
 		}
-		return &Network{prog: prog}, nil
+		return n, nil
 	}
+}
+
+// pack hands every weight to a new program.
+func pack(w *rfdetr.Weights, opts native.RFDETROptions) (*native.RFDETR, error) {
+	prog, err := native.NewRFDETR(opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range native.RFDETRWeights() {
+		data, shape, err := w.Tensor(s.Name)
+		if err == nil {
+			_, err = prog.SetTensor(s.Name, native.DTypeF32, shape, native.F32Bytes(data))
+		}
+		if err == nil {
+			// Packed by now: drop its file pages so peak RSS stays near the packed weights.
+			err = w.Release(s.Name)
+		}
+		if err != nil {
+			_ = prog.Close()
+			return nil, err
+		}
+	}
+	if err := prog.Ready(); err != nil {
+		_ = prog.Close()
+		return nil, err
+	}
+	return prog, nil
+}
+
+// fromCache maps the checkpoint's packed weights when the cache has them whole; else it returns the
+// key to store them under, and a nil program.
+func fromCache(ctx context.Context, opts Options, path string, log *slog.Logger) (packcache.Key, *native.RFDETR, error) {
+	layout, err := native.RFDETRLayoutID(opts.RFDETROptions)
+	if err != nil {
+		return packcache.Key{}, nil, err
+	}
+	source, err := packcache.SourceID(path)
+	if err != nil {
+		return packcache.Key{}, nil, err
+	}
+	key := packcache.Key{Model: "rfdetr", Source: source, Precision: string(opts.Precision), Layout: fmt.Sprintf("%016x", layout)}
+	mapped, why, err := packcache.Load(ctx, opts.CacheDir, key, log)
+	if err != nil || mapped == nil {
+		if err == nil {
+			log.Info("rf-detr packing the checkpoint", "why", why)
+		}
+		return key, nil, err
+	}
+	prog, err := native.NewRFDETRPacked(opts.RFDETROptions, mapped.Data, layout, mapped.Close)
+	if err != nil {
+		_ = mapped.Close()
+		return key, nil, fmt.Errorf("packed weights %s: %w", mapped.Path, err)
+	}
+	return key, prog, nil
 }
 
 // Network adapts a native program to rfdetr.Network.
 type Network struct {
-	prog *native.RFDETR
+	prog   *native.RFDETR
+	stored *packcache.Pending // the packed weights being written to the cache, or nil
 }
+
+// WaitStored waits until the packed weights are in the cache and returns the store's error; nil at
+// once when nothing was being stored. For tests and benchmarks.
+func (n *Network) WaitStored() error { return n.stored.Wait() }
 
 // Program exposes the native program (stages, timing) to tests and benchmarks.
 func (n *Network) Program() *native.RFDETR { return n.prog }
@@ -72,8 +165,8 @@ func (n *Network) Forward(ctx context.Context, pixels, logits, boxes []float32) 
 	return nil
 }
 
-// Close frees the program.
+// Close stops a store in progress and frees the program.
 func (n *Network) Close() error {
-	n.prog.Close()
-	return nil
+	n.stored.Stop()
+	return n.prog.Close()
 }

@@ -87,7 +87,7 @@ func forward(t *testing.T, dir string, pixels []float32) (logits, boxes []float3
 	if err != nil {
 		t.Fatal(err)
 	}
-	net, err := Builder(native.RFDETROptions{Precision: native.FP32, Threads: 2})(context.Background(), w)
+	net, err := Builder(Options{RFDETROptions: native.RFDETROptions{Precision: native.FP32, Threads: 2}})(context.Background(), w, quietLog())
 	if cerr := w.Close(); cerr != nil {
 		t.Fatal(cerr)
 	}
