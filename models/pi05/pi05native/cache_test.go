@@ -159,6 +159,25 @@ func TestGEMMTuningIsKept(t *testing.T) {
 	}
 }
 
+// The devices of one model and shape tune once: with TT_GEMM_TUNE=always and nowhere to keep plans,
+// the second program of the same shape takes the first one's plan, and computes the same actions.
+func TestProgramsOfOneShapeTuneOnce(t *testing.T) {
+	cases, err := golden.All(filepath.Join(root, golden.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cases[0]
+	k, logs := build(t, pi05native.Builder(pi05native.Options{Precision: native.BF16, Tuning: native.GEMMTuning{Mode: "always"}}))
+	first := runCase(t, k, g)
+	second := runCase(t, k, g)
+	if !slices.Equal(first, second) {
+		t.Error("the second program's actions differ")
+	}
+	if n := strings.Count(logs.String(), "gemm plan tuned"); n != 1 {
+		t.Errorf("%d tunings for two programs of one shape, want 1:\n%s", n, logs)
+	}
+}
+
 // A cache that cannot be used (here the file's name is taken by a folder) is reported and the
 // weights are packed anyway: the server starts.
 func TestUnusableCacheStillLoads(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/packcache"
@@ -40,7 +41,7 @@ func Builder(opts Options) pi05.Builder {
 	}
 	return func(ctx context.Context, ck *pi05.Checkpoint, log *slog.Logger) (pi05.Kernels, error) {
 		start := time.Now()
-		k := &kernels{tuning: opts.Tuning, log: log}
+		k := &kernels{tuning: opts.Tuning, log: log, plans: map[string]string{}}
 		var key packcache.Key
 		cacheDir := opts.CacheDir
 		if cacheDir != "" {
@@ -118,6 +119,11 @@ type kernels struct {
 	tuning native.GEMMTuning
 	log    *slog.Logger
 	stored *packcache.Pending // the packed weights being written to the cache, or nil
+
+	mu sync.Mutex
+	// plans are the GEMM plans programs got so far, by program shape: the serving engine's devices
+	// share this one model and mostly one shape, so only the first of them tunes.
+	plans map[string]string
 }
 
 // WaitStored waits until the packed weights of k (a Builder's Kernels) are in the cache, and
@@ -143,12 +149,28 @@ func (k *kernels) NewProgram(p pi05.Preset, threads int) (pi05.Program, error) {
 	shape := fmt.Sprintf("pi05 %s %s threads=%d cams=%d bucket=%d rows=%d batch=%d layout=%016x", k.m.Precision(),
 		k.m.ISA(), prog.Threads(), p.Cams, p.TextBucket, p.ActionRows, p.MaxBatch, k.m.LayoutID())
 	if k.m.Precision() != native.Ref {
-		if _, err := k.tuning.Apply(prog, shape, k.log); err != nil {
+		if err := k.plan(prog, shape); err != nil {
 			prog.Close()
 			return nil, err
 		}
 	}
 	return &program{p: prog}, nil
+}
+
+// plan gives prog the plan an earlier program of the same shape got, else the one k.tuning gives
+// (tuning, when it does, one program at a time: timings taken side by side would disturb each other).
+func (k *kernels) plan(prog *native.Pi05Program, shape string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p, ok := k.plans[shape]; ok {
+		return prog.SetPlan(p)
+	}
+	p, err := k.tuning.Apply(prog, shape, k.log)
+	if err != nil {
+		return err
+	}
+	k.plans[shape] = p
+	return nil
 }
 
 func (k *kernels) Close() error {
