@@ -38,37 +38,11 @@ func coveringPlans(t *testing.T) []string {
 	return out
 }
 
-// runPlanned runs g's three stages on a program of m with the given plan ("" keeps the default).
+// runPlanned runs g's three stages on a program of m with the given plan ("" keeps the default):
+// the actions and every layer's K and V.
 func runPlanned(t *testing.T, m *Pi05Model, g golden.Case, plan string) ([]float32, [][]float32) {
 	t.Helper()
-	prog, err := m.NewProgram(presetFor(g, 1), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
-	if plan != "" {
-		if err := prog.SetPlan(plan); err != nil {
-			t.Fatal(err)
-		}
-		if got := prog.Plan(); got != plan {
-			t.Fatalf("plan %q reads back as %q", plan, got)
-		}
-	}
-	slab, err := prog.NewSlab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slab.Close()
-	if err := prog.Vision(slab, g.Images, g.CamMask); err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Prefix(slab, g.Tokens, g.TokMask); err != nil {
-		t.Fatal(err)
-	}
-	act, err := prog.Expert(slab, g.Noise, g.Horizon, g.Steps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	slab, act := runGoldenPlanned(t, m, g, plan)
 	var kv [][]float32
 	for l := 0; l < m.Dims().LLayers; l++ {
 		k, v, err := slab.KV(l)

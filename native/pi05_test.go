@@ -181,11 +181,25 @@ func maxAbsDiff(a, b []float32) float64 {
 // runGolden runs the three stages on a fresh program and slab of g's preset.
 func runGolden(t *testing.T, m *Pi05Model, g golden.Case) (*Pi05Slab, []float32) {
 	t.Helper()
+	return runGoldenPlanned(t, m, g, "")
+}
+
+// runGoldenPlanned is runGolden on a program given the GEMM plan ("" keeps the derived one).
+func runGoldenPlanned(t *testing.T, m *Pi05Model, g golden.Case, plan string) (*Pi05Slab, []float32) {
+	t.Helper()
 	prog, err := m.NewProgram(presetFor(g, 1), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(prog.Close)
+	if plan != "" {
+		if err := prog.SetPlan(plan); err != nil {
+			t.Fatal(err)
+		}
+		if got := prog.Plan(); got != plan {
+			t.Fatalf("plan %q reads back as %q", plan, got)
+		}
+	}
 	slab, err := prog.NewSlab()
 	if err != nil {
 		t.Fatal(err)

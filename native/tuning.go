@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // How a program gets its GEMM blocking plan, and the file that keeps tuned plans per CPU model
@@ -130,11 +132,8 @@ func readPlans(dir string) plansFile {
 	return plansFile{Plans: map[string]keptPlan{}}
 }
 
-// writePlans replaces the file through a temporary one (a reader never sees half of it).
+// writePlans replaces the file whole (a reader never sees half of it).
 func writePlans(dir string, p plansFile) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false) // plans read "m<=128:..."
@@ -142,22 +141,7 @@ func writePlans(dir string, p plansFile) error {
 	if err := enc.Encode(p); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+PlansFile+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b.Bytes())
-	cerr := f.Close()
-	if werr == nil && cerr == nil {
-		werr = os.Rename(f.Name(), filepath.Join(dir, PlansFile))
-	}
-	if werr != nil || cerr != nil {
-		_ = os.Remove(f.Name())
-		if werr == nil {
-			werr = cerr
-		}
-	}
-	return werr
+	return atomicfile.Write(filepath.Join(dir, PlansFile), b.Bytes())
 }
 
 func loadAvg() string {

@@ -4,17 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
@@ -122,7 +122,7 @@ func TestDockerCrashLoopAndFollow(t *testing.T) {
 	t.Logf("crash noticed after %s:\n%v", time.Since(began).Round(time.Millisecond), err)
 
 	_, inst = start("flaky")
-	var out lockedWriter
+	var out syncbuf.Buffer
 	followed := make(chan error, 1)
 	go func() { followed <- d.Logs(ctx, inst, true, &out) }()
 	for deadline := time.Now().Add(2 * time.Minute); strings.Count(out.String(), "listening on") < 2; time.Sleep(100 * time.Millisecond) {
@@ -145,24 +145,6 @@ func TestDockerCrashLoopAndFollow(t *testing.T) {
 	if n := strings.Count(out.String(), "HF_MODEL="); n < 2 || strings.Count(out.String(), "listening on") != n {
 		t.Errorf("each life's lines exactly once, got:\n%s", out.String())
 	}
-}
-
-// lockedWriter is a bytes.Buffer safe for a writer and a reader goroutine.
-type lockedWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
 
 // TestContainerConfig checks the container upstream's serve composes, for a

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/syncbuf"
 )
 
 // The tests drive real processes: the test binary re-executes itself as a
@@ -141,7 +142,7 @@ func (h *harness) server(args ...string) {
 // supervisor is a running supervisor process.
 type supervisor struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 	code   int
 }
@@ -165,7 +166,7 @@ func (h *harness) startCmd(wrapper []string, env ...string) *supervisor {
 	if h.notify != nil {
 		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+h.notify.addr)
 	}
-	s := &supervisor{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	s := &supervisor{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
 	cmd.WaitDelay = time.Second // servers left behind may hold the output pipe
 	if err := cmd.Start(); err != nil {
@@ -397,23 +398,6 @@ func (n *notifySocket) has(prefix string) bool {
 		}
 	}
 	return false
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func mustWrite(t testing.TB, path, content string) {

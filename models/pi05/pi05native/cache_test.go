@@ -39,6 +39,16 @@ func build(t *testing.T, b pi05.Builder) (pi05.Kernels, *bytes.Buffer) {
 	return k, logs
 }
 
+// firstGolden is the first golden request.
+func firstGolden(t *testing.T) golden.Case {
+	t.Helper()
+	cases, err := golden.All(filepath.Join(root, golden.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cases[0]
+}
+
 // runCase runs one golden request through a program of k: its actions and every layer's K/V.
 func runCase(t *testing.T, k pi05.Kernels, g golden.Case) []float32 {
 	t.Helper()
@@ -69,11 +79,7 @@ func runCase(t *testing.T, k pi05.Kernels, g golden.Case) []float32 {
 // the mapped weights are byte for byte the packed ones and compute bit for bit the same actions;
 // a damaged file is removed and packed again.
 func TestPackedWeightsCache(t *testing.T) {
-	cases, err := golden.All(filepath.Join(root, golden.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := cases[0]
+	g := firstGolden(t)
 	for _, prec := range []native.Precision{native.BF16, native.FP32} {
 		t.Run(string(prec), func(t *testing.T) {
 			dir := t.TempDir()
@@ -130,11 +136,7 @@ func TestPackedWeightsCache(t *testing.T) {
 // Tuned GEMM plans are kept per CPU and program shape: the first program tunes, the next reads
 // the kept plan; both compute the same actions as the derived plan.
 func TestGEMMTuningIsKept(t *testing.T) {
-	cases, err := golden.All(filepath.Join(root, golden.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := cases[0]
+	g := firstGolden(t)
 	dir := t.TempDir()
 	plain, _ := build(t, pi05native.Builder(pi05native.Options{Precision: native.BF16}))
 	want := runCase(t, plain, g)
@@ -162,11 +164,7 @@ func TestGEMMTuningIsKept(t *testing.T) {
 // The devices of one model and shape tune once: with TT_GEMM_TUNE=always and nowhere to keep plans,
 // the second program of the same shape takes the first one's plan, and computes the same actions.
 func TestProgramsOfOneShapeTuneOnce(t *testing.T) {
-	cases, err := golden.All(filepath.Join(root, golden.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := cases[0]
+	g := firstGolden(t)
 	k, logs := build(t, pi05native.Builder(pi05native.Options{Precision: native.BF16, Tuning: native.GEMMTuning{Mode: "always"}}))
 	first := runCase(t, k, g)
 	second := runCase(t, k, g)
