@@ -284,7 +284,7 @@ func restartOnce(o options) (result, error) {
 	log := &syncbuf.Buffer{}
 	cmd := exec.Command(o.ttmodel, "supervise", "--reset-on-start", "never", "--hang-marker", filepath.Join(tmp, "hang_marker"),
 		"--ready-url", "http://127.0.0.1:"+port+"/health", "--", absPath(o.server), "--host", "127.0.0.1", "--port", port)
-	cmd.Env = append(serverEnv(o, port), "TT_MODEL_FAULT_EXIT_AFTER=1")
+	cmd.Env = append(serverEnv(o, port), "TT_MODEL_FAULT=exit:after=1")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return result{}, err
