@@ -184,6 +184,43 @@ func TestPI05TwoDevicesRunTogether(t *testing.T) {
 	}
 }
 
+// The devices build their programs on the one model the weight cache holds: packed at the first
+// start and kept in TT_WEIGHT_CACHE, mapped at the next. In pd every request runs on both devices
+// (PREFIX on device 0, EXPERT on device 1), and the answer from the mapped weights is the one from
+// the packed weights.
+func TestPI05DevicesRunOnTheMappedWeights(t *testing.T) {
+	env := pi05Env(map[string]string{"PI05_LAYOUT": "pd", "TT_CPU_DEVICES": "2", "TT_NUM_THREADS": "2",
+		"TT_WEIGHT_CACHE": t.TempDir()})
+	frame := framePNG(t, 1)
+	var first answer
+	for run, want := range []string{"pi05 packed from the checkpoint", "pi05 packed weights mapped"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := start(t, ctx, env)
+		r.waitOK(t, "lerobot/pi05_base")
+		if !strings.Contains(r.log.String(), want) {
+			t.Fatalf("start %d: the log lacks %q:\n%s", run+1, want, r.log.String())
+		}
+		a := predictAs(t, r.base, "", 7, frame)
+		if a.status != 200 || len(a.actions) == 0 {
+			t.Fatalf("start %d: %d %s", run+1, a.status, a.body)
+		}
+		if run == 0 {
+			first = a
+			for deadline := time.Now().Add(time.Minute); !strings.Contains(r.log.String(), "pi05 packed weights kept"); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the packed weights never reached the cache:\n%s", r.log.String())
+				}
+			}
+		} else if fmt.Sprint(a.actions) != fmt.Sprint(first.actions) {
+			t.Errorf("actions from the mapped weights differ from the packed ones:\n%v\n%v", a.actions, first.actions)
+		}
+		cancel()
+		if code := <-r.code; code != 0 {
+			t.Fatalf("start %d: exit %d:\n%s", run+1, code, r.log.String())
+		}
+	}
+}
+
 // Exact mode (PI05_EXPERT_PACK=0): requests batched together give exactly the answers they get
 // alone.
 func TestPI05BatchedEqualsSingleInExactMode(t *testing.T) {
