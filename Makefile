@@ -5,7 +5,7 @@ BIN     := bin
 # layout): never part of the module's own packages.
 PKGS    = $(shell $(GO) list -e ./... | grep -v '/build/')
 
-.PHONY: build test demo bench lint fuzz clean
+.PHONY: build test demo demo-pi05 bench lint fuzz clean
 
 build:
 	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
@@ -21,8 +21,16 @@ test:
 	  n=$$(grep -c . $(SKIP_LOG)); echo "== skipped tests: $$n (TT_REQUIRE=$${TT_REQUIRE:-unset})"; \
 	  sort $(SKIP_LOG); exit $$rc
 
+# make demo: RF-DETR; make demo PI05=1 (or make demo-pi05): pi0.5.
 demo: build
+ifeq ($(PI05),1)
+	./scripts/demo-pi05.sh
+else
 	./scripts/demo.sh
+endif
+
+demo-pi05: build
+	./scripts/demo-pi05.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

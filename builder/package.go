@@ -136,12 +136,15 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", outDir, err)
 	}
-	stagingDir, err := os.MkdirTemp(outDir, "."+m.Name+".partial-")
+	for _, stale := range append(removeStaleTempDirs(outDir, "."+m.Name+".partial-"), removeStaleTempDirs(os.TempDir(), scratchPrefix)...) {
+		p.stage("removed %s, left by a package run that was killed", stale)
+	}
+	stagingDir, err := ownedTempDir(outDir, "."+m.Name+".partial-")
 	if err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	defer os.RemoveAll(stagingDir)
-	scratch, err := os.MkdirTemp("", "tt-model-package-")
+	scratch, err := ownedTempDir(os.TempDir(), scratchPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("create scratch directory: %w", err)
 	}

@@ -1,11 +1,16 @@
 package commands
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/spf13/cobra"
+
+	"github.com/ttmodel/tt-model/runner"
 )
 
 func newLogsCmd() *cobra.Command {
-	var profile string
+	var sel selector
 	var follow bool
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
@@ -17,17 +22,23 @@ func newLogsCmd() *cobra.Command {
 				return err
 			}
 			defer set.Close()
-			r, inst, err := set.resolve(cmd, args[0], profile)
+			r, inst, err := set.resolve(cmd, args[0], sel)
 			if err != nil {
 				return err
 			}
-			if err := r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout()); err != nil {
+			err = r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout())
+			var ended *runner.FollowEnded
+			if errors.As(err, &ended) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "logs: %s\n", ended.Reason)
+				return nil
+			}
+			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&profile, "profile", "", "the profile, when NAME runs under several")
+	sel.bind(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until interrupted")
 	return cmd
 }

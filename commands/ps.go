@@ -21,7 +21,7 @@ func newPsCmd() *cobra.Command {
 				return err
 			}
 			defer set.Close()
-			insts, err := set.list(cmd)
+			insts, err := set.listAll(cmd.Context())
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
@@ -34,8 +34,14 @@ func newPsCmd() *cobra.Command {
 					uptime = i.Uptime(now).String()
 				}
 				state := i.State
-				if !i.Running && i.ExitCode >= 0 {
+				switch {
+				case i.Orphan != nil:
+					state = fmt.Sprintf("orphaned (server pid %d, no supervisor)", i.Orphan.PID)
+				case !i.Running && i.ExitCode >= 0:
 					state = fmt.Sprintf("%s (%d)", i.State, i.ExitCode)
+				}
+				if len(i.PortHolders) > 0 {
+					state += fmt.Sprintf("; port held by %s", runner.DescribePIDs(i.PortHolders))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", i.Package, i.Profile, i.Runner, i.Port,
 					runner.FormatChips(i.Chips), state, uptime, i.Name)

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -16,9 +17,10 @@ type runnerSet struct {
 	host   *runner.Host
 }
 
-// openRunners connects to the Docker engine when wantDocker (saying so on
-// stderr when it cannot) and always opens the host runner.
-func openRunners(cmd *cobra.Command, wantDocker bool) (*runnerSet, error) {
+// openRunners opens the host runner and connects to the Docker engine; when
+// no engine answers it says so on stderr if sayNoEngine (serve is about to
+// fall back to the host) and goes on with the host alone.
+func openRunners(cmd *cobra.Command, sayNoEngine bool) (*runnerSet, error) {
 	root, err := runner.DefaultCacheRoot()
 	if err != nil {
 		return nil, err
@@ -28,10 +30,8 @@ func openRunners(cmd *cobra.Command, wantDocker bool) (*runnerSet, error) {
 		return nil, err
 	}
 	set := &runnerSet{host: host}
-	if wantDocker {
-		if set.docker, err = runner.ConnectDocker(cmd.Context()); err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%v; using the bare host\n", err)
-		}
+	if set.docker, err = runner.ConnectDocker(cmd.Context()); err != nil && sayNoEngine {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%v; using the bare host\n", err)
 	}
 	return set, nil
 }
@@ -49,11 +49,11 @@ func (s *runnerSet) Close() {
 	}
 }
 
-// list returns the instances of every runner.
-func (s *runnerSet) list(cmd *cobra.Command) ([]runner.Instance, error) {
+// listAll returns the instances of every runner.
+func (s *runnerSet) listAll(ctx context.Context) ([]runner.Instance, error) {
 	var out []runner.Instance
 	for _, r := range s.all() {
-		insts, err := r.List(cmd.Context())
+		insts, err := r.List(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -62,33 +62,54 @@ func (s *runnerSet) list(cmd *cobra.Command) ([]runner.Instance, error) {
 	return out, nil
 }
 
-// resolve finds the one instance NAME (a package name, or a full instance
-// name) and --profile select, and the runner that owns it.
-func (s *runnerSet) resolve(cmd *cobra.Command, name, profile string) (runner.Runner, *runner.Instance, error) {
+// selector is how stop and logs pick one instance: NAME (a package name or
+// a full instance name), and --profile / --runner when several match.
+type selector struct {
+	profile, runner string
+}
+
+func (sel *selector) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&sel.profile, "profile", "", "the profile, when NAME runs under several")
+	cmd.Flags().StringVar(&sel.runner, "runner", "", "docker or host, when NAME runs under both")
+}
+
+// resolve finds the one instance the selector picks, and the runner that
+// owns it.
+func (s *runnerSet) resolve(cmd *cobra.Command, name string, sel selector) (runner.Runner, *runner.Instance, error) {
+	switch sel.runner {
+	case "", "docker", "host":
+	default:
+		return nil, nil, &ExitError{Code: 2, Err: fmt.Errorf("--runner %q: want docker or host", sel.runner)}
+	}
 	var matches []runner.Instance
-	insts, err := s.list(cmd)
+	insts, err := s.listAll(cmd.Context())
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, i := range insts {
-		if i.Name == name || (i.Package == name && (profile == "" || i.Profile == profile)) {
+		if (i.Name == name || (i.Package == name && (sel.profile == "" || i.Profile == sel.profile))) &&
+			(sel.runner == "" || i.Runner == sel.runner) {
 			matches = append(matches, i)
 		}
 	}
+	profile := sel.profile
 	switch len(matches) {
 	case 0:
 		what := name
 		if profile != "" {
 			what = runner.InstanceName(name, profile)
 		}
+		if sel.runner != "" {
+			what += " on the " + sel.runner + " runner"
+		}
 		return nil, nil, &ExitError{Code: 1, Err: fmt.Errorf("no tt-model server %s (see `tt-model ps`)", what)}
 	case 1:
 	default:
 		names := ""
 		for _, m := range matches {
-			names += fmt.Sprintf("\n  %s (profile %s, %s)", m.Name, m.Profile, m.Runner)
+			names += fmt.Sprintf("\n  %s --profile %s --runner %s", m.Package, m.Profile, m.Runner)
 		}
-		return nil, nil, &ExitError{Code: 2, Err: errors.New("several servers match " + name + "; give --profile:" + names)}
+		return nil, nil, &ExitError{Code: 2, Err: errors.New("several servers match " + name + "; pick one:" + names)}
 	}
 	m := matches[0]
 	for _, r := range s.all() {

@@ -16,6 +16,9 @@ import (
 // exitRunning is serve's exit code when the package profile already runs.
 const exitRunning = 3
 
+// detachWatch is how long `serve --detach` watches a start for a crash.
+const detachWatch = 10 * time.Second
+
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
 	var hostMode, detach bool
@@ -30,7 +33,10 @@ func newServeCmd() *cobra.Command {
 			"pinned snapshot, /dev/tenstorrent chips not used by other tt-model servers are passed in, the first\n" +
 			"free port from 20000 is published. With --host, or when no engine answers, it runs\n" +
 			"`tt-model supervise -- tt-model-server` on the host with the same env. It follows the logs until\n" +
-			"the server is ready and prints how to reach it. Exit 3 when that package profile already runs.",
+			"the server is ready and prints how to reach it. A server that crashes while starting (the supervisor\n" +
+			"backs off, or the engine restarts the container) stops the wait at once: its last lines are printed\n" +
+			"with the commands to see the rest and to stop it, and serve exits 1. Exit 3 when that package\n" +
+			"profile already runs.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -39,31 +45,19 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return packageLoadError(cmd, args[0], err)
 			}
+			// Both runners are listed even with --host: one package profile,
+			// one server, whichever runner holds it.
 			set, err := openRunners(cmd, !hostMode)
 			if err != nil {
 				return err
 			}
 			defer set.Close()
 			var r runner.Runner = set.host
-			if set.docker != nil {
+			if set.docker != nil && !hostMode {
 				r = set.docker
 			}
 			if r.Kind() == "docker" && pkg.Dir == "" {
 				return exitf(exitInvalid, "%s is an authored manifest: serve needs the built package (run `tt-model package --container %s`, then serve build/%s), or use --host", args[0], args[0], pkg.Wire.Name)
-			}
-			others, err := set.list(cmd)
-			if err != nil {
-				return err
-			}
-			prof, err := pkg.Wire.Container.ResolveProfile(opts.Profile)
-			if err != nil {
-				return &ExitError{Code: exitInvalid, Err: err}
-			}
-			// Refused whichever runner holds it: one package profile, one server.
-			for _, o := range others {
-				if o.Name == runner.InstanceName(pkg.Wire.Name, prof.Name) && o.Running {
-					return &ExitError{Code: exitRunning, Err: &runner.RunningError{Instance: &o}}
-				}
 			}
 			hf, err := hub.ConfigFromEnv(os.Getenv)
 			if err != nil {
@@ -88,18 +82,25 @@ func newServeCmd() *cobra.Command {
 				}
 				return nil
 			}
-			spec, inst, err := runner.Serve(ctx, r, pkg, others, opts, prepare, stderr)
+			spec, inst, err := runner.Serve(ctx, r, pkg, set.listAll, opts, prepare, stderr)
 			var running *runner.RunningError
+			var plan *runner.PlanError
 			switch {
 			case errors.As(err, &running):
 				return &ExitError{Code: exitRunning, Err: err}
-			case err != nil && spec == nil:
+			case errors.As(err, &plan):
 				return &ExitError{Code: exitInvalid, Err: err}
 			case err != nil:
 				return &ExitError{Code: 1, Err: err}
 			}
 			if detach {
-				printCard(stdout, spec, inst, false)
+				// A server that cannot start mostly fails in its first
+				// seconds: watch that long before saying it is starting.
+				ready, err := runner.WatchStart(ctx, r, inst, spec.Launch, detachWatch)
+				if err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				printCard(stdout, spec, inst, ready)
 				return nil
 			}
 			fmt.Fprintf(stderr, "waiting up to %s for %s to be ready (its output follows)\n", timeout, inst.Name)
@@ -113,11 +114,12 @@ func newServeCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&opts.Profile, "profile", "", "serve profile (default: the package's default profile)")
 	f.IntVar(&opts.Port, "port", 0, "host port (default: the first free port from 20000)")
-	f.StringVar(&opts.DeviceIDs, "device-id", "", "chips to use, e.g. 0,1 (default: the lowest chips no other tt-model server holds)")
+	f.StringVar(&opts.DeviceIDs, "device-id", "", "chips to use, e.g. 0,1 or 0-3 (default: the lowest chips no other tt-model server holds)")
+	f.StringVar(&opts.Bind, "bind", "", "host address the port is published on, e.g. 127.0.0.1 (default: every interface, as upstream)")
 	f.BoolVar(&hostMode, "host", false, "run on the bare host under `tt-model supervise` instead of the Docker engine")
 	f.DurationVar(&timeout, "timeout", 7*time.Minute, "how long to wait for the server to be ready (it keeps starting after)")
 	f.StringVar(&resetCmd, "reset-cmd", "", "chip reset command for the supervisor, {chips} becomes the chip list (default: tt-smi -r {chips}; in a container it runs inside the image)")
-	f.BoolVar(&detach, "detach", false, "return once the server is started, without waiting for it to be ready")
+	f.BoolVar(&detach, "detach", false, "return without waiting for the server to be ready (after watching its first 10 s for a crash)")
 	return cmd
 }
 
@@ -131,7 +133,7 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	if inst.Runner == "host" {
 		where = fmt.Sprintf("host process %s (supervisor pid %s)", inst.Name, inst.ID)
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", inst.Port)
+	url := inst.URL()
 	fmt.Fprintf(w, "%s %s: profile %s, %s\n", spec.Package.Wire.Name, state, spec.Profile.Name, where)
 	fmt.Fprintf(w, "  url      %s\n", url)
 	if len(spec.Chips) > 0 {
@@ -144,9 +146,17 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	}
 	fmt.Fprintf(w, "  try      curl -s %s/health\n", url)
 	fmt.Fprintf(w, "           curl -s %s/v1/models\n", url)
+	if spec.Package.Wire.Container.Runtime["model"] == "pi05" {
+		fmt.Fprintf(w, "           curl -s %s/v1/actions/metadata\n", url)
+	}
 	if spec.Package.Wire.Container.Runtime["model"] == "rf-detr" {
 		fmt.Fprintf(w, "           curl -s %s/predict -H 'Content-Type: application/json' -d \"{\\\"image\\\": \\\"$(base64 -w0 photo.jpg)\\\"}\"\n", url)
 	}
-	fmt.Fprintf(w, "  logs     tt-model logs %s --profile %s -f\n", inst.Package, inst.Profile)
-	fmt.Fprintf(w, "  stop     tt-model stop %s --profile %s\n", inst.Package, inst.Profile)
+	if inst.Bind == "" {
+		fmt.Fprintf(w, "  exposed  port %d on every interface of this host (--bind 127.0.0.1 keeps it local)\n", inst.Port)
+	} else {
+		fmt.Fprintf(w, "  exposed  port %d on %s only\n", inst.Port, inst.Bind)
+	}
+	fmt.Fprintf(w, "  logs     tt-model logs %s --profile %s --runner %s -f\n", inst.Package, inst.Profile, inst.Runner)
+	fmt.Fprintf(w, "  stop     tt-model stop %s --profile %s --runner %s\n", inst.Package, inst.Profile, inst.Runner)
 }

@@ -5,12 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -64,17 +66,29 @@ func newServiceInstallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "install (--manifest FILE [--profile P] | -- SERVER ARGV...) [--user] [--print]",
 		Short: "Install a Type=notify systemd unit for `tt-model supervise` (--print shows it without installing)",
+		Long: "install writes and enables <name>.service, whose ExecStart is `tt-model supervise` with the flags given\n" +
+			"here. What systemd would not pass on from this shell is recorded in the unit: the PATH (it finds\n" +
+			"tt-model-server and the reset command), the Hugging Face cache (HF_HOME, HF_HUB_CACHE), the hang\n" +
+			"marker and, for a server command, the readiness URL. docs/systemd.md explains the unit line by line.",
+		Example: "  tt-model service install --manifest build/rf-detr/tt_kernel_manifest.json\n" +
+			"  sudo systemctl enable --now tt-model-rf-detr\n" +
+			"  tt-model service install --user --print -- /opt/bin/my-server --port 8000",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sf.manifest = sup.manifest
 			// Check the flags and the package now rather than at the unit's first start.
-			if _, err := sup.config(cmd.Flags(), args); err != nil {
+			cfg, err := sup.config(cmd.Flags(), args)
+			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
 			name, err := sf.unitName(args)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			execArgv, err := superviseExec(cmd.Flags(), sup, args)
+			execArgv, err := superviseExec(cmd.Flags(), sup, cfg, args)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			env, err := unitEnvironment(os.Getenv)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -89,9 +103,11 @@ func newServiceInstallCmd() *cobra.Command {
 				Name:          name,
 				Description:   "tt-model server " + what,
 				Exec:          execArgv,
+				Environment:   env,
 				User:          sf.user,
 				StartTimeout:  sup.startTimeout,
 				StopGrace:     sup.stopGrace,
+				ResetBudget:   cfg.ResetBudget(),
 				RestartWindow: sup.restartWindow,
 				MaxRestarts:   sup.maxRestarts,
 				Watchdog:      watchdog,
@@ -129,8 +145,10 @@ func newServiceInstallCmd() *cobra.Command {
 }
 
 // superviseExec is the unit's ExecStart: this binary, "supervise", the
-// supervise flags the user gave (paths made absolute), then the server.
-func superviseExec(fs *pflag.FlagSet, sup superviseFlags, argv []string) ([]string, error) {
+// supervise flags the user gave (paths made absolute), the defaults that
+// depend on the installer's environment as resolved now (cfg), then the
+// server.
+func superviseExec(fs *pflag.FlagSet, sup superviseFlags, cfg supervisor.Config, argv []string) ([]string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("locate the tt-model binary: %w", err)
@@ -159,6 +177,14 @@ func superviseExec(fs *pflag.FlagSet, sup superviseFlags, argv []string) ([]stri
 	if visitErr != nil {
 		return nil, visitErr
 	}
+	// The unit does not see $PI05_HANG_MARKER, $HOME or $PORT as the
+	// installer did: pin what they chose.
+	if !fs.Changed("hang-marker") {
+		out = append(out, "--hang-marker", cfg.HangMarker)
+	}
+	if sup.manifest == "" && !fs.Changed("ready-url") && !fs.Changed("ready-line") {
+		out = append(out, "--ready-url", cfg.ReadyURL)
+	}
 	if len(argv) == 0 {
 		return out, nil
 	}
@@ -172,7 +198,35 @@ func superviseExec(fs *pflag.FlagSet, sup superviseFlags, argv []string) ([]stri
 	if server, err = filepath.Abs(server); err != nil {
 		return nil, fmt.Errorf("server command: %w", err)
 	}
+	// Caught here, not at each start (which would fail with 127).
+	if fi, err := os.Stat(server); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return nil, fmt.Errorf("server command %s: not an executable file", server)
+	}
 	return append(append(out, "--", server), argv[1:]...), nil
+}
+
+// unitEnvironment is what the unit's processes need from the installer's
+// environment, which systemd does not pass on: the PATH that finds the
+// server (a --manifest names it "tt-model-server") and the reset command
+// (tt-smi is often in a virtualenv), and the Hugging Face cache that
+// `tt-model weights pull` filled (a system service has no HOME).
+func unitEnvironment(getenv func(string) string) (map[string]string, error) {
+	env := map[string]string{}
+	var dirs []string
+	for _, d := range filepath.SplitList(getenv("PATH")) {
+		if filepath.IsAbs(d) && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) > 0 {
+		env["PATH"] = strings.Join(dirs, string(filepath.ListSeparator))
+	}
+	hf, err := hub.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("locate the Hugging Face cache for the unit: %w", err)
+	}
+	env["HF_HOME"], env["HF_HUB_CACHE"] = hf.HFHome, hf.CacheDir
+	return env, nil
 }
 
 func newServiceUninstallCmd() *cobra.Command {
@@ -180,13 +234,15 @@ func newServiceUninstallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uninstall (--name NAME | --manifest FILE) [--user]",
 		Short: "Stop, disable and delete a unit installed by `service install`",
-		Args:  cobra.NoArgs,
+		Example: "  tt-model service uninstall --manifest build/rf-detr/tt_kernel_manifest.json\n" +
+			"  tt-model service uninstall --user --name tt-model-my-server",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, name, err := sf.open()
 			if err != nil {
 				return err
 			}
-			if err := svc.Uninstall(); err != nil {
+			if err := svc.Uninstall(cmd.Context()); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s.service\n", name)
@@ -202,19 +258,23 @@ func newServiceStatusCmd() *cobra.Command {
 	var sf serviceFlags
 	cmd := &cobra.Command{
 		Use:   "status (--name NAME | --manifest FILE) [--user]",
-		Short: "Say whether a unit installed by `service install` is running, stopped or not installed",
-		Args:  cobra.NoArgs,
+		Short: "Show systemd's state of a unit installed by `service install`, with the supervisor's status line",
+		Long: "status prints systemd's ActiveState (SubState), the result of a failure, the supervisor's last STATUS=\n" +
+			"line and how often systemd restarted the unit. Exit 3 when the unit is not installed.",
+		Example: "  tt-model service status --name tt-model-rf-detr\n" +
+			"  # tt-model-rf-detr.service: active (running); ready: server ready (start 1)",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, name, err := sf.open()
 			if err != nil {
 				return err
 			}
-			st, err := svc.Status()
+			st, err := svc.State(cmd.Context())
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s.service: %s\n", name, st)
-			if st == "not installed" {
+			if !st.Installed() {
 				return &ExitError{Code: 3, Err: fmt.Errorf("%s.service is not installed", name)}
 			}
 			return nil
@@ -239,7 +299,7 @@ func (f *serviceFlags) open() (*supervisor.Service, string, error) {
 	d := supervisor.Defaults(8000)
 	svc, err := supervisor.NewService(supervisor.Unit{
 		Name: name, Description: name, Exec: []string{self, "supervise"}, User: f.user,
-		StartTimeout: d.StartTimeout, StopGrace: d.StopGrace, RestartWindow: d.RestartWindow,
+		StartTimeout: d.StartTimeout, StopGrace: d.StopGrace, ResetBudget: d.ResetBudget(), RestartWindow: d.RestartWindow,
 		MaxRestarts: d.MaxRestarts, Watchdog: time.Minute, RestartSec: 5 * time.Second,
 	})
 	if err != nil {

@@ -82,16 +82,26 @@ func TestSuperviseUsageErrors(t *testing.T) {
 // systemd-analyze verify accepts.
 func TestServiceInstallPrintVerifies(t *testing.T) {
 	wire := wireFixture(t)
+	t.Setenv("PI05_HANG_MARKER", "/var/lib/pi05/hang marker")
+	t.Setenv("PATH", "/opt/tt bin:relative/bin:"+os.Getenv("PATH"))
+	t.Setenv("HF_HOME", "/srv/hf")
+	t.Setenv("HF_HUB_CACHE", "")
 	code, out, stderr := run(t, "service", "install", "--user", "--print", "--manifest", wire, "--profile", "fast", "--start-timeout", "8m")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	self, _ := os.Executable()
 	self, _ = filepath.EvalSymlinks(self)
+	if strings.Contains(out, "relative/bin") {
+		t.Errorf("a relative PATH entry reached the unit:\n%s", out)
+	}
 	for _, want := range []string{
 		"Description=tt-model server detector (profile fast)\n",
-		"ExecStart=" + self + " supervise --manifest " + wire + " --profile fast --start-timeout 8m0s\n",
-		"TimeoutStartSec=660s\n", "Type=notify\n", "WantedBy=default.target\n",
+		// The hang marker the installer's environment chose is pinned.
+		"ExecStart=" + self + " supervise --manifest " + wire + ` --profile fast --start-timeout 8m0s --hang-marker "/var/lib/pi05/hang marker"` + "\n",
+		// Absolute PATH entries only; the cache that HF_HOME names.
+		`Environment="PATH=/opt/tt bin:`, "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
+		"TimeoutStartSec=1380s\n", "Type=notify\n", "WantedBy=default.target\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("unit lacks %q:\n%s", want, out)
@@ -113,19 +123,35 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 	}
 }
 
-// The ARGV form pins the server program's absolute path and names the
-// unit after it.
+// The ARGV form pins the server program's absolute path and the readiness
+// URL that $PORT chose, and names the unit after the program.
 func TestServiceInstallPrintArgv(t *testing.T) {
+	t.Setenv("PORT", "9123")
 	code, out, stderr := run(t, "service", "install", "--print", "--", "sh", "-c", "exec server --port 8000")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	sh, _ := exec.LookPath("sh")
 	sh, _ = filepath.Abs(sh)
-	if !strings.Contains(out, " supervise -- "+sh+` -c "exec server --port 8000"`+"\n") {
+	if !strings.Contains(out, " --ready-url http://127.0.0.1:9123/health -- "+sh+` -c "exec server --port 8000"`+"\n") {
 		t.Errorf("ExecStart does not run %s:\n%s", sh, out)
 	}
 	if !strings.Contains(out, "# tt-model-sh.service") || !strings.Contains(out, "WantedBy=multi-user.target") {
 		t.Errorf("unit name or target wrong:\n%s", out)
+	}
+}
+
+// A server program that does not exist or cannot run is refused at install,
+// not found by systemd at each start.
+func TestServiceInstallRefusesMissingServer(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "server")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, server := range []string{"/nonexistent/tt-model-server", notExec, t.TempDir()} {
+		code, _, stderr := run(t, "service", "install", "--print", "--", server, "--port", "8000")
+		if code != 2 || !strings.Contains(stderr, server+": not an executable file") {
+			t.Errorf("%s: exit %d, stderr %q", server, code, stderr)
+		}
 	}
 }

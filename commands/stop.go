@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,7 @@ import (
 )
 
 func newStopCmd() *cobra.Command {
-	var profile string
+	var sel selector
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "stop NAME",
@@ -25,7 +26,7 @@ func newStopCmd() *cobra.Command {
 				return err
 			}
 			defer set.Close()
-			r, inst, err := set.resolve(cmd, args[0], profile)
+			r, inst, err := set.resolve(cmd, args[0], sel)
 			if err != nil {
 				return err
 			}
@@ -36,22 +37,33 @@ func newStopCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
-			out := cmd.OutOrStdout()
-			switch {
-			case res.Killed:
-				fmt.Fprintf(out, "%s: killed after %s and removed\n", inst.Name, grace)
-			case res.ExitCode >= 0:
-				fmt.Fprintf(out, "%s: stopped (exit %d) and removed\n", inst.Name, res.ExitCode)
-			default:
-				fmt.Fprintf(out, "%s: stopped and removed\n", inst.Name)
-			}
-			if res.Reset != "" {
-				fmt.Fprintf(out, "  %s\n", res.Reset)
-			}
+			printStop(cmd.OutOrStdout(), inst, res, grace)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&profile, "profile", "", "the profile, when NAME runs under several")
+	sel.bind(cmd)
 	cmd.Flags().DurationVar(&grace, "grace", runner.StopGrace, "time between SIGTERM and SIGKILL")
 	return cmd
+}
+
+// printStop says what the stop did, and only that.
+func printStop(out io.Writer, inst *runner.Instance, res runner.StopResult, grace time.Duration) {
+	code := "exit code unknown"
+	if res.ExitCode >= 0 {
+		code = fmt.Sprintf("exit %d", res.ExitCode)
+	}
+	switch {
+	case res.AlreadyExited:
+		fmt.Fprintf(out, "%s: had already stopped (%s) before this command; removed\n", inst.Name, code)
+	case res.Killed:
+		fmt.Fprintf(out, "%s: did not stop within %s: killed (%s) and removed\n", inst.Name, grace, code)
+	default:
+		fmt.Fprintf(out, "%s: stopped (%s) and removed\n", inst.Name, code)
+	}
+	if res.Reset != "" {
+		fmt.Fprintf(out, "  %s\n", res.Reset)
+	}
+	for _, d := range res.Detail {
+		fmt.Fprintf(out, "  %s\n", d)
+	}
 }

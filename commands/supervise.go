@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ttmodel/tt-model/internal/chips"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -31,6 +32,7 @@ type superviseFlags struct {
 	maxRestarts       int
 	restartWindow     time.Duration
 	statusAddr        string
+	stateFile         string
 }
 
 func (f *superviseFlags) bind(fs *pflag.FlagSet) {
@@ -49,6 +51,7 @@ func (f *superviseFlags) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.maxRestarts, "max-restarts", d.MaxRestarts, "give up after this many restarts within --restart-window")
 	fs.DurationVar(&f.restartWindow, "restart-window", d.RestartWindow, "window for --max-restarts")
 	fs.StringVar(&f.statusAddr, "status-addr", "", "serve the status JSON on this address, e.g. 127.0.0.1:9100 (default off)")
+	fs.StringVar(&f.stateFile, "state-file", "", "keep the status JSON (pids and start times, state, exit code at the end) in this file (default off)")
 }
 
 // config builds the supervisor's Config from the flags and the server
@@ -95,13 +98,13 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 	cfg.ResetCmd, cfg.ResetTimeout = f.resetCmd, f.resetTimeout
 	cfg.ResetOnStart = supervisor.ResetOnStart(f.resetOnStart)
 	cfg.MaxRestarts, cfg.RestartWindow = f.maxRestarts, f.restartWindow
-	cfg.StatusAddr = f.statusAddr
+	cfg.StatusAddr, cfg.StateFile = f.statusAddr, f.stateFile
 	if f.chips != "" {
-		chips, err := supervisor.ParseChips(f.chips)
+		ids, err := chips.Parse(f.chips)
 		if err != nil {
 			return supervisor.Config{}, fmt.Errorf("--chips: %w", err)
 		}
-		cfg.Chips = chips
+		cfg.Chips = ids
 	}
 	return cfg, cfg.Validate()
 }

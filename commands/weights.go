@@ -95,9 +95,14 @@ func newWeightsPullCmd() *cobra.Command {
 				}
 				fmt.Fprintf(out, "%s@%s  %d files  %s\n  %s\n", s.Repo, s.Commit, len(s.Files), how, s.Dir)
 			}
-			if launch.Env["HF_MODEL"] == snaps[0].Repo {
+			dir, err := runner.ServedWeights(pkg, launch.Env, cfg, snaps)
+			if err != nil {
+				return &ExitError{Code: 1, Err: fmt.Errorf("profile %s: %w", prof.Name, err)}
+			}
+			if dir != "" {
+				spec := &runner.Spec{Launch: launch, HF: cfg, WeightsDir: dir}
 				fmt.Fprintf(out, "profile %s: the server gets HF_MODEL=%s (in a container: %s)\n",
-					prof.Name, snaps[0].Dir, runner.ContainerSnapshotPath(snaps[0].Repo, snaps[0].Commit))
+					prof.Name, dir, spec.ServerEnv(runner.ContainerHF, runner.ContainerHF+"/hub", "")["HF_MODEL"])
 			}
 			return nil
 		},

@@ -176,6 +176,9 @@ func validateResolved(c *collector, where, name string, s ServeSettings, require
 			c.addf(where, "serve profile %q: %s is required after merging serve: (set it on the profile or under serve:)", name, f)
 		}
 	}
+	if s.Port != nil && (*s.Port < 1 || *s.Port > 65535) {
+		c.addf(fieldPath(c, where, "port"), "%d is not a TCP port (1-65535)", *s.Port)
+	}
 	if s.MeshDevice == "" || s.Hardware == "" {
 		return // nothing to cross-check; a missing required field is reported above
 	}

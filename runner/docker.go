@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,13 +20,17 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/internal/chips"
 	"github.com/ttmodel/tt-model/internal/engine"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
+// ContainerHF is where the host's HF_HOME is mounted inside a container, as
+// upstream's serve.
+const ContainerHF = "/hf"
+
 // Mount points inside the container, as upstream's serve.
 const (
-	containerHF          = "/hf"
 	containerMetalCache  = "/cache"
 	containerWeightCache = "/weight-cache"
 	hugepagesDir         = "/dev/hugepages-1G"
@@ -65,11 +71,23 @@ func (d *Docker) Find(ctx context.Context, name string) (*Instance, error) {
 	}
 	inst := instanceFromLabels(strings.TrimPrefix(c.Name, "/"), c.ID, c.Config.Labels)
 	inst.Restarts = c.RestartCount
+	if c.HostConfig != nil {
+		for _, b := range c.HostConfig.PortBindings {
+			for _, hb := range b {
+				if hb.HostIP.IsValid() && !hb.HostIP.IsUnspecified() {
+					inst.Bind = hb.HostIP.String()
+				}
+			}
+		}
+	}
 	if c.State != nil {
 		inst.State = string(c.State.Status)
 		inst.Running = c.State.Running || c.State.Restarting
 		inst.ExitCode = c.State.ExitCode
 		inst.Started, _ = time.Parse(time.RFC3339Nano, c.State.StartedAt)
+	}
+	if !inst.Running {
+		inst.PortHolders = portHolders(inst.Port)
 	}
 	return inst, nil
 }
@@ -134,6 +152,12 @@ func (d *Docker) Start(ctx context.Context, spec *Spec, progress io.Writer) (*In
 		return nil, err
 	}
 	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host})
+	if cerrdefs.IsConflict(err) {
+		// Another tt-model created it between our check and our create.
+		if cur, ferr := d.Find(ctx, spec.Name); ferr == nil && cur != nil {
+			return nil, &RunningError{Instance: cur}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)
 	}
@@ -170,15 +194,15 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 	if err != nil {
 		return nil, nil, err
 	}
-	binds := []string{spec.HF.HFHome + ":" + containerHF}
+	binds := []string{spec.HF.HFHome + ":" + ContainerHF}
 	if spec.HF.CacheDir != filepath.Join(spec.HF.HFHome, "hub") {
 		// HF_HUB_CACHE lives elsewhere: show it where HF_HOME=/hf expects it.
-		binds = append(binds, spec.HF.CacheDir+":"+containerHF+"/hub")
+		binds = append(binds, spec.HF.CacheDir+":"+ContainerHF+"/hub")
 	}
 	binds = append(binds, metal+":"+containerMetalCache, weights+":"+containerWeightCache)
 	host := &container.HostConfig{
 		Binds:         binds,
-		PortBindings:  network.PortMap{port: {{HostPort: strconv.Itoa(spec.Port)}}},
+		PortBindings:  network.PortMap{port: {{HostIP: bindAddr(spec.Bind), HostPort: strconv.Itoa(spec.Port)}}},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyOnFailure},
 	}
 	host.Devices = chipDevices(spec.Chips)
@@ -200,18 +224,28 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 	cfg := &container.Config{
 		Image:        tag,
 		User:         user,
-		Env:          SortedEnv(spec.ServerEnv(containerHF, containerHF+"/hub", containerMetalCache)),
+		Env:          SortedEnv(spec.ServerEnv(ContainerHF, ContainerHF+"/hub", containerMetalCache)),
 		Cmd:          spec.Launch.Argv,
 		Entrypoint:   ep,
 		ExposedPorts: network.PortSet{port: {}},
 		Labels: map[string]string{
 			LabelName:    spec.Package.Wire.Name,
 			LabelProfile: spec.Profile.Name,
-			LabelDevices: joinChips(spec.Chips),
+			LabelDevices: chips.Format(spec.Chips),
 			LabelPort:    strconv.Itoa(spec.Port),
 		},
 	}
 	return cfg, host, nil
+}
+
+// bindAddr is the engine's HostIP for a --bind address (zero: every
+// interface).
+func bindAddr(bind string) netip.Addr {
+	a, err := netip.ParseAddr(bind)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a
 }
 
 // chipDevices passes exactly these chips, not the whole /dev/tenstorrent:
@@ -265,14 +299,25 @@ func (d *Docker) containerUser(ctx context.Context) (string, error) {
 }
 
 // Stop is `docker stop --timeout grace` then `docker rm`; a server killed
-// after the grace (exit 137) leaves its chips needing a reset, done in a
-// throw-away container of the same image, as upstream.
+// (exit 137) leaves its chips needing a reset, done in a throw-away container
+// of the same image, as upstream. It reports what this stop did: a container
+// that had already exited is only removed, and a kill is reported as this
+// stop's only when the grace ran out.
 func (d *Docker) Stop(ctx context.Context, inst *Instance, grace time.Duration, progress io.Writer) (StopResult, error) {
 	secs := int(grace / time.Second)
-	var res StopResult
-	if _, err := d.c.ContainerStop(ctx, inst.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
-		return res, fmt.Errorf("stop %s: %w", inst.Name, err)
+	res := StopResult{ExitCode: -1}
+	before, err := d.c.ContainerInspect(ctx, inst.ID, client.ContainerInspectOptions{})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return res, fmt.Errorf("inspect %s: %w", inst.Name, err)
 	}
+	wasRunning := err == nil && before.Container.State != nil && (before.Container.State.Running || before.Container.State.Restarting)
+	started := time.Now()
+	if wasRunning {
+		if _, err := d.c.ContainerStop(ctx, inst.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+			return res, fmt.Errorf("stop %s: %w", inst.Name, err)
+		}
+	}
+	took := time.Since(started)
 	info, err := d.c.ContainerInspect(ctx, inst.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		return res, fmt.Errorf("inspect %s after stop: %w", inst.Name, err)
@@ -284,8 +329,15 @@ func (d *Docker) Stop(ctx context.Context, inst *Instance, grace time.Duration, 
 	if info.Container.Config != nil {
 		image = info.Container.Config.Image
 	}
-	res.Killed = res.ExitCode == 137
-	if res.Killed {
+	switch {
+	case !wasRunning:
+		res.AlreadyExited = true
+	case res.ExitCode == 137 && took >= grace:
+		res.Killed = true
+	case res.ExitCode == 137:
+		res.Detail = append(res.Detail, fmt.Sprintf("it ended with SIGKILL (137) %s into the stop, before the %s grace ran out: killed by something else", took.Round(time.Millisecond), grace))
+	}
+	if res.ExitCode == 137 {
 		res.Reset = d.resetChips(ctx, image, inst.Chips, progress)
 	}
 	if _, err := d.c.ContainerRemove(ctx, inst.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
@@ -328,15 +380,105 @@ func (d *Docker) resetChips(ctx context.Context, image string, chips []int, prog
 	}
 }
 
-// Logs copies the container's stdout and stderr to w.
+// Logs copies the container's stdout and stderr to w. Following, it goes on
+// across restarts of the container by the engine (its restart policy), from
+// where the last stream ended, and ends with a *FollowEnded saying why when
+// the container stops for good or is removed.
 func (d *Docker) Logs(ctx context.Context, inst *Instance, follow bool, w io.Writer) error {
-	rc, err := d.c.ContainerLogs(ctx, inst.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow})
-	if err != nil {
-		return fmt.Errorf("logs of %s: %w", inst.Name, err)
+	ts := &timestampCutter{w: w}
+	out := w
+	if follow {
+		out = ts
 	}
-	defer rc.Close()
-	if _, err := stdcopy.StdCopy(w, w, rc); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("logs of %s: %w", inst.Name, err)
+	since := ""
+	for {
+		rc, err := d.c.ContainerLogs(ctx, inst.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Timestamps: follow, Since: since})
+		if err != nil {
+			if follow && cerrdefs.IsNotFound(err) {
+				return &FollowEnded{Instance: inst, Reason: "the container was removed"}
+			}
+			return fmt.Errorf("logs of %s: %w", inst.Name, err)
+		}
+		_, err = stdcopy.StdCopy(out, out, rc)
+		rc.Close()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("logs of %s: %w", inst.Name, err)
+		}
+		if !follow || ctx.Err() != nil {
+			return nil
+		}
+		why, again := d.restartedAfterStream(ctx, inst)
+		if !again {
+			return &FollowEnded{Instance: inst, Reason: why}
+		}
+		if !ts.last.IsZero() {
+			since = ts.last.Add(time.Nanosecond).Format(time.RFC3339Nano)
+		}
 	}
-	return nil
+}
+
+// restartedAfterStream waits, after a followed log stream ended, to see
+// whether the engine restarts the container (on-failure passes through
+// "restarting", after a delay that grows with each restart) and says why
+// not when it does not.
+func (d *Docker) restartedAfterStream(ctx context.Context, inst *Instance) (why string, again bool) {
+	settle := time.Now().Add(2 * time.Second) // the engine marks a restart right after the exit
+	for {
+		res, err := d.c.ContainerInspect(ctx, inst.ID, client.ContainerInspectOptions{})
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return "the container was removed", false
+		case err != nil:
+			return fmt.Sprintf("inspect %s: %v", inst.Name, err), false
+		}
+		st := res.Container.State
+		switch {
+		case st == nil:
+			return "the engine reports no state", false
+		case st.Running && !st.Restarting:
+			return "", true
+		case st.Restarting:
+			settle = time.Now().Add(time.Hour) // wait for the restart, however long the backoff
+		case time.Now().After(settle):
+			return fmt.Sprintf("%s exited (code %d) and the engine does not restart it", inst.Name, st.ExitCode), false
+		}
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// timestampCutter strips the RFC 3339 timestamp the engine puts before each
+// line (Timestamps: true) and keeps the last one, so a follow that resumes
+// after a restart asks only for what came after it.
+type timestampCutter struct {
+	w       io.Writer
+	last    time.Time
+	midLine bool // the next bytes continue a line whose stamp was cut
+}
+
+func (c *timestampCutter) Write(p []byte) (int, error) {
+	for rest := p; len(rest) > 0; {
+		if !c.midLine {
+			if i := bytes.IndexByte(rest, ' '); i > 0 {
+				if t, err := time.Parse(time.RFC3339Nano, string(rest[:i])); err == nil {
+					c.last = t
+					rest = rest[i+1:]
+				}
+			}
+		}
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+			c.midLine = false
+		} else {
+			rest, c.midLine = nil, true
+		}
+		if _, err := c.w.Write(line); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
 }

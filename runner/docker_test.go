@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,43 +30,11 @@ func weightsCache(t *testing.T) (hub.Config, string) {
 
 func TestDockerServeStop(t *testing.T) {
 	ctx := context.Background()
-	testenv.Require(t, "docker")
-	d, err := ConnectDocker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	cfg, commit := weightsCache(t)
-	name := fmt.Sprintf("rtest-%d", os.Getpid())
-	dir, _ := runnertest.StagedPackage(t, name, runnertest.BuildHealthServer(t), commit)
-	pkg, err := LoadPackage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, p := range []string{"default", "stubborn"} {
-			d.c.ContainerRemove(ctx, InstanceName(name, p), client.ContainerRemoveOptions{Force: true})
-		}
-		d.c.ImageRemove(ctx, pkg.Wire.Container.Image.Tag, client.ImageRemoveOptions{Force: true})
-	})
-	snaps, err := PullWeights(ctx, hub.NewClient(cfg), pkg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, si := dockerStandIn(t, "rtest")
+	name := si.pkg.Wire.Name
 	start := func(profile string) (*Spec, *Instance, string) {
 		t.Helper()
-		others, err := d.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts := PlanOptions{Profile: profile, CacheRoot: t.TempDir(), DevDir: filepath.Join(t.TempDir(), "none")}
-		spec, inst, err := Serve(ctx, d, pkg, others, opts, func(s *Spec) error {
-			s.HF, s.Weights = cfg, snaps
-			return nil
-		}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		spec, inst := si.start(t, profile)
 		var logs bytes.Buffer
 		if err := WaitReady(ctx, d, inst, spec.Launch, 2*time.Minute, &logs); err != nil {
 			t.Fatalf("%v\n%s", err, logs.String())
@@ -76,7 +43,7 @@ func TestDockerServeStop(t *testing.T) {
 	}
 
 	spec, inst, logs := start("default")
-	wantModel := "HF_MODEL=/hf/hub/models--org--weights/snapshots/" + commit
+	wantModel := "HF_MODEL=/hf/hub/models--org--weights/snapshots/" + si.snaps[0].Commit
 	if !strings.Contains(logs, wantModel) {
 		t.Errorf("server output lacks %q:\n%s", wantModel, logs)
 	}
@@ -104,6 +71,98 @@ func TestDockerServeStop(t *testing.T) {
 	if err != nil || !res.Killed || res.ExitCode != 137 || !strings.Contains(res.Reset, "no chips") {
 		t.Errorf("stop stubborn = %+v, %v; want killed (137) with no chips to reset", res, err)
 	}
+
+	// Issue 22, defect 5: a container someone else killed is reported as
+	// already exited (137), not as killed by this stop after its grace.
+	_, inst, _ = start("default")
+	if _, err := d.c.ContainerKill(ctx, inst.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatal(err)
+	}
+	waitNotRunning(t, d, inst)
+	res, err = d.Stop(ctx, inst, 5*time.Second, io.Discard)
+	if err != nil || res.Killed || !res.AlreadyExited || res.ExitCode != 137 {
+		t.Errorf("stop after docker kill = %+v, %v; want already exited (137), not killed by the stop", res, err)
+	}
+}
+
+func waitNotRunning(t *testing.T, d *Docker, inst *Instance) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		cur, err := d.Find(context.Background(), inst.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur == nil || !cur.Running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still runs: %+v", inst.Name, cur)
+		}
+	}
+}
+
+// Issue 21, item 3: a server that cannot start makes WaitReady return a
+// CrashError with the server's own message as soon as the engine restarts
+// it (this stand-in image has no supervisor), not a timeout. Issue 22,
+// defect 6: following the logs of a server the engine restarts goes on
+// across the restart, and ends saying why when the container stops for good.
+func TestDockerCrashLoopAndFollow(t *testing.T) {
+	ctx := context.Background()
+	d, si := dockerStandIn(t, "rcrash")
+	name := si.pkg.Wire.Name
+	start := func(profile string) (*Spec, *Instance) { return si.start(t, profile) }
+
+	spec, inst := start("broken")
+	began := time.Now()
+	err := WaitReady(ctx, d, inst, spec.Launch, 2*time.Minute, io.Discard)
+	var crash *CrashError
+	if !errors.As(err, &crash) || !strings.Contains(err.Error(), runnertest.BrokenMessage) || !strings.Contains(err.Error(), "tt-model logs "+name+" --profile broken") {
+		t.Fatalf("WaitReady = %v; want a CrashError with the server's message and the logs command", err)
+	}
+	t.Logf("crash noticed after %s:\n%v", time.Since(began).Round(time.Millisecond), err)
+
+	_, inst = start("flaky")
+	var out lockedWriter
+	followed := make(chan error, 1)
+	go func() { followed <- d.Logs(ctx, inst, true, &out) }()
+	for deadline := time.Now().Add(2 * time.Minute); strings.Count(out.String(), "listening on") < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs -f did not follow the engine's restart:\n%s", out.String())
+		}
+	}
+	if _, err := d.c.ContainerStop(ctx, inst.ID, client.ContainerStopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-followed:
+		var ended *FollowEnded
+		if !errors.As(err, &ended) || !strings.Contains(ended.Reason, "does not restart it") {
+			t.Errorf("follow ended with %v; want a FollowEnded saying the engine does not restart it", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("logs -f did not end after the container stopped for good")
+	}
+	if n := strings.Count(out.String(), "HF_MODEL="); n < 2 || strings.Count(out.String(), "listening on") != n {
+		t.Errorf("each life's lines exactly once, got:\n%s", out.String())
+	}
+}
+
+// lockedWriter is a bytes.Buffer safe for a writer and a reader goroutine.
+type lockedWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 // TestContainerConfig checks the container upstream's serve composes, for a
@@ -126,6 +185,7 @@ func TestContainerConfig(t *testing.T) {
 		HF:       hub.Config{HFHome: filepath.Join(state, "hf"), CacheDir: filepath.Join(state, "hubcache"), Token: "secret"},
 		StateDir: filepath.Join(state, "m"), Hugepages: true,
 	}
+	spec.WeightsDir = filepath.Join(spec.HF.CacheDir, "models--org--w", "snapshots", rev)
 	cfg, host, err := d.containerConfig(ctx, spec, "tt-model/m:1", []string{"/usr/local/bin/tt-model", "supervise", "--"})
 	if err != nil {
 		t.Fatal(err)

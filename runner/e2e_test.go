@@ -3,15 +3,9 @@ package runner
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"github.com/ttmodel/tt-model/internal/testenv"
-	"image"
-	"image/color"
-	"image/png"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,10 +16,8 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/models/rfdetr"
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
-
-// rfdetrPin is the weights revision models/rf-detr/tt-model.yaml pins.
-const rfdetrPin = "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"
 
 // TestRFDETREndToEnd packages models/rf-detr with this tree's tt-model and
 // tt-model-server, puts a random full-size checkpoint in the HF cache at the
@@ -123,7 +115,7 @@ func packageRFDETR(t *testing.T, d *Docker, tag, base, extra string) *rfdetrE2E 
 	}
 	home := t.TempDir()
 	cfg := hub.Config{Endpoint: "http://127.0.0.1:1", HFHome: home, CacheDir: filepath.Join(home, "hub")}
-	if _, err := (hub.Cache{Dir: cfg.CacheDir}).Import("Roboflow/rf-detr-base", rfdetrPin, ckpt); err != nil {
+	if _, err := (hub.Cache{Dir: cfg.CacheDir}).Import("Roboflow/rf-detr-base", runnertest.RFDETRPin, ckpt); err != nil {
 		t.Fatal(err)
 	}
 	snaps, err := PullWeights(ctx, hub.NewClient(cfg), pkg, io.Discard)
@@ -169,12 +161,8 @@ func removeE2EArtifacts(t *testing.T, d *Docker, name string) {
 func (e *rfdetrE2E) serve(t *testing.T, profile string, supervisorFlags []string) *Instance {
 	t.Helper()
 	ctx := context.Background()
-	others, err := e.d.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts := PlanOptions{Profile: profile, CacheRoot: e.cacheRoot, DevDir: filepath.Join(e.work, "no-chips")}
-	spec, inst, err := Serve(ctx, e.d, e.pkg, others, opts, func(s *Spec) error {
+	spec, inst, err := Serve(ctx, e.d, e.pkg, e.d.List, opts, func(s *Spec) error {
 		s.HF, s.Weights, s.SupervisorFlags = e.hf, e.snaps, supervisorFlags
 		return nil
 	}, io.Discard)
@@ -188,36 +176,7 @@ func (e *rfdetrE2E) serve(t *testing.T, profile string, supervisorFlags []string
 	return inst
 }
 
-// predict posts a small generated PNG and returns the number of detections.
+// predict posts a picture to the server on port (see runnertest.PredictRFDETR).
 func predict(port int) (int, error) {
-	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
-	for y := 0; y < 48; y++ {
-		for x := 0; x < 64; x++ {
-			img.Set(x, y, color.RGBA{uint8(x * 4), uint8(y * 5), 128, 255})
-		}
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		return 0, err
-	}
-	body, err := json.Marshal(map[string]any{"image": base64.StdEncoding.EncodeToString(buf.Bytes()), "threshold": 0.0, "max_detections": 5})
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/predict", port), "application/json", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Detections []json.RawMessage `json:"detections"`
-	}
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return 0, fmt.Errorf("decode %s: %w", b, err)
-	}
-	return len(out.Detections), nil
+	return runnertest.PredictRFDETR(fmt.Sprintf("http://127.0.0.1:%d/predict", port))
 }

@@ -30,25 +30,12 @@ const (
 	testHangMarker  = "/cache/hang_marker"
 )
 
-// hangProfile is appended to the copy of models/rf-detr/tt-model.yaml: the
-// server's test-only fault switch makes it exit 75 after each prediction,
-// and the hang marker lives on the /cache mount (as pi05's does).
-const hangProfile = `
-serve_profiles:
-  - name: hang
-    description: test only; the server exits 75 after each prediction
-    env:
-      TT_MODEL_FAULT_EXIT_AFTER: "1"
-      PI05_HANG_MARKER: ` + testHangMarker + `
-default_profile: hang
-`
-
 // TestRFDETRHangChain is issue 7's hang chain on the Docker engine: the
 // package's base image (a docker-archive written here) holds a test reset
 // command, the server is served with `--reset-cmd` naming it, and each
 // prediction makes the server exit 75. Twice, the supervisor inside the
 // container writes the hang marker, runs the reset command exactly once
-// (with the marker still there and {chips} empty: the container has no
+// (with the marker still there and no {chips} argument: the container has no
 // chips, so the chip check is skipped), removes the marker, and starts the
 // server again, ready and answering; the engine never restarts the
 // container.
@@ -57,7 +44,8 @@ func TestRFDETRHangChain(t *testing.T) {
 	ctx := context.Background()
 	base := filepath.Join(t.TempDir(), "test-reset-base.tar")
 	writeResetBase(t, base)
-	e := packageRFDETR(t, d, "hang", base, hangProfile)
+	// The hang marker lives on the /cache mount, as pi05's does.
+	e := packageRFDETR(t, d, "hang", base, runnertest.RFDETRHangProfile("PI05_HANG_MARKER: "+testHangMarker))
 	inst := e.serve(t, "hang", []string{"--reset-cmd", testResetBin + " " + testResetRecord + " " + testHangMarker + " {chips}"})
 
 	hostCache := filepath.Join(e.cacheRoot, e.pkg.Wire.Name, "cache")
@@ -66,7 +54,7 @@ func TestRFDETRHangChain(t *testing.T) {
 	if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the reset command ran before any hang (stat %s: %v)", record, err)
 	}
-	wantArgv := []string{testResetBin, testResetRecord, testHangMarker, ""}
+	wantArgv := []string{testResetBin, testResetRecord, testHangMarker} // no chips: {chips} is left out
 	for hang := 1; hang <= 2; hang++ {
 		// Answered, then the server exits 75.
 		if n, err := predict(inst.Port); err != nil || n < 1 {

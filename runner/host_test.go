@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -16,23 +17,24 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/procfs"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
 func TestHostArgv(t *testing.T) {
-	h := &Host{Supervisor: []string{"/opt/tt-model", "supervise"}, Server: "/opt/tt-model-server"}
-	spec := &Spec{Port: 20003, Chips: []int{2, 3}, Launch: manifest.Launch{
+	h := &Host{RunDir: "/run/tt", Supervisor: []string{"/opt/tt-model", "supervise"}, Server: "/opt/tt-model-server"}
+	spec := &Spec{Name: "tt-model-x-p", Port: 20003, Chips: []int{2, 3}, Launch: manifest.Launch{
 		Argv: []string{"tt-model-server", "--host", "0.0.0.0", "--port", "20003"}, ReadyPath: "/health"}}
 	got := h.argv(spec, h.serverArgv(spec))
 	want := []string{"/opt/tt-model", "supervise", "--ready-url", "http://127.0.0.1:20003/health", "--chips", "2,3",
-		"--stop-grace", "2m0s", "--", "/opt/tt-model-server", "--host", "0.0.0.0", "--port", "20003"}
+		"--stop-grace", "2m0s", "--state-file", "/run/tt/tt-model-x-p/supervisor.json", "--", "/opt/tt-model-server", "--host", "0.0.0.0", "--port", "20003"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("argv =\n%q\nwant\n%q", got, want)
 	}
 	spec.Launch = manifest.Launch{Argv: []string{"python", "-m", "srv"}, ReadyLine: "Application startup complete"}
 	spec.Chips = nil
 	got = h.argv(spec, h.serverArgv(spec))
-	want = []string{"/opt/tt-model", "supervise", "--ready-line", "Application startup complete", "--stop-grace", "2m0s", "--", "python", "-m", "srv"}
+	want = []string{"/opt/tt-model", "supervise", "--ready-line", "Application startup complete", "--stop-grace", "2m0s", "--state-file", "/run/tt/tt-model-x-p/supervisor.json", "--", "python", "-m", "srv"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("argv =\n%q\nwant\n%q", got, want)
 	}
@@ -83,7 +85,7 @@ func TestHostFindStopLogs(t *testing.T) {
 			t.Fatal("the process never printed")
 		}
 	}
-	recordProcess(t, h, name, cmd, startTick(cmd.Process.Pid))
+	recordProcess(t, h, name, cmd, procfs.Self(cmd.Process.Pid).StartTick)
 
 	inst, err := h.Find(ctx, name)
 	if err != nil || inst == nil || !inst.Running || inst.ID != strconv.Itoa(cmd.Process.Pid) {
@@ -108,7 +110,7 @@ func TestHostFindStopLogs(t *testing.T) {
 		t.Fatalf("Stop = %+v, %v; want SIGTERM to end it", res, err)
 	}
 	<-done
-	if err := <-followed; err != nil || !strings.Contains(out.String(), "started") {
+	if err := <-followed; !errors.As(err, new(*FollowEnded)) || !strings.Contains(out.String(), "started") {
 		t.Errorf("Logs -f = %q, %v", out.String(), err)
 	}
 	if _, err := os.Stat(h.dir(name)); !os.IsNotExist(err) {
@@ -126,5 +128,17 @@ func TestHostStartNeedsServer(t *testing.T) {
 	}
 	if _, err := h.Start(context.Background(), spec, io.Discard); err == nil || !strings.Contains(err.Error(), "make build") {
 		t.Errorf("err = %v, want a hint to build the server", err)
+	}
+}
+
+func TestHostPaths(t *testing.T) {
+	env := hostPaths(map[string]string{
+		"PI05_HANG_MARKER": "/cache/pi05_hang_marker", "X": "/cachex/y", "W": "/weight-cache", "HF_MODEL": "/hf/hub/m", "N": "2",
+	}, map[string]string{"/cache": "/home/u/.cache/tt-model/p/cache", "/weight-cache": "/w", "/hf": "/home/u/hf"})
+	want := map[string]string{
+		"PI05_HANG_MARKER": "/home/u/.cache/tt-model/p/cache/pi05_hang_marker", "X": "/cachex/y", "W": "/w", "HF_MODEL": "/home/u/hf/hub/m", "N": "2",
+	}
+	if !reflect.DeepEqual(env, want) {
+		t.Errorf("hostPaths = %v\nwant %v", env, want)
 	}
 }

@@ -2,9 +2,7 @@ package runner
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/chips"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -26,11 +25,15 @@ type Spec struct {
 	Launch  manifest.Launch // for Port, the server's argv says --port Port
 	Name    string
 	Port    int
-	Chips   []int // nil when the host has no /dev/tenstorrent
+	Bind    string // host address the port is published on ("" = every interface)
+	Chips   []int  // nil when the host has no /dev/tenstorrent
 	// Weights are the package's snapshots (primary first), nil when the
 	// package declares none.
 	Weights []*hub.Snapshot
 	HF      hub.Config
+	// WeightsDir is the host snapshot folder the server reads its weights
+	// from (ServedWeights); "" leaves HF_MODEL as the profile sets it.
+	WeightsDir string
 	// StateDir is ~/.cache/tt-model/<package>: cache/ (TT_METAL_CACHE) and
 	// weights/ (the weight cache) live there.
 	StateDir  string
@@ -44,6 +47,7 @@ type Spec struct {
 type PlanOptions struct {
 	Profile   string
 	Port      int    // 0: the first free from FirstPort
+	Bind      string // host address to publish the port on ("" = every interface, as upstream)
 	DeviceIDs string // "": the lowest free chips
 	DevDir    string // where chips appear; "" = /dev/tenstorrent
 	CacheRoot string // "" = ~/.cache/tt-model
@@ -56,8 +60,11 @@ func Plan(pkg *Package, others []Instance, opts PlanOptions) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := &Spec{Package: pkg, Profile: prof, Name: InstanceName(pkg.Wire.Name, prof.Name)}
-	if spec.Port, err = pickPort(opts.Port, others); err != nil {
+	spec := &Spec{Package: pkg, Profile: prof, Name: InstanceName(pkg.Wire.Name, prof.Name), Bind: opts.Bind}
+	if opts.Bind != "" && net.ParseIP(opts.Bind) == nil {
+		return nil, fmt.Errorf("--bind %q: want an IP address of this host, e.g. 127.0.0.1", opts.Bind)
+	}
+	if spec.Port, err = pickPort(opts.Port, opts.Bind, others); err != nil {
 		return nil, err
 	}
 	port := spec.Port
@@ -71,13 +78,13 @@ func Plan(pkg *Package, others []Instance, opts PlanOptions) (*Spec, error) {
 	}
 	devDir := opts.DevDir
 	if devDir == "" {
-		devDir = "/dev/tenstorrent"
+		devDir = chips.DevDir
 	}
 	need, ok := manifest.ChipCount(prof.Hardware)
 	if !ok || need < 1 {
 		need = 1
 	}
-	avail, err := hostChips(devDir)
+	avail, err := chips.Discover(devDir)
 	if err != nil {
 		return nil, err
 	}
@@ -111,9 +118,9 @@ func DefaultCacheRoot() (string, error) {
 }
 
 // ServerEnv is the server's environment for a runner that shows HF_HOME at
-// hfHome, the hub cache at hubCache and the kernel cache at metalCache. When
-// the primary weights are pinned and HF_MODEL names their repo, HF_MODEL
-// becomes the pinned snapshot folder, so the server reads exactly the
+// hfHome, the hub cache at hubCache and the kernel cache at metalCache. With
+// a WeightsDir, HF_MODEL becomes that snapshot folder as the server sees it
+// (upstream's rewrite of a pinned repo id), so the server reads exactly the
 // validated files and never asks the Hub.
 func (s *Spec) ServerEnv(hfHome, hubCache, metalCache string) map[string]string {
 	env := map[string]string{}
@@ -125,9 +132,10 @@ func (s *Spec) ServerEnv(hfHome, hubCache, metalCache string) map[string]string 
 	if s.HF.Token != "" {
 		env["HF_TOKEN"] = s.HF.Token
 	}
-	w := s.Package.Wire.Weights
-	if w != nil && w.Revision != nil && *w.Revision != "" && len(s.Weights) > 0 && env["HF_MODEL"] == w.Repo {
-		env["HF_MODEL"] = filepath.Join(hubCache, hub.RepoFolderName(w.Repo), "snapshots", s.Weights[0].Commit)
+	if s.WeightsDir != "" {
+		if rel, err := filepath.Rel(s.HF.CacheDir, s.WeightsDir); err == nil && filepath.IsLocal(rel) {
+			env["HF_MODEL"] = filepath.Join(hubCache, rel)
+		}
 	}
 	return env
 }
@@ -143,8 +151,8 @@ func SortedEnv(env map[string]string) []string {
 }
 
 // pickPort is the requested port, or the first port from FirstPort that no
-// instance holds and that can be bound now.
-func pickPort(requested int, others []Instance) (int, error) {
+// instance holds and that can be bound now on bind ("" = every interface).
+func pickPort(requested int, bind string, others []Instance) (int, error) {
 	taken := map[int]bool{}
 	for _, o := range others {
 		if o.Running {
@@ -155,45 +163,26 @@ func pickPort(requested int, others []Instance) (int, error) {
 		if requested < 1 || requested > 65535 {
 			return 0, fmt.Errorf("--port %d: want 1-65535", requested)
 		}
-		if taken[requested] || !portFree(requested) {
+		if taken[requested] || !portFree(bind, requested) {
 			return 0, fmt.Errorf("--port %d is in use", requested)
 		}
 		return requested, nil
 	}
 	for p := FirstPort; p < FirstPort+1000; p++ {
-		if !taken[p] && portFree(p) {
+		if !taken[p] && portFree(bind, p) {
 			return p, nil
 		}
 	}
 	return 0, fmt.Errorf("no free port in %d-%d", FirstPort, FirstPort+999)
 }
 
-func portFree(p int) bool {
-	l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+func portFree(bind string, p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(p)))
 	if err != nil {
 		return false
 	}
 	l.Close()
 	return true
-}
-
-// hostChips lists the numbered device nodes; none when the folder is absent.
-func hostChips(devDir string) ([]int, error) {
-	entries, err := os.ReadDir(devDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list chips in %s: %w", devDir, err)
-	}
-	var chips []int
-	for _, e := range entries {
-		if n, err := strconv.Atoi(e.Name()); err == nil && n >= 0 {
-			chips = append(chips, n)
-		}
-	}
-	slices.Sort(chips)
-	return chips, nil
 }
 
 func usedChips(others []Instance) map[int]string {
@@ -251,19 +240,12 @@ func busyList(used map[int]string) string {
 	return strings.Join(parts, ", ")
 }
 
-// parseDeviceIDs reads --device-id: distinct non-negative ids, as many as
-// the profile needs.
+// parseDeviceIDs reads --device-id in the one chip-list grammar
+// (internal/chips: "0,1", "0-3"), as many chips as the profile needs.
 func parseDeviceIDs(s string, need int, profile string) ([]int, error) {
-	var ids []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("--device-id %q: want comma-separated chip numbers", s)
-		}
-		if slices.Contains(ids, n) {
-			return nil, fmt.Errorf("--device-id %q names chip %d twice", s, n)
-		}
-		ids = append(ids, n)
+	ids, err := chips.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--device-id: %w", err)
 	}
 	if len(ids) != need {
 		return nil, fmt.Errorf("--device-id gives %d chip(s); profile %s needs %d", len(ids), profile, need)

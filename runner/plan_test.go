@@ -54,9 +54,10 @@ func TestParseDeviceIDs(t *testing.T) {
 	}{
 		{"0,1", 2, []int{0, 1}, ""},
 		{" 3 ", 1, []int{3}, ""},
+		{"0-3", 4, []int{0, 1, 2, 3}, ""}, // the grammar of supervise --chips (issue 10)
 		{"0,0", 2, nil, "twice"},
-		{"0,x", 2, nil, "comma-separated"},
-		{"-1", 1, nil, "comma-separated"},
+		{"0,x", 2, nil, "not a chip id"},
+		{"-1", 1, nil, "want a chip id"},
 		{"0", 2, nil, "needs 2"},
 	}
 	for _, c := range cases {
@@ -73,20 +74,7 @@ func TestParseDeviceIDs(t *testing.T) {
 	}
 }
 
-func TestHostChipsAndHugepages(t *testing.T) {
-	dev := t.TempDir()
-	for _, n := range []string{"3", "0", "1", "not-a-chip"} {
-		if err := os.WriteFile(filepath.Join(dev, n), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := hostChips(dev)
-	if err != nil || !reflect.DeepEqual(got, []int{0, 1, 3}) {
-		t.Errorf("hostChips = %v, %v", got, err)
-	}
-	if got, err := hostChips(filepath.Join(dev, "absent")); err != nil || got != nil {
-		t.Errorf("absent dir: %v, %v; want none", got, err)
-	}
+func TestHugepages(t *testing.T) {
 	cases := map[string]bool{
 		"none":    false,
 		"mounted": true,
@@ -101,41 +89,76 @@ func TestHostChipsAndHugepages(t *testing.T) {
 
 func TestPickPort(t *testing.T) {
 	others := []Instance{{Name: "a", Port: FirstPort, Running: true}, {Name: "b", Port: FirstPort + 1}}
-	p, err := pickPort(0, others)
+	p, err := pickPort(0, "", others)
 	if err != nil || p == FirstPort {
 		t.Errorf("pickPort = %d, %v; want a port other than the running instance's %d", p, err, FirstPort)
 	}
-	if _, err := pickPort(FirstPort, others); err == nil {
+	if _, err := pickPort(FirstPort, "", others); err == nil {
 		t.Error("a port a running instance holds was accepted")
 	}
-	if _, err := pickPort(70000, nil); err == nil {
+	if _, err := pickPort(70000, "", nil); err == nil {
 		t.Error("port 70000 accepted")
 	}
 }
 
-func TestServerEnvPinsSnapshot(t *testing.T) {
-	rev := "0123456789012345678901234567890123456789"
-	pkg := &Package{Wire: &manifest.Wire{Name: "x", Weights: &manifest.WireWeights{Repo: "org/w", Revision: &rev}}}
+// ServedWeights applies the servers' own weights rule to the profile's env over the host cache
+// (issue 21: HF_MODEL becomes the snapshot folder only when the rule finds it, and a pi0.5 package
+// whose weights it cannot find is refused before start, naming every place looked).
+func TestServedWeights(t *testing.T) {
+	pin := "0123456789012345678901234567890123456789"
+	other := strings.Repeat("e", 40)
+	home := t.TempDir()
+	hf := hub.Config{HFHome: home, CacheDir: filepath.Join(home, "hub"), Token: "tok"}
+	snap := filepath.Join(hf.CacheDir, "models--lerobot--pi05_base", "snapshots", pin)
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(snap, "model.safetensors"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goServer := func(model string) *Package {
+		return &Package{Wire: &manifest.Wire{Name: "p", Weights: &manifest.WireWeights{Repo: "lerobot/pi05_base", Revision: &pin},
+			Container: &manifest.Container{Kind: manifest.KindGoServer, Runtime: map[string]any{"model": model}}}}
+	}
+	pulled := []*hub.Snapshot{{Repo: "lerobot/pi05_base", Commit: pin}}
 	cases := []struct {
 		name      string
+		pkg       *Package
 		env       map[string]string
-		weights   []*hub.Snapshot
-		token     string
-		wantModel string
+		wantDir   string
+		wantModel string // HF_MODEL in the container
+		wantErr   string
 	}{
-		{"pinned", map[string]string{"HF_MODEL": "org/w"}, []*hub.Snapshot{{Commit: rev}}, "", "/hf/hub/models--org--w/snapshots/" + rev},
-		{"profile names another model", map[string]string{"HF_MODEL": "/data/other"}, []*hub.Snapshot{{Commit: rev}}, "", "/data/other"},
-		{"no snapshot", map[string]string{"HF_MODEL": "org/w"}, nil, "tok", "org/w"},
+		{"pinned repo id", goServer("pi05"), map[string]string{"HF_MODEL": "lerobot/pi05_base"}, snap,
+			"/hf/hub/models--lerobot--pi05_base/snapshots/" + pin, ""},
+		{"TT_WEIGHTS_REVISION wins over the pin", goServer("pi05"), map[string]string{"HF_MODEL": "lerobot/pi05_base", "TT_WEIGHTS_REVISION": other}, "", "",
+			"no pi0.5 weights found; looked at:\n  1. PI05_WEIGHTS_DIR: unset\n  2. HF_MODEL lerobot/pi05_base at TT_WEIGHTS_REVISION " + other},
+		{"the model's own folder variable", goServer("pi05"), map[string]string{"HF_MODEL": "lerobot/pi05_base", "PI05_WEIGHTS_DIR": "/w"}, "", "lerobot/pi05_base", ""},
+		{"HF_MODEL is a path", goServer("pi05"), map[string]string{"HF_MODEL": "/data/other"}, "", "/data/other", ""},
+		{"rf-detr weights absent", goServer("rf-detr"), map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}, "", "",
+			"TT_RF_DETR_WEIGHTS: unset\n  2. HF_MODEL Roboflow/rf-detr-base at the default branch"},
+		{"another kind, other weights", &Package{Wire: &manifest.Wire{Name: "v", Container: &manifest.Container{Kind: "vllm-plugin"}}},
+			map[string]string{"HF_MODEL": "org/x"}, "", "org/x", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := &Spec{Package: pkg, Launch: manifest.Launch{Env: c.env}, Weights: c.weights, HF: hub.Config{Token: c.token}}
+			dir, err := ServedWeights(c.pkg, c.env, hf, pulled)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err = %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || dir != c.wantDir {
+				t.Fatalf("ServedWeights = %q, %v; want %q", dir, err, c.wantDir)
+			}
+			s := &Spec{Package: c.pkg, Launch: manifest.Launch{Env: c.env}, HF: hf, WeightsDir: dir}
 			env := s.ServerEnv("/hf", "/hf/hub", "/cache")
-			if env["HF_MODEL"] != c.wantModel || env["HF_HOME"] != "/hf" || env["TT_METAL_CACHE"] != "/cache" {
+			if env["HF_MODEL"] != c.wantModel || env["HF_HOME"] != "/hf" || env["TT_METAL_CACHE"] != "/cache" || env["HF_TOKEN"] != "tok" {
 				t.Errorf("env = %v, want HF_MODEL %s", env, c.wantModel)
 			}
-			if env["HF_TOKEN"] != c.token {
-				t.Errorf("HF_TOKEN = %q, want %q", env["HF_TOKEN"], c.token)
+			if host := s.ServerEnv(hf.HFHome, hf.CacheDir, "/m"); dir != "" && host["HF_MODEL"] != dir {
+				t.Errorf("host env HF_MODEL = %s, want %s", host["HF_MODEL"], dir)
 			}
 		})
 	}
@@ -164,22 +187,5 @@ func TestSupervisedEntrypoint(t *testing.T) {
 	}
 	if _, err := supervisedEntrypoint([]string{"/entrypoint.sh"}, manifest.Launch{}, []string{"--reset-cmd", "x"}); err == nil {
 		t.Error("supervisor flags for an image without our supervisor were accepted")
-	}
-}
-
-func TestLineWatcher(t *testing.T) {
-	seen := make(chan struct{})
-	var out strings.Builder
-	w := &lineWatcher{w: &out, needle: "startup complete", seen: seen}
-	for _, chunk := range []string{"booting\nApplication start", "up comp", "lete\nmore\n"} {
-		w.Write([]byte(chunk))
-	}
-	select {
-	case <-seen:
-	default:
-		t.Error("the ready line split over three writes was not seen")
-	}
-	if out.String() != "booting\nApplication startup complete\nmore\n" {
-		t.Errorf("output passed through = %q", out.String())
 	}
 }

@@ -1,13 +1,11 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,12 +26,30 @@ func (e *NotReadyError) Error() string {
 
 // WaitReady follows the instance's output to logOut until the server is
 // ready (its ReadyPath answers JSON "status":"ok", or its ReadyLine shows in
-// the output), the instance stops, or the timeout passes.
+// the output), the instance stops or crash-loops (*CrashError), or the
+// timeout passes (*NotReadyError).
 func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch, timeout time.Duration, logOut io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ready, err := watchStart(ctx, r, inst, l, timeout, logOut)
+	if err == nil && !ready {
+		return &NotReadyError{Instance: inst, Timeout: timeout}
+	}
+	return err
+}
+
+// WatchStart watches a detached start for up to window: it returns early,
+// ready, when the server is ready, and a *CrashError when it crashes
+// meanwhile (a server that cannot start mostly fails in its first seconds);
+// ready is false when the window passed with the server still starting.
+func WatchStart(ctx context.Context, r Runner, inst *Instance, l manifest.Launch, window time.Duration) (ready bool, err error) {
+	return watchStart(ctx, r, inst, l, window, io.Discard)
+}
+
+// watchStart is WaitReady's loop; it returns ready=false, err=nil when limit
+// passed.
+func watchStart(ctx context.Context, r Runner, inst *Instance, l manifest.Launch, limit time.Duration, logOut io.Writer) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	seen := make(chan struct{})
-	watcher := &lineWatcher{w: logOut, needle: l.ReadyLine, seen: seen}
+	watcher := newStartWatcher(logOut, l.ReadyLine)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -44,42 +60,44 @@ func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch,
 	defer wg.Wait()
 	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
-	url := fmt.Sprintf("http://127.0.0.1:%d%s", inst.Port, l.ReadyPath)
+	url := inst.URL() + l.ReadyPath
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case <-seen:
-			return nil
+		case <-watcher.ready:
+			return true, nil
+		case why := <-watcher.crash:
+			return false, watcher.crashError(inst, why)
 		case <-ctx.Done():
 			if ctx.Err() == context.DeadlineExceeded {
-				return &NotReadyError{Instance: inst, Timeout: timeout}
+				return false, nil
 			}
-			return fmt.Errorf("interrupted while waiting; %s keeps starting: `tt-model logs %s -f`, `tt-model stop %s --profile %s`",
+			return false, fmt.Errorf("interrupted while waiting; %s keeps starting: `tt-model logs %s -f`, `tt-model stop %s --profile %s`",
 				inst.Name, inst.Package, inst.Package, inst.Profile)
 		case <-tick.C:
 		}
 		if l.ReadyLine == "" && l.ReadyPath != "" && healthOK(ctx, client, url) {
-			return nil
+			return true, nil
 		}
 		cur, err := r.Find(ctx, inst.Name)
 		if ctx.Err() == context.DeadlineExceeded {
-			return &NotReadyError{Instance: inst, Timeout: timeout}
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if cur == nil {
-			return fmt.Errorf("%s disappeared while starting", inst.Name)
+			return false, fmt.Errorf("%s disappeared while starting", inst.Name)
 		}
 		if !cur.Running {
-			return fmt.Errorf("%s stopped while starting (state %s, exit code %d); its output is above", inst.Name, cur.State, cur.ExitCode)
+			return false, watcher.crashError(inst, fmt.Sprintf("stopped while starting (state %s, exit code %d)", cur.State, cur.ExitCode))
 		}
-		if cur.Restarts > inst.Restarts {
+		if cur.Restarts > inst.Restarts || cur.State == "restarting" {
 			// The supervisor inside restarts the server itself; the engine
-			// restarting the container means the supervisor gave up.
-			return fmt.Errorf("%s exited and the engine restarted it; its output is above. It will keep retrying: `tt-model stop %s --profile %s`",
-				inst.Name, inst.Package, inst.Profile)
+			// restarting the container means the supervisor gave up (or
+			// the image has no supervisor).
+			return false, watcher.crashError(inst, "exited and the engine restarts it")
 		}
 	}
 }
@@ -99,39 +117,4 @@ func healthOK(ctx context.Context, c *http.Client, url string) bool {
 		Status string `json:"status"`
 	}
 	return resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) == nil && body.Status == "ok"
-}
-
-// lineWatcher passes output through and closes seen at the first line that
-// contains needle.
-type lineWatcher struct {
-	w      io.Writer
-	needle string
-	seen   chan struct{}
-	mu     sync.Mutex
-	buf    []byte
-	done   bool
-}
-
-func (lw *lineWatcher) Write(p []byte) (int, error) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	n, err := lw.w.Write(p)
-	if lw.needle == "" || lw.done {
-		return n, err
-	}
-	lw.buf = append(lw.buf, p...)
-	for {
-		i := bytes.IndexByte(lw.buf, '\n')
-		if i < 0 {
-			break
-		}
-		if strings.Contains(string(lw.buf[:i]), lw.needle) {
-			lw.done = true
-			close(lw.seen)
-			lw.buf = nil
-			break
-		}
-		lw.buf = lw.buf[i+1:]
-	}
-	return n, err
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/chips"
+	"github.com/ttmodel/tt-model/internal/procfs"
 )
 
 // Labels every instance carries (the first three are upstream's).
@@ -36,7 +39,7 @@ type Runner interface {
 	// Stop sends SIGTERM, waits up to grace, kills, and removes the instance.
 	Stop(ctx context.Context, inst *Instance, grace time.Duration, progress io.Writer) (StopResult, error)
 	// Logs copies the instance's output to w, following it when asked, until
-	// ctx ends or the instance stops.
+	// ctx ends (nil) or the instance stops for good (*FollowEnded).
 	Logs(ctx context.Context, inst *Instance, follow bool, w io.Writer) error
 	Close() error
 }
@@ -49,21 +52,42 @@ type Instance struct {
 	Runner   string // "docker" or "host"
 	ID       string // container id, or the supervisor's pid
 	Port     int
+	Bind     string // host address the port is published on ("" = every interface)
 	Chips    []int
 	State    string // running, restarting, exited, …
 	Running  bool
 	ExitCode int // the last exit code, when the runner knows it
 	Restarts int // how often the engine restarted it (restart policy)
 	Started  time.Time
+	// Orphan is a host server still running without its supervisor.
+	Orphan *procfs.Process
+	// PortHolders are the processes listening on Port while the instance
+	// does not run (-1: one this user cannot see): what ps and stop warn of.
+	PortHolders []int
 }
 
-// StopResult says how a stop went.
+// StopResult says how a stop went: what this stop did, never more.
 type StopResult struct {
-	ExitCode int
-	Killed   bool // the grace ran out and the server was SIGKILLed
+	ExitCode int  // the instance's exit code, -1 when unknown
+	Killed   bool // this stop's grace ran out and it SIGKILLed the server
+	// AlreadyExited: the instance had ended before this stop (it only
+	// removed it); ExitCode is how it ended.
+	AlreadyExited bool
 	// Reset describes the chip reset done after a kill ("" when none was needed).
 	Reset string
+	// Detail holds anything else the user must know (an orphan stopped, a
+	// port still held by another process).
+	Detail []string
 }
+
+// FollowEnded ends a followed Logs: the instance stopped for good (or was
+// removed), and Reason says so.
+type FollowEnded struct {
+	Instance *Instance
+	Reason   string
+}
+
+func (e *FollowEnded) Error() string { return "stopped following " + e.Instance.Name + ": " + e.Reason }
 
 // InstanceName is the container (or host state) name of a package profile:
 // tt-model-<name>-<profile>, as upstream names its containers.
@@ -78,6 +102,22 @@ func (e *RunningError) Error() string {
 		i.Name, i.Runner, shortID(i.ID), i.Port, i.Package, i.Profile)
 }
 
+// ReachHost is the address a client on this host reaches the instance at:
+// its bind address, or 127.0.0.1 when it listens on every interface.
+func (i Instance) ReachHost() string { return reachHost(i.Bind) }
+
+func reachHost(bind string) string {
+	if ip := net.ParseIP(bind); ip == nil || ip.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return bind
+}
+
+// URL is http://<ReachHost>:<Port>.
+func (i Instance) URL() string {
+	return "http://" + net.JoinHostPort(i.ReachHost(), strconv.Itoa(i.Port))
+}
+
 // Uptime is how long the instance has run, rounded to seconds.
 func (i Instance) Uptime(now time.Time) time.Duration {
 	if !i.Running || i.Started.IsZero() {
@@ -87,36 +127,23 @@ func (i Instance) Uptime(now time.Time) time.Duration {
 }
 
 // FormatChips renders chip ids as "0,1" ("-" for none).
-func FormatChips(chips []int) string {
-	if len(chips) == 0 {
+func FormatChips(ids []int) string {
+	if len(ids) == 0 {
 		return "-"
 	}
-	return joinChips(chips)
+	return chips.Format(ids)
 }
 
-// joinChips renders chip ids as "0,1" ("" for none), the devices label.
-func joinChips(chips []int) string {
-	s := make([]string, len(chips))
-	for i, c := range chips {
-		s[i] = strconv.Itoa(c)
-	}
-	return strings.Join(s, ",")
-}
-
-// parseChips reads a devices label; malformed values give nil.
+// parseChips reads a devices label; a malformed one gives nil.
 func parseChips(s string) []int {
 	if s == "" {
 		return nil
 	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || n < 0 {
-			return nil
-		}
-		out = append(out, n)
+	ids, err := chips.Parse(s)
+	if err != nil {
+		return nil
 	}
-	return out
+	return ids
 }
 
 func shortID(id string) string {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/manifest"
 )
 
 // PullWeights brings the package's primary and auxiliary weights into the
@@ -35,8 +36,58 @@ func PullWeights(ctx context.Context, c *hub.Client, p *Package, progress io.Wri
 	return snaps, nil
 }
 
+// ServedWeights applies tt-model's weights rule (hub.ServerWeights.Locate,
+// the one the model servers load by) to a profile's server env over the
+// host's HF cache, and returns the host snapshot folder HF_MODEL becomes, or
+// "" when HF_MODEL stays as the profile sets it: the model's own folder
+// variable is set, HF_MODEL is a path, the package declares no weights, or
+// (for kinds other than tt-go-server) it names none of the package's
+// weights. The revision is the
+// env's TT_WEIGHTS_REVISION, else the pin that was pulled (snaps). A
+// tt-go-server whose weights the rule cannot find is refused here, with
+// every place looked, instead of crash-looping in its container.
+func ServedWeights(pkg *Package, env map[string]string, hf hub.Config, snaps []*hub.Snapshot) (string, error) {
+	if len(pkg.WeightRefs()) == 0 {
+		return "", nil // nothing pulled, nothing to point at (the image brings its own, or the env does)
+	}
+	w, known := hub.ServerWeights{Model: pkg.Wire.Name}, false
+	if pkg.Wire.Container != nil && pkg.Wire.Container.Kind == manifest.KindGoServer {
+		model, _ := pkg.Wire.Container.Runtime["model"].(string)
+		w, known = hub.WeightsFor(model)
+	}
+	model := env["HF_MODEL"]
+	if (w.OverrideVar != "" && env[w.OverrideVar] != "") || (model != "" && hub.IsFolderName(model)) {
+		return "", nil
+	}
+	pin := ""
+	for _, s := range snaps {
+		if s.Repo == model {
+			pin = s.Commit
+		}
+	}
+	if pin == "" && !known {
+		return "", nil
+	}
+	loc, err := w.Locate(func(k string) string {
+		switch k {
+		case "HF_HUB_CACHE":
+			return hf.CacheDir
+		case "HF_HOME":
+			return hf.HFHome
+		case "HF_MODEL", "TT_WEIGHTS_REVISION":
+			return env[k]
+		}
+		return ""
+	}, pin)
+	if err != nil {
+		return "", fmt.Errorf("the server would not find its weights in the HF cache %s: %w", hf.CacheDir, err)
+	}
+	return loc.Dir, nil
+}
+
 // ContainerSnapshotPath is where a snapshot appears inside a container that
-// mounts the host's HF_HOME at /hf.
+// mounts an HF_HOME at /hf (the Kubernetes pods, whose weights job fills a
+// volume the host runner cannot look into).
 func ContainerSnapshotPath(repo, commit string) string {
-	return "/hf/hub/" + hub.RepoFolderName(repo) + "/snapshots/" + commit
+	return ContainerHF + "/hub/" + hub.RepoFolderName(repo) + "/snapshots/" + commit
 }

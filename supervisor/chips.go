@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -17,26 +16,6 @@ import (
 type chipHost struct {
 	devDir   string // /dev/tenstorrent
 	sysfsDir string // /sys/class/tenstorrent
-}
-
-// discover lists the logical ids of the device nodes in devDir (none when
-// the directory is missing: a host without chips).
-func (h chipHost) discover() ([]int, error) {
-	entries, err := os.ReadDir(h.devDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list chips in %s: %w", h.devDir, err)
-	}
-	var ids []int
-	for _, e := range entries {
-		if id, err := strconv.Atoi(e.Name()); err == nil && id >= 0 {
-			ids = append(ids, id)
-		}
-	}
-	sort.Ints(ids)
-	return ids, nil
 }
 
 // heartbeat reads chip id's tt_heartbeat. ok is false when the attribute is
@@ -121,13 +100,4 @@ func (h chipHost) checkOnce(ctx context.Context, chips []int, interval time.Dura
 		}
 	}
 	return nil
-}
-
-// chipList is "0,1" for the reset command's {chips}.
-func chipList(chips []int) string {
-	s := make([]string, len(chips))
-	for i, id := range chips {
-		s[i] = strconv.Itoa(id)
-	}
-	return strings.Join(s, ",")
 }

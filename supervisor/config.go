@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/chips"
 )
 
 // HangExitCode is the exit code a server uses to say its chips hung
@@ -53,8 +55,10 @@ type Config struct {
 	ResetTimeout time.Duration `json:"reset_timeout"`
 	ResetOnStart ResetOnStart  `json:"reset_on_start"`
 	// ResetAttempts is how many times a reset is tried before the chips
-	// count as unrecoverable.
-	ResetAttempts int `json:"reset_attempts"`
+	// count as unrecoverable; ResetBackoff is the pause after the first
+	// failed attempt, doubled after each further one.
+	ResetAttempts int           `json:"reset_attempts"`
+	ResetBackoff  time.Duration `json:"reset_backoff"`
 
 	// Chips are the logical chip ids; nil means every /dev/tenstorrent/N.
 	Chips []int `json:"chips,omitempty"`
@@ -82,6 +86,10 @@ type Config struct {
 	ExtendInterval time.Duration `json:"extend_interval"`
 
 	StatusAddr string `json:"status_addr,omitempty"`
+	// StateFile, when set, is kept equal to the status JSON (the
+	// supervisor's and the server's pid and start time, the state, and at
+	// the end the exit code): the host runner's stop and ps read it.
+	StateFile string `json:"state_file,omitempty"`
 }
 
 // Defaults returns the production settings for a server on port; the hang
@@ -98,6 +106,7 @@ func Defaults(port int) Config {
 		ResetTimeout:      180 * time.Second,
 		ResetOnStart:      ResetAuto,
 		ResetAttempts:     3,
+		ResetBackoff:      5 * time.Second,
 		DevDir:            "/dev/tenstorrent",
 		SysfsDir:          "/sys/class/tenstorrent",
 		HeartbeatInterval: time.Second,
@@ -139,6 +148,12 @@ func DefaultLockDir() string {
 	return os.TempDir()
 }
 
+// ResetBudget is the longest one chip reset may take: every attempt's reset
+// command and chip check running to their timeouts.
+func (c *Config) ResetBudget() time.Duration {
+	return time.Duration(c.ResetAttempts) * (c.ResetTimeout + c.ChipCheckTimeout)
+}
+
 // resetsWithoutChips says whether a host without chips still runs the reset
 // command after a hang. A site's own --reset-cmd does (it may not need device
 // nodes: a BMC power cycle, a test's recorder), with {chips} empty; the
@@ -157,15 +172,19 @@ func (c *Config) Validate() error {
 	}
 	if c.ReadyLine == "" {
 		u, err := url.Parse(c.ReadyURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 			bad("--ready-url %q: want an http(s) URL", c.ReadyURL)
+		} else if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				bad("--ready-url %q: port %s is not 1-65535", c.ReadyURL, p)
+			}
 		}
 	}
 	for name, d := range map[string]time.Duration{
 		"--start-timeout": c.StartTimeout, "--stop-grace": c.StopGrace, "--reset-timeout": c.ResetTimeout,
 		"--restart-window": c.RestartWindow, "probe interval": c.ProbeInterval, "probe timeout": c.ProbeTimeout,
 		"backoff min": c.BackoffMin, "backoff max": c.BackoffMax, "heartbeat interval": c.HeartbeatInterval,
-		"chip check timeout": c.ChipCheckTimeout, "extend interval": c.ExtendInterval,
+		"chip check timeout": c.ChipCheckTimeout, "extend interval": c.ExtendInterval, "reset backoff": c.ResetBackoff,
 	} {
 		if d <= 0 {
 			bad("%s must be positive, got %s", name, d)
@@ -191,43 +210,10 @@ func (c *Config) Validate() error {
 	if c.HangMarker == "" {
 		bad("--hang-marker is empty")
 	}
-	for _, id := range c.Chips {
-		if id < 0 {
-			bad("--chips: chip id %d is negative", id)
+	if c.Chips != nil {
+		if _, err := chips.Parse(chips.Format(c.Chips)); err != nil {
+			bad("--chips: %v", err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ParseChips parses a --chips list such as "0,1" or "0-3,5".
-func ParseChips(list string) ([]int, error) {
-	var chips []int
-	seen := map[int]bool{}
-	for _, part := range strings.Split(list, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("chip list %q: %q is not a chip id", list, part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("chip list %q: %q is not a range", list, part)
-			}
-		}
-		for id := a; id <= b; id++ {
-			if !seen[id] {
-				seen[id] = true
-				chips = append(chips, id)
-			}
-		}
-	}
-	if len(chips) == 0 {
-		return nil, fmt.Errorf("chip list %q names no chip", list)
-	}
-	return chips, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,6 +103,7 @@ func newHarness(t testing.TB) *harness {
 	h.cfg.HangMarker = filepath.Join(dir, "cache", "hang_marker")
 	h.cfg.ResetCmd = fakeReset(t) + " " + h.record + " ok {chips}"
 	h.cfg.ResetTimeout = 10 * time.Second
+	h.cfg.ResetBackoff = 10 * time.Millisecond
 	h.cfg.Chips = []int{0, 1}
 	h.cfg.DevDir, h.cfg.SysfsDir = dev, sys
 	h.cfg.HeartbeatInterval = 30 * time.Millisecond
@@ -367,6 +369,13 @@ func (n *notifySocket) messages() []string {
 		out = append(out, strings.Join(lines, "\n"))
 	}
 	return out
+}
+
+// all is every datagram received so far, in order.
+func (n *notifySocket) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.msgs)
 }
 
 func (n *notifySocket) pings() int {

@@ -386,6 +386,33 @@ func TestWatchdogFollowsReadinessProbe(t *testing.T) {
 	s.wait(t)
 }
 
+// An in-unit restart (exit 75, reset, a slow start) keeps the watchdog
+// pings coming: it is the supervisor at work, not a hang, and systemd must
+// not stop the unit when it outlasts WatchdogSec.
+func TestWatchdogPingsThroughARestart(t *testing.T) {
+	h := newHarness(t)
+	h.tickHeartbeats()
+	h.server("-plan", "exit:75,ready", "-exit-after", "50ms", "-ready-after", "400ms")
+	n := h.listenNotify(false)
+	s := h.start("WATCHDOG_USEC=100000")
+	eventually(t, s, "the second READY=1", func() bool {
+		return len(slices.DeleteFunc(n.all(), func(m string) bool { return !strings.HasPrefix(m, "READY=1") })) == 2
+	})
+	s.signal(t, syscall.SIGTERM)
+	s.wait(t)
+	msgs := n.all()
+	// Pings between leaving the first ready state and the second READY=1.
+	left := slices.IndexFunc(msgs, func(m string) bool { return strings.Contains(m, "STATUS=resetting:") })
+	again := slices.IndexFunc(msgs, func(m string) bool { return strings.HasPrefix(m, "READY=1\nSTATUS=ready: server ready (start 2)") })
+	if left < 0 || again < left {
+		t.Fatalf("no reset between the two READY=1: %q", msgs)
+	}
+	// The second start alone takes 400 ms: pings every 50 ms.
+	if pings := countPings(msgs[left:again]); pings < 4 {
+		t.Errorf("%d watchdog pings during a restart of more than 400 ms, want one every 50 ms: %q", pings, msgs[left:again])
+	}
+}
+
 func countPings(msgs []string) int {
 	n := 0
 	for _, m := range msgs {
@@ -407,9 +434,7 @@ func TestExtendTimeoutRepeatsUntilReady(t *testing.T) {
 	eventually(t, s, "ready", func() bool { return n.has("READY=1") })
 	s.signal(t, syscall.SIGTERM)
 	s.wait(t)
-	n.mu.Lock()
-	msgs := slices.Clone(n.msgs)
-	n.mu.Unlock()
+	msgs := n.all()
 	ready := slices.IndexFunc(msgs, func(m string) bool { return strings.HasPrefix(m, "READY=1") })
 	extends := 0
 	for i, m := range msgs {

@@ -66,6 +66,17 @@ func lockHolder(path string) string {
 	return "unknown"
 }
 
+// inherited are the lock files every server gets as fds 3, 4, …: an flock
+// belongs to the open file, so a chip stays locked while any process of the
+// supervisor's (the server, anything it forked) still runs, even after the
+// supervisor itself was killed.
+func (l *chipLocks) inherited() []*os.File {
+	if l == nil {
+		return nil
+	}
+	return l.files
+}
+
 func (l *chipLocks) release() {
 	for _, f := range l.files {
 		f.Close()

@@ -40,13 +40,14 @@ func probeURL(ctx context.Context, client *http.Client, url string) error {
 	return nil
 }
 
-// waitURL polls url every interval until it is ready (then closes ready) or
-// ctx ends.
-func waitURL(ctx context.Context, client *http.Client, url string, interval time.Duration, ready chan<- struct{}) {
+// waitURL polls url every interval until it answers ready and owned says
+// the answer came from the supervised server (then closes ready), or ctx
+// ends.
+func waitURL(ctx context.Context, client *http.Client, url string, interval time.Duration, owned func() bool, ready chan<- struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if probeURL(ctx, client, url) == nil {
+		if probeURL(ctx, client, url) == nil && owned() {
 			close(ready)
 			return
 		}

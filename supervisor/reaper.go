@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,8 @@ type reaper struct {
 
 	mu      sync.Mutex // held across fork and registration, so no exit is missed
 	waiters map[int]chan exitStatus
+
+	forks chan forkRequest // served by forkLoop on its own OS thread
 }
 
 func newReaper(log *slog.Logger) *reaper {
@@ -34,9 +37,11 @@ func newReaper(log *slog.Logger) *reaper {
 		sigs:    make(chan os.Signal, 1),
 		done:    make(chan struct{}),
 		waiters: map[int]chan exitStatus{},
+		forks:   make(chan forkRequest),
 	}
 	signal.Notify(r.sigs, syscall.SIGCHLD)
 	go r.loop()
+	go r.forkLoop()
 	return r
 }
 
@@ -81,6 +86,36 @@ func (r *reaper) stop() {
 	close(r.done)
 }
 
+// forkRequest is one ForkExec for forkLoop.
+type forkRequest struct {
+	path string
+	argv []string
+	attr *syscall.ProcAttr
+	done chan forkResult
+}
+
+type forkResult struct {
+	pid int
+	err error
+}
+
+// forkLoop runs every fork of this supervisor on one OS thread that lives
+// as long as the reaper. Children get PR_SET_PDEATHSIG=SIGKILL, which the
+// kernel sends when the THREAD that forked them exits, not the process: Go
+// may end an idle thread, so the forking thread is locked and kept.
+func (r *reaper) forkLoop() {
+	runtime.LockOSThread() // never unlocked: the thread ends with the reaper
+	for {
+		select {
+		case req := <-r.forks:
+			pid, err := syscall.ForkExec(req.path, req.argv, req.attr)
+			req.done <- forkResult{pid, err}
+		case <-r.done:
+			return
+		}
+	}
+}
+
 // child is a process started by the reaper in a process group of its own.
 type child struct {
 	pid  int
@@ -96,25 +131,35 @@ func (c *child) signalGroup(sig syscall.Signal) error {
 	return err
 }
 
-// start runs argv in a new process group (its pgid is its pid) with env and
-// the given stdin, stdout and stderr.
-func (r *reaper) start(argv, env []string, files [3]*os.File) (*child, error) {
+// start runs argv in a new process group (its pgid is its pid) with env,
+// the given stdin, stdout and stderr, and extra as fds 3, 4, …. The child is
+// SIGKILLed by the kernel if this supervisor dies (Pdeathsig): a server must
+// never outlive the process that answers for it (it would hold the chips
+// and the port unsupervised).
+func (r *reaper) start(argv, env []string, files [3]*os.File, extra ...*os.File) (*child, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
-	fds := make([]uintptr, len(files))
-	for i, f := range files {
-		fds[i] = f.Fd()
+	fds := make([]uintptr, 0, len(files)+len(extra))
+	for _, f := range append(files[:], extra...) {
+		fds = append(fds, f.Fd())
 	}
 	attr := &syscall.ProcAttr{
 		Env:   env,
 		Files: fds,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pid, err := syscall.ForkExec(path, argv, attr)
+	done := make(chan forkResult, 1)
+	select {
+	case r.forks <- forkRequest{path: path, argv: argv, attr: attr, done: done}:
+	case <-r.done:
+		return nil, fmt.Errorf("start %s: the supervisor is stopping", path)
+	}
+	res := <-done
+	pid, err := res.pid, res.err
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/chips"
 	"os"
 	"strings"
 	"syscall"
@@ -31,7 +32,7 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 	if noChips {
 		s.enter(StateResetting, "running the reset command (no chips on this host): %s", why)
 	} else {
-		s.enter(StateResetting, "resetting chips %s: %s", chipList(s.chips), why)
+		s.enter(StateResetting, "resetting %s: %s", s.chipsName(), why)
 	}
 	extend := s.extendTicker()
 	defer extend.Stop()
@@ -56,15 +57,33 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 			if noChips {
 				s.log.Info("reset command done; no chips on this host, so the chip check is skipped", "attempt", attempt)
 			} else {
-				s.log.Info("chips reset and checked", "chips", chipList(s.chips), "attempt", attempt)
+				s.log.Info("chips reset and checked", "chips", chips.Format(s.chips), "attempt", attempt)
 			}
 			info.OK, info.Error = true, ""
 			return true, false
 		}
 		info.Error = err.Error()
 		s.log.Warn("chip reset failed", "attempt", attempt, "of", s.cfg.ResetAttempts, "err", err)
+		if attempt < s.cfg.ResetAttempts && s.pauseBeforeReset(ctx, extend, s.cfg.ResetBackoff<<(attempt-1)) {
+			info.Error = "stopped between reset attempts"
+			return false, true
+		}
 	}
 	return false, false
+}
+
+// pauseBeforeReset waits d before the next reset attempt (a chip that just
+// failed a reset often needs a moment: the attempts back off, doubling);
+// stopped is true when a stop signal came or ctx ended (SIGHUP only cuts the
+// pause short).
+func (s *Supervisor) pauseBeforeReset(ctx context.Context, extend *time.Ticker, d time.Duration) (stopped bool) {
+	s.log.Info("next reset attempt after a pause", "pause", d)
+	sig, cancelled := s.pause(ctx, d, extend)
+	if cancelled || (sig != nil && isStopSignal(sig)) {
+		s.log.Warn("stop requested between reset attempts: the hang marker stays")
+		return true
+	}
+	return false
 }
 
 // checkChips runs the chip check while still answering stop signals and
@@ -91,12 +110,16 @@ func (s *Supervisor) checkChips(ctx context.Context, extend *time.Ticker) (stopp
 	}
 }
 
-// resetArgv is the reset command split on blanks, {chips} replaced by the
-// chip list, empty when there are none (no shell: a scratch image has none).
-func resetArgv(cmd string, chips []int) []string {
-	argv := strings.Fields(cmd)
-	for i, a := range argv {
-		argv[i] = strings.ReplaceAll(a, "{chips}", chipList(chips))
+// resetArgv is the reset command split on blanks (no shell: a scratch image
+// has none), {chips} replaced by the chip list. Without chips, an argument
+// that is just {chips} is left out rather than passed empty.
+func resetArgv(cmd string, ids []int) []string {
+	var argv []string
+	for _, a := range strings.Fields(cmd) {
+		if a == "{chips}" && len(ids) == 0 {
+			continue
+		}
+		argv = append(argv, strings.ReplaceAll(a, "{chips}", chips.Format(ids)))
 	}
 	return argv
 }

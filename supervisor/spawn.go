@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"fmt"
+
+	"github.com/ttmodel/tt-model/internal/procfs"
 	"log/slog"
 	"os"
 	"syscall"
@@ -44,7 +46,8 @@ func (s *Supervisor) spawn() (*server, error) {
 	}
 
 	env := childEnv(os.Environ(), s.cfg.Env)
-	c, err := s.reaper.start(s.cfg.Argv, env, files)
+	s.log.Info(LogStarting, "start", s.board.snapshot().Starts+1)
+	c, err := s.reaper.start(s.cfg.Argv, env, files, s.locks.inherited()...)
 	closeAll(nil, writers) // the server holds its own copies now
 	if err != nil {
 		closeAll(readers, nil)
@@ -55,8 +58,9 @@ func (s *Supervisor) spawn() (*server, error) {
 		go lines.copy(s.stderr, readers[1])
 	}
 	srv := &server{child: c, started: time.Now(), lines: lines}
-	s.board.update(func(st *Status) { st.Starts++; st.ServerPID = c.pid })
-	s.log.Info("server spawned", "pid", c.pid, "argv", s.cfg.Argv)
+	proc := procfs.Self(c.pid)
+	s.board.update(func(st *Status) { st.Starts++; st.ServerPID, st.ServerStartTick = c.pid, proc.StartTick })
+	s.log.Info(LogSpawned, "pid", c.pid, "argv", s.cfg.Argv)
 	return srv, nil
 }
 

@@ -3,9 +3,13 @@ package supervisor
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/procfs"
 )
 
 // State is where the supervisor is in a server's life (after supervisord's
@@ -87,26 +91,35 @@ type ResetInfo struct {
 	Error    string    `json:"error,omitempty"`
 }
 
-// Status is a snapshot of the supervisor, served as JSON on --status-addr.
+// Status is a snapshot of the supervisor, served as JSON on --status-addr
+// and written to --state-file.
 type Status struct {
-	State     State      `json:"state"`
-	Detail    string     `json:"detail"`
-	Since     time.Time  `json:"since"`
-	ServerPID int        `json:"server_pid,omitempty"`
-	Starts    int        `json:"starts"`
-	Restarts  int        `json:"restarts"`
-	UptimeS   float64    `json:"uptime_s"` // seconds since the current server became ready
-	LastExit  *ExitInfo  `json:"last_exit,omitempty"`
-	LastReset *ResetInfo `json:"last_reset,omitempty"`
-	Chips     []int      `json:"chips"`
+	State      State          `json:"state"`
+	Detail     string         `json:"detail"`
+	Since      time.Time      `json:"since"`
+	Supervisor procfs.Process `json:"supervisor"`
+	// ServerPID and ServerStartTick name the running server (none between
+	// lives): tt-model stop and ps check that exact process.
+	ServerPID       int        `json:"server_pid,omitempty"`
+	ServerStartTick string     `json:"server_start_tick,omitempty"`
+	Starts          int        `json:"starts"`
+	Restarts        int        `json:"restarts"`
+	UptimeS         float64    `json:"uptime_s"` // seconds since the current server became ready
+	LastExit        *ExitInfo  `json:"last_exit,omitempty"`
+	LastReset       *ResetInfo `json:"last_reset,omitempty"`
+	Chips           []int      `json:"chips"`
+	// ExitCode is set when the supervisor has finished: the code it exits with.
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
 // statusBoard holds the snapshot that the status server reads while the
-// supervisor loop writes it.
+// supervisor loop writes it, and keeps --state-file in step with it.
 type statusBoard struct {
 	mu      sync.Mutex
 	st      Status
 	readyAt time.Time
+	file    string // --state-file, "" when none
+	log     *slog.Logger
 }
 
 func (b *statusBoard) update(f func(st *Status)) {
@@ -119,6 +132,42 @@ func (b *statusBoard) update(f func(st *Status)) {
 	if b.st.State != StateReady {
 		b.readyAt = time.Time{}
 	}
+	if b.file != "" {
+		if err := writeStateFile(b.file, b.st); err != nil && b.log != nil {
+			b.log.Warn("cannot write the state file", "err", err)
+		}
+	}
+}
+
+// writeStateFile replaces path with st as JSON, atomically, so a reader
+// never sees half a file.
+func writeStateFile(path string, st Status) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("state file: %w", err)
+	}
+	return nil
+}
+
+// ReadStateFile reads what --state-file holds.
+func ReadStateFile(path string) (Status, error) {
+	var st Status
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return st, nil
 }
 
 func (b *statusBoard) snapshot() Status {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ttmodel/tt-model/internal/chips"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/procfs"
 )
 
 // Supervisor runs one server under the policy of its Config. Run owns every
@@ -33,6 +36,7 @@ type Supervisor struct {
 
 	host     chipHost
 	chips    []int
+	locks    *chipLocks // inherited by every server, so they outlive a killed supervisor as long as it does
 	policy   *restartPolicy
 	reaper   *reaper
 	sigs     chan os.Signal
@@ -41,7 +45,10 @@ type Supervisor struct {
 
 	state     State
 	everReady bool // READY=1 was sent once: systemd left the start timeout
-	lastCode  int  // the code to give up with
+	// firstReady is closed with the first READY=1, when systemd arms its
+	// watchdog (pingWatchdog waits for it).
+	firstReady chan struct{}
+	lastCode   int // the code to give up with
 	// shuttingDown and reloading add STOPPING=1 / RELOADING=1 to the next
 	// "stopping" datagram.
 	shuttingDown, reloading bool
@@ -54,15 +61,16 @@ func New(cfg Config, log *slog.Logger, stdout, stderr *os.File) (*Supervisor, er
 		return nil, err
 	}
 	return &Supervisor{
-		cfg:    cfg,
-		log:    log,
-		stdout: stdout,
-		stderr: stderr,
-		notify: notifier{log: log},
-		client: &http.Client{Timeout: cfg.ProbeTimeout},
-		host:   chipHost{devDir: cfg.DevDir, sysfsDir: cfg.SysfsDir},
-		policy: newRestartPolicy(cfg),
-		state:  -1,
+		cfg:        cfg,
+		log:        log,
+		stdout:     stdout,
+		stderr:     stderr,
+		notify:     notifier{log: log},
+		client:     &http.Client{Timeout: cfg.ProbeTimeout},
+		host:       chipHost{devDir: cfg.DevDir, sysfsDir: cfg.SysfsDir},
+		policy:     newRestartPolicy(cfg),
+		state:      -1,
+		firstReady: make(chan struct{}),
 	}, nil
 }
 
@@ -70,23 +78,26 @@ func New(cfg Config, log *slog.Logger, stdout, stderr *os.File) (*Supervisor, er
 // signal or ctx), or it gives up; it returns the exit code the supervisor
 // should end with. Run must be the only code in the process that waits for
 // child processes (see reaper).
-func (s *Supervisor) Run(ctx context.Context) (int, error) {
-	chips := s.cfg.Chips
-	if chips == nil {
-		found, err := s.host.discover()
-		if err != nil {
-			return 1, err
-		}
-		chips = found
+func (s *Supervisor) Run(ctx context.Context) (code int, err error) {
+	s.board.file, s.board.log = s.cfg.StateFile, s.log
+	s.board.update(func(st *Status) { st.Supervisor = procfs.Self(os.Getpid()) })
+	defer func() {
+		final := code
+		s.board.update(func(st *Status) { st.ExitCode = &final })
+	}()
+	ids, err := s.chipsToHold()
+	if err != nil {
+		return 1, err
 	}
-	s.chips = chips
-	s.board.update(func(st *Status) { st.Chips = chips })
-	if len(chips) > 0 {
-		locks, err := lockChips(s.cfg.LockDir, chips)
+	s.chips = ids
+	s.board.update(func(st *Status) { st.Chips = ids })
+	if len(ids) > 0 {
+		locks, err := lockChips(s.cfg.LockDir, ids)
 		if err != nil {
 			return 1, err
 		}
 		defer locks.release()
+		s.locks = locks
 	} else {
 		s.log.Info("no Tenstorrent chips on this host: chip locks and checks are skipped, and the reset too unless --reset-cmd is a site's own", "dev", s.cfg.DevDir)
 	}
@@ -106,8 +117,30 @@ func (s *Supervisor) Run(ctx context.Context) (int, error) {
 		defer stop()
 	}
 	s.watchdog = watchdogInterval(s.log)
+	if s.watchdog > 0 {
+		wctx, stopWatchdog := context.WithCancel(ctx)
+		defer stopWatchdog()
+		go s.pingWatchdog(wctx)
+	}
 
 	return s.loop(ctx)
+}
+
+// chipsToHold is --chips, checked against the host's device nodes before
+// anything is created for them, or every chip of the host.
+func (s *Supervisor) chipsToHold() ([]int, error) {
+	found, err := chips.Discover(s.cfg.DevDir)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Chips == nil {
+		return found, nil
+	}
+	if missing := chips.Missing(s.cfg.Chips, found); len(found) > 0 && len(missing) > 0 {
+		return nil, fmt.Errorf("--chips %s: chip %s is not on this host (%s has %s)",
+			chips.Format(s.cfg.Chips), chips.Format(missing), s.cfg.DevDir, chips.Format(found))
+	}
+	return s.cfg.Chips, nil
 }
 
 // outcome is how one server's life ended, as far as the restart policy cares.
@@ -141,7 +174,7 @@ func (s *Supervisor) loop(ctx context.Context) (int, error) {
 				return s.lastCode, nil
 			}
 			if !ok {
-				s.enter(StateFailed, "chips %s cannot be recovered", chipList(s.chips))
+				s.enter(StateFailed, "%s cannot be recovered", s.chipsName())
 				return HangExitCode, nil
 			}
 			resetWhy = ""
@@ -182,6 +215,10 @@ func (s *Supervisor) loop(ctx context.Context) (int, error) {
 // the supervisor would exit with because of it, a reason (for a hang: why
 // to reset), and how long the server was ready.
 func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why string, readyFor time.Duration, err error) {
+	if held := s.portHolder(); held != "" {
+		s.log.Error("not starting the server: "+held, "ready_url", s.cfg.ReadyURL)
+		return outCrash, 1, held, 0, nil
+	}
 	srv, err := s.spawn()
 	if err != nil {
 		return outStuck, 127, "", 0, err
@@ -194,7 +231,7 @@ func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why stri
 	if srv.lines != nil {
 		ready = srv.lines.seen
 	} else {
-		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, ready)
+		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, func() bool { return s.ownsReadyPort(srv) }, ready)
 	}
 	startTimer := time.NewTimer(s.cfg.StartTimeout)
 	defer startTimer.Stop()
@@ -223,12 +260,11 @@ func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why stri
 		}
 	}
 
+	first := !s.everReady
 	s.everReady = true
 	s.enter(StateReady, "server ready (start %d)", s.board.snapshot().Starts)
-	if s.watchdog > 0 {
-		wctx, stopWatchdog := context.WithCancel(ctx)
-		defer stopWatchdog()
-		go s.pingWatchdog(wctx, srv)
+	if first {
+		close(s.firstReady) // after READY=1 went out: no ping precedes it
 	}
 	for {
 		select {
@@ -307,7 +343,7 @@ func (s *Supervisor) stopForRestart(srv *server, why string, hang bool) (outcome
 func (s *Supervisor) exited(srv *server, st exitStatus) (outcome, int, string) {
 	srv.killStragglers(s.log)
 	s.recordExit(st)
-	s.log.Info("server exited", "pid", srv.pid, "status", st.String())
+	s.log.Info(LogExited, "pid", srv.pid, "status", st.String())
 	switch {
 	case st.Code() == 0:
 		return outDone, 0, "server exited 0"
@@ -359,27 +395,53 @@ func (s *Supervisor) stop(srv *server, why string, final bool) (st exitStatus, k
 // starts at once.
 func (s *Supervisor) backoff(ctx context.Context, d time.Duration, why string) (stopped bool) {
 	s.enter(StateBackoff, "restarting in %s after %s", d, why)
+	sig, cancelled := s.pause(ctx, d, nil)
+	switch {
+	case cancelled:
+		s.shuttingDown = true
+		s.enter(StateStopping, "context cancelled; no server running")
+		return true
+	case sig != nil && isStopSignal(sig):
+		s.shuttingDown = true
+		s.enter(StateStopping, "received %s; no server running", signalName(sig.(syscall.Signal)))
+		return true
+	}
+	return false
+}
+
+// pause waits d while no server runs (a backoff, a pause between reset
+// attempts), sending EXTEND_TIMEOUT_USEC on extend's ticks (nil: none). It
+// ends early on a stop signal or SIGHUP (returned) or when ctx ends
+// (cancelled); other signals have no server to go to and are dropped.
+func (s *Supervisor) pause(ctx context.Context, d time.Duration, extend *time.Ticker) (sig os.Signal, cancelled bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var ticks <-chan time.Time
+	if extend != nil {
+		ticks = extend.C
+	}
 	for {
 		select {
 		case <-t.C:
-			return false
+			return nil, false
 		case <-ctx.Done():
-			s.shuttingDown = true
-			s.enter(StateStopping, "context cancelled; no server running")
-			return true
+			return nil, true
+		case <-ticks:
+			s.notify.send(extendTimeout(2 * s.cfg.ExtendInterval))
 		case sig := <-s.sigs:
-			switch {
-			case isStopSignal(sig):
-				s.shuttingDown = true
-				s.enter(StateStopping, "received %s; no server running", signalName(sig.(syscall.Signal)))
-				return true
-			case sig == syscall.SIGHUP:
-				return false
+			if isStopSignal(sig) || sig == syscall.SIGHUP {
+				return sig, false
 			}
 		}
 	}
+}
+
+// chipsName is "chips 0,1" for messages, or "the chips" when there are none.
+func (s *Supervisor) chipsName() string {
+	if len(s.chips) == 0 {
+		return "the chips"
+	}
+	return "chips " + chips.Format(s.chips)
 }
 
 // enter moves to state: one log line, one STATUS= datagram (with READY=1 on
@@ -392,7 +454,7 @@ func (s *Supervisor) enter(state State, format string, args ...any) {
 		from = s.state.String()
 	}
 	s.state = state
-	s.log.Info("state "+state.String(), "from", from, "detail", detail)
+	s.log.Info(LogState(state), "from", from, "detail", detail)
 	s.board.update(func(st *Status) {
 		st.State, st.Detail, st.Since = state, detail, time.Now()
 	})
@@ -427,7 +489,7 @@ func (s *Supervisor) recordExit(st exitStatus) {
 		info.Signal = signalName(st.ws.Signal())
 	}
 	s.lastCode = st.Code()
-	s.board.update(func(b *Status) { b.LastExit, b.ServerPID = info, 0 })
+	s.board.update(func(b *Status) { b.LastExit, b.ServerPID, b.ServerStartTick = info, 0, "" })
 }
 
 func (s *Supervisor) markHang(why string) {
@@ -438,14 +500,24 @@ func (s *Supervisor) markHang(why string) {
 	s.log.Info("hang marker written", "path", s.cfg.HangMarker, "reason", why)
 }
 
-// pingWatchdog sends WATCHDOG=1 at half the systemd interval, but only
-// while the server answers its readiness probe (or, with --ready-line, while
-// it runs): a hung server stops the pings and systemd steps in.
-func (s *Supervisor) pingWatchdog(ctx context.Context, srv *server) {
+// pingWatchdog sends WATCHDOG=1 at half the systemd interval for the
+// supervisor's whole run. While a server is ready it pings only when the
+// server answers its readiness probe (with --ready-line, while it runs): a
+// server that hangs while serving stops the pings and systemd steps in. In
+// every other state the supervisor is itself resetting, starting or
+// stopping a server under its own timeouts, and pings: an in-unit restart
+// longer than WatchdogSec is not a hang. Pings start with the first
+// READY=1, when systemd arms the watchdog; a frozen supervisor sends none.
+func (s *Supervisor) pingWatchdog(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-s.firstReady:
+	}
 	t := time.NewTicker(s.watchdog / 2)
 	defer t.Stop()
 	for {
-		if srv.lines != nil || probeURL(ctx, s.client, s.cfg.ReadyURL) == nil {
+		if s.board.snapshot().State != StateReady || s.cfg.ReadyLine != "" || probeURL(ctx, s.client, s.cfg.ReadyURL) == nil {
 			s.notify.send("WATCHDOG=1")
 		} else if ctx.Err() == nil {
 			s.log.Warn("server does not answer its readiness probe: withholding the watchdog ping")

@@ -20,9 +20,14 @@ type Unit struct {
 	Exec             []string // ExecStart: an absolute tt-model path, "supervise", flags, server
 	User             bool     // a user unit (default.target) instead of a system one
 	WorkingDirectory string
+	// Environment is set for the supervisor and, through it, the server and
+	// the reset command: what they need from the installer's environment,
+	// which systemd does not pass on (see templates/systemd.service.tmpl).
+	Environment map[string]string
 
 	StartTimeout  time.Duration // the supervisor's --start-timeout
 	StopGrace     time.Duration // the supervisor's --stop-grace
+	ResetBudget   time.Duration // the longest chip reset (Config.ResetBudget)
 	RestartWindow time.Duration
 	MaxRestarts   int
 	Watchdog      time.Duration
@@ -34,6 +39,7 @@ type unitView struct {
 	Unit
 	TimeoutStart, TimeoutStop time.Duration
 	StartLimitBurst           int
+	EnvironmentLines          []string // NAME=value, sorted by name
 }
 
 // Render writes the unit file text.
@@ -44,7 +50,7 @@ func (u Unit) Render() (string, error) {
 	if len(u.Exec) == 0 || !filepath.IsAbs(u.Exec[0]) {
 		return "", fmt.Errorf("unit %s: ExecStart needs an absolute program path, got %q", u.Name, u.Exec)
 	}
-	for _, d := range []time.Duration{u.StartTimeout, u.StopGrace, u.RestartWindow, u.Watchdog, u.RestartSec} {
+	for _, d := range []time.Duration{u.StartTimeout, u.StopGrace, u.ResetBudget, u.RestartWindow, u.Watchdog, u.RestartSec} {
 		if d <= 0 {
 			return "", fmt.Errorf("unit %s: timeouts must be positive", u.Name)
 		}
@@ -53,19 +59,32 @@ func (u Unit) Render() (string, error) {
 		"seconds":  systemdSeconds,
 		"execLine": execLine,
 		"quote":    systemdQuote,
+		"env":      environmentLine,
 	}).ParseFS(templates.FS, "systemd.service.tmpl")
 	if err != nil {
 		return "", fmt.Errorf("parse the unit template: %w", err)
 	}
 	v := unitView{
 		Unit: u,
-		// A start may follow a stop of the previous server that hung.
-		TimeoutStart:    u.StartTimeout + u.StopGrace + time.Minute,
+		// A whole first start, a reset before it and the stop of a server
+		// that hung included, fits without EXTEND_TIMEOUT_USEC: a
+		// `systemctl daemon-reload` mid-start makes systemd forget the
+		// extensions it granted and measure from TimeoutStartSec again.
+		TimeoutStart:    u.ResetBudget + u.StartTimeout + u.StopGrace + time.Minute,
 		TimeoutStop:     u.StopGrace + 30*time.Second,
 		StartLimitBurst: max(1, u.MaxRestarts),
 	}
 	if strings.ContainsAny(v.Description, "\n") {
 		return "", fmt.Errorf("unit %s: the description must be one line", u.Name)
+	}
+	for k, val := range u.Environment {
+		if k == "" || strings.ContainsAny(k, "= \t\n") || strings.ContainsAny(val, "\n") {
+			return "", fmt.Errorf("unit %s: environment %q=%q: want a name without blanks or '=' and a one-line value", u.Name, k, val)
+		}
+	}
+	v.EnvironmentLines = make([]string, 0, len(u.Environment))
+	for _, k := range sortedKeys(u.Environment) {
+		v.EnvironmentLines = append(v.EnvironmentLines, k+"="+u.Environment[k])
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, v); err != nil {
@@ -98,5 +117,17 @@ func systemdQuote(s string) string {
 		return s
 	}
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
+	return `"` + r.Replace(s) + `"`
+}
+
+// environmentLine is one Environment= assignment. systemd expands
+// specifiers (%) there but not variables, so only % is doubled; the whole
+// assignment is quoted when it holds blanks, quotes or backslashes.
+func environmentLine(assignment string) string {
+	s := strings.ReplaceAll(assignment, "%", "%%")
+	if !strings.ContainsAny(s, " \t\"'\\") {
+		return s
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\t", `\t`)
 	return `"` + r.Replace(s) + `"`
 }

@@ -16,8 +16,10 @@ func testUnit(user bool) Unit {
 		Description:   "tt-model pi05 (profile default)",
 		Exec:          []string{os.Args[0], "supervise", "--start-timeout", "7m0s", "--ready-line", "Uvicorn running on http://0.0.0.0:8000", "--", "tt-model-server", "--label", "50% $HOME"},
 		User:          user,
+		Environment:   map[string]string{"PATH": "/opt/my tools/bin:/usr/bin", "HF_HOME": "/srv/hf-100%"},
 		StartTimeout:  7 * time.Minute,
 		StopGrace:     120 * time.Second,
+		ResetBudget:   12 * time.Minute,
 		RestartWindow: 30 * time.Minute,
 		MaxRestarts:   5,
 		Watchdog:      60 * time.Second,
@@ -32,9 +34,10 @@ func TestUnitRender(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []string{
-			"Type=notify\n", "NotifyAccess=main\n", "TimeoutStartSec=600s\n", "TimeoutStopSec=150s\n",
+			"Type=notify\n", "NotifyAccess=main\n", "TimeoutStartSec=1320s\n", "TimeoutStopSec=150s\n",
 			"WatchdogSec=60s\n", "Restart=on-failure\n", "RestartSec=5s\n", "KillMode=mixed\n",
-			"StartLimitIntervalSec=1800s\nStartLimitBurst=5\n",
+			"StartLimitIntervalSec=1800s\nStartLimitBurst=5\n", "RestartPreventExitStatus=2 126 127\n",
+			"Environment=HF_HOME=/srv/hf-100%%\nEnvironment=\"PATH=/opt/my tools/bin:/usr/bin\"\n",
 			`"--ready-line" "Uvicorn running on http://0.0.0.0:8000" -- tt-model-server --label "50%% $$HOME"`,
 		} {
 			want = strings.Replace(want, `"--ready-line"`, "--ready-line", 1)

@@ -6,7 +6,6 @@ package pi05
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -18,7 +17,7 @@ const (
 	MaxCameras    = 4
 	MaxActionDim  = 32 // actions and state are padded to 32
 	MaxTokenLen   = 224
-	DefaultHFRepo = "lerobot/pi05_base"
+	DefaultHFRepo = hub.PI05Repo
 )
 
 // ServerConfig is the environment of the seed package's server (PI05_* table, HF_MODEL, ...).
@@ -27,7 +26,8 @@ type ServerConfig struct {
 	ActionHorizon int    // PI05_ACTION_HORIZON, 1-64: the action chunk H
 	NumSteps      int    // PI05_NUM_STEPS, 1-10: default flow-matching steps
 	TokenLen      int    // PI05_TOKEN_LEN, 1-224: longer prompts are truncated; 0 = the checkpoint's (see EffectiveTokenLen)
-	HFModel       string // HF_MODEL: the weights repository, also the served model id
+	HFModel       string // the served model id: HF_MODEL's repo (also when HF_MODEL is its snapshot folder)
+	Source        string // HF_MODEL as given: a repo id or a weights folder ("" = DefaultHFRepo)
 	Revision      string // TT_WEIGHTS_REVISION: the pinned revision ("" = main)
 	WeightsDir    string // PI05_WEIGHTS_DIR: overrides the HF cache lookup
 	Tokenizer     string // PI05_TOKENIZER: tokenizer.model path (default: beside the weights)
@@ -44,13 +44,11 @@ type intVar struct {
 // is reported with its variable name.
 func ServerConfigFromEnv(getenv func(string) string) (ServerConfig, error) {
 	c := ServerConfig{
-		HFModel:    getenv("HF_MODEL"),
+		HFModel:    hub.ModelID(getenv("HF_MODEL"), DefaultHFRepo),
+		Source:     getenv("HF_MODEL"),
 		Revision:   getenv("TT_WEIGHTS_REVISION"),
 		WeightsDir: getenv("PI05_WEIGHTS_DIR"),
 		Tokenizer:  getenv("PI05_TOKENIZER"),
-	}
-	if c.HFModel == "" {
-		c.HFModel = DefaultHFRepo
 	}
 	vars := []intVar{
 		{"PI05_NUM_IMAGES", &c.NumImages, 2, 1, MaxCameras},
@@ -76,40 +74,24 @@ func ServerConfigFromEnv(getenv func(string) string) (ServerConfig, error) {
 	return c, errors.Join(errs...)
 }
 
-// ResolveWeightsDir returns PI05_WEIGHTS_DIR, else the local Hugging Face cache snapshot of
-// HF_MODEL at TT_WEIGHTS_REVISION (a commit, or a branch/tag recorded under refs/). It never
-// touches the network: weights are pinned into the cache by `tt-model serve` / `weights pull`.
+// ResolveWeightsDir finds the weights by tt-model's one rule (hub.ServerWeights.Locate):
+// PI05_WEIGHTS_DIR, else HF_MODEL as a folder (the pinned snapshot folder `tt-model serve` passes)
+// or as a repo id in the local Hugging Face cache at TT_WEIGHTS_REVISION (default main). It never
+// touches the network; the error names every place it looked.
 func (c ServerConfig) ResolveWeightsDir(getenv func(string) string) (string, error) {
-	if c.WeightsDir != "" {
-		if fi, err := os.Stat(c.WeightsDir); err != nil || !fi.IsDir() {
-			return "", fmt.Errorf("PI05_WEIGHTS_DIR=%q is not a directory", c.WeightsDir)
+	w, _ := hub.WeightsFor("pi05")
+	loc, err := w.Locate(func(k string) string {
+		switch k {
+		case "PI05_WEIGHTS_DIR":
+			return c.WeightsDir
+		case "HF_MODEL":
+			return c.Source
+		case "TT_WEIGHTS_REVISION":
+			return c.Revision
 		}
-		return c.WeightsDir, nil
-	}
-	hc, err := hub.ConfigFromEnv(getenv)
-	if err != nil {
-		return "", fmt.Errorf("weights for %s: %w", c.HFModel, err)
-	}
-	cache := hub.Cache{Dir: hc.CacheDir}
-	rev := c.Revision
-	if rev == "" {
-		rev = "main"
-	}
-	commit := rev
-	if !hub.IsCommit(rev) {
-		commit, err = cache.ReadRef(c.HFModel, rev)
-		if err != nil {
-			return "", fmt.Errorf("weights for %s: %w", c.HFModel, err)
-		}
-		if commit == "" {
-			return "", fmt.Errorf("weights for %s at %q are not in the HF cache %s (set PI05_WEIGHTS_DIR or run `tt-model weights pull`)", c.HFModel, rev, hc.CacheDir)
-		}
-	}
-	dir := cache.SnapshotDir(c.HFModel, commit)
-	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
-		return "", fmt.Errorf("weights for %s at %s: %w (set PI05_WEIGHTS_DIR or run `tt-model weights pull`)", c.HFModel, commit, err)
-	}
-	return dir, nil
+		return getenv(k)
+	}, "")
+	return loc.Dir, err
 }
 
 // EffectiveTokenLen is PI05_TOKEN_LEN, else the checkpoint's tokenizer_max_length (200 for

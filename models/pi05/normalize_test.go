@@ -112,11 +112,18 @@ func TestResolveWeightsDir(t *testing.T) {
 	}
 	c, _ := ServerConfigFromEnv(getenv)
 	c.Revision = "v2"
-	if _, err := c.ResolveWeightsDir(getenv); err == nil || !strings.Contains(err.Error(), "not in the HF cache") {
+	if _, err := c.ResolveWeightsDir(getenv); err == nil || !strings.Contains(err.Error(), `TT_WEIGHTS_REVISION "v2" in the HF cache`) {
 		t.Errorf("unknown revision: %v", err)
 	}
 	c.WeightsDir = filepath.Join(cache, "nope")
 	if _, err := c.ResolveWeightsDir(getenv); err == nil || !strings.Contains(err.Error(), "PI05_WEIGHTS_DIR") {
 		t.Errorf("bad PI05_WEIGHTS_DIR: %v", err)
+	}
+	// Issue 21: `tt-model serve` passes the pinned snapshot folder as HF_MODEL; the served id stays
+	// the repo.
+	env["HF_MODEL"] = snap
+	c, _ = ServerConfigFromEnv(getenv)
+	if dir, err := c.ResolveWeightsDir(getenv); err != nil || dir != snap || c.HFModel != "lerobot/pi05_base" {
+		t.Errorf("HF_MODEL=%s: %q, %v, model id %q", snap, dir, err, c.HFModel)
 	}
 }

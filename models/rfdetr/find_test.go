@@ -43,7 +43,7 @@ func TestFindWeights(t *testing.T) {
 		wantErr string
 	}{
 		{"override", map[string]string{"TT_RF_DETR_WEIGHTS": snap, "HF_MODEL": "x/y"}, snap, ""},
-		{"override without weights", map[string]string{"TT_RF_DETR_WEIGHTS": emptyDir}, "", "has no model.safetensors"},
+		{"override without weights", map[string]string{"TT_RF_DETR_WEIGHTS": emptyDir}, "", "TT_RF_DETR_WEIGHTS=" + emptyDir + ": has no model.safetensors"},
 		{"HF_MODEL is a snapshot path", map[string]string{"HF_MODEL": snap}, snap, ""},
 		{"home cache, pinned commit", map[string]string{"HOME": filepath.Join(root, "home"), "HF_MODEL": "Roboflow/rf-detr-base", "TT_WEIGHTS_REVISION": testCommit}, snap, ""},
 		{"default repo and ref main", map[string]string{"HOME": filepath.Join(root, "home")}, snap, ""},
@@ -51,11 +51,10 @@ func TestFindWeights(t *testing.T) {
 			filepath.Join(root, "hfhome", "hub", "models--Roboflow--rf-detr-base", "snapshots", testCommit), ""},
 		{"HF_HUB_CACHE wins", map[string]string{"HF_HUB_CACHE": filepath.Join(root, "hubcache"), "HF_HOME": "/nonexistent"},
 			filepath.Join(root, "hubcache", "models--Roboflow--rf-detr-base", "snapshots", testCommit), ""},
-		{"revision not cached", map[string]string{"HOME": filepath.Join(root, "home"), "TT_WEIGHTS_REVISION": strings.Repeat("a", 40)}, "", "is not in the Hugging Face cache"},
-		{"unknown ref", map[string]string{"HOME": filepath.Join(root, "home"), "TT_WEIGHTS_REVISION": "v2"}, "", `revision "v2": no ref`},
-		{"bad repo id", map[string]string{"HF_MODEL": "just-a-name", "HOME": root}, "", "neither a directory nor a Hub repo id"},
-		{"path that is not a dir", map[string]string{"HF_MODEL": "/no/such/dir"}, "", "is a path but not a directory"},
-		{"no cache location", map[string]string{}, "", "cannot locate the Hugging Face cache"},
+		{"revision not cached", map[string]string{"HOME": filepath.Join(root, "home"), "TT_WEIGHTS_REVISION": strings.Repeat("a", 40)}, "", "in the HF cache: snapshot"},
+		{"unknown ref", map[string]string{"HOME": filepath.Join(root, "home"), "TT_WEIGHTS_REVISION": "v2"}, "", `TT_WEIGHTS_REVISION "v2" in the HF cache: ref`},
+		{"bad repo id", map[string]string{"HF_MODEL": "just-a-name", "HOME": root}, "", "neither a folder nor a Hub repo id"},
+		{"path that is not a dir", map[string]string{"HF_MODEL": "/no/such/dir"}, "", "HF_MODEL=/no/such/dir (a path): no such folder"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -28,6 +28,9 @@ import (
 // WeightsRepo is the repo the staged package pins.
 const WeightsRepo = "org/weights"
 
+// BrokenMessage is what the "broken" profile's server prints before it exits 1.
+const BrokenMessage = "PI05_LAYOUT=xx: refused (a test server that cannot start)"
+
 // BuildHealthServer compiles runner/testdata/healthserver as a static
 // binary: it answers /health with "ok" only when $HF_MODEL/config.json is
 // readable, prints HF_MODEL, and ignores SIGTERM when IGNORE_SIGTERM=1.
@@ -111,9 +114,10 @@ func WriteLayout(t testing.TB, dir, server, tag string) {
 }
 
 // StagedPackage writes <tmp>/<name>/{image/, tt_kernel_manifest.json} for
-// kind tt-go-server with the weights pinned at commit and two profiles,
-// "default" and "stubborn" (a server that ignores SIGTERM). It returns the
-// folder and the image tag.
+// kind tt-go-server with the weights pinned at commit and four profiles:
+// "default", "stubborn" (a server that ignores SIGTERM), "broken" (exits 1
+// at start with BrokenMessage) and "flaky" (exits 3 two seconds after each
+// start). It returns the folder and the image tag.
 func StagedPackage(t testing.TB, name, server, commit string) (dir, tag string) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), name)
@@ -130,6 +134,8 @@ func StagedPackage(t testing.TB, name, server, commit string) (dir, tag string) 
 			ServeProfiles: []manifest.Profile{
 				{Name: "default"},
 				{Name: "stubborn", ServeSettings: manifest.ServeSettings{Env: map[string]string{"IGNORE_SIGTERM": "1"}}},
+				{Name: "broken", ServeSettings: manifest.ServeSettings{Env: map[string]string{"FAIL_START": BrokenMessage}}},
+				{Name: "flaky", ServeSettings: manifest.ServeSettings{Env: map[string]string{"EXIT_AFTER": "2s"}}},
 			},
 			DefaultProfile: "default",
 		},

@@ -2,7 +2,8 @@
 // it writes a random full-size RF-DETR-base checkpoint when the real weights
 // cannot be downloaded (its detections are meaningless), draws a synthetic
 // sample picture, and sends a picture to a server's POST /predict, printing
-// the detections.
+// the detections, or (pi0.5, `make demo-pi05`) as a robot's camera frame to
+// POST /v1/actions/generations, printing the action chunk.
 package main
 
 import (
@@ -19,7 +20,20 @@ func main() {
 	picture := flag.String("image", "", "the sample picture: written as a 640x480 PNG when it does not exist")
 	predict := flag.String("predict", "", "POST the picture to this server URL's /predict and print the detections")
 	threshold := flag.Float64("threshold", 0.5, "detection threshold sent with --predict")
+	actions := flag.String("actions", "", "send the picture as a camera frame to this pi0.5 server URL's /v1/actions/generations and print the action chunk")
+	task := flag.String("task", "pick up the orange block", "the task sent with --actions")
 	flag.Parse()
+	if *actions != "" {
+		err := run("", 0, *picture, "", 0)
+		if err == nil {
+			err = observe(os.Stdout, *actions, *picture, *task, 3)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*checkpoint, *seed, *picture, *predict, *threshold); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)

@@ -34,13 +34,31 @@ func postPicture(w io.Writer, url, picture string, threshold float64) error {
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(map[string]any{"image": base64.StdEncoding.EncodeToString(data), "threshold": threshold, "max_detections": 10})
+	var p prediction
+	body := map[string]any{"image": base64.StdEncoding.EncodeToString(data), "threshold": threshold, "max_detections": 10}
+	if err := postJSON(url, "/predict", body, &p); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d detection(s) above %.2f on a %dx%d picture; timing (ms): decode %.1f, preprocess %.1f, inference %.1f, postprocess %.1f, total %.1f\n",
+		p.NumDetections, threshold, p.ImageSize["width"], p.ImageSize["height"],
+		p.TimingMS["decode"], p.TimingMS["preprocess"], p.TimingMS["inference"], p.TimingMS["postprocess"], p.TimingMS["total"])
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "  LABEL\tID\tSCORE\tBOX (x1, y1, x2, y2)")
+	for _, d := range p.Detections {
+		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%.1f\n", d.Label, d.LabelID, d.Score, d.Box)
+	}
+	return tw.Flush()
+}
+
+// postJSON POSTs body as JSON to url+path and decodes a 200 answer into out.
+func postJSON(url, path string, body, out any) error {
+	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	endpoint := strings.TrimRight(url, "/") + "/predict"
-	client := &http.Client{Timeout: 2 * time.Minute}
-	resp, err := client.Post(endpoint, "application/json", bytes.NewReader(body))
+	endpoint := strings.TrimRight(url, "/") + path
+	client := &http.Client{Timeout: 5 * time.Minute}
+	resp, err := client.Post(endpoint, "application/json", bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", endpoint, err)
 	}
@@ -52,17 +70,8 @@ func postPicture(w io.Writer, url, picture string, threshold float64) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("POST %s: %s: %s", endpoint, resp.Status, raw)
 	}
-	var p prediction
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decode the answer of %s: %w", endpoint, err)
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decode the answer of %s: %w: %.200s", endpoint, err, raw)
 	}
-	fmt.Fprintf(w, "%d detection(s) above %.2f on a %dx%d picture; timing (ms): decode %.1f, preprocess %.1f, inference %.1f, postprocess %.1f, total %.1f\n",
-		p.NumDetections, threshold, p.ImageSize["width"], p.ImageSize["height"],
-		p.TimingMS["decode"], p.TimingMS["preprocess"], p.TimingMS["inference"], p.TimingMS["postprocess"], p.TimingMS["total"])
-	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "  LABEL\tID\tSCORE\tBOX (x1, y1, x2, y2)")
-	for _, d := range p.Detections {
-		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%.1f\n", d.Label, d.LabelID, d.Score, d.Box)
-	}
-	return tw.Flush()
+	return nil
 }

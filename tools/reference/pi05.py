@@ -17,6 +17,7 @@ Commands (Debian's /usr/bin/python3 with python3-torch; no other module):
                                                                        random checkpoint, real tensor names
   pi05.py goldens --out DIR                                            tiny checkpoint + parity goldens
   pi05.py golden --weights DIR --out FILE [--camera-mask 0,1 ...]      one golden case on any checkpoint
+  pi05.py request --weights DIR --out FILE.json                        an HTTP request and its actions
   pi05.py bench --weights DIR [--threads 2] [--cams 2] [--tokens 128] [--horizon 50] [--steps 10]
 """
 import argparse
@@ -486,6 +487,56 @@ def golden_for(args):
     print(f"golden {args.out}: prefix {out['prefix_k'].shape[2]} valid rows", file=sys.stderr)
 
 
+# ---------------------------------------------------------------- an HTTP request golden
+
+def resize_with_pad(img, size):
+    """HxWx3 uint8 -> [3, size, size] in [-1, 1], as lerobot/openpi pre-process a camera frame:
+    bilinear resize keeping the aspect ratio (align_corners=False, no antialias) unless the frame
+    already has the size, clamp, centred zero padding, then x*2-1 (so padding is -1)."""
+    h, w = img.shape[:2]
+    x = img.permute(2, 0, 1)[None].to(torch.float32) / 255.0
+    if (h, w) != (size, size):
+        ratio = max(w / size, h / size)
+        rh, rw = int(h / ratio), int(w / ratio)
+        x = F.interpolate(x, size=(rh, rw), mode="bilinear", align_corners=False).clamp(0.0, 1.0)
+        top, left = (size - rh) // 2, (size - rw) // 2
+        x = F.pad(x, (left, size - rw - left, top, size - rh - top), mode="constant", value=0.0)
+    return (x * 2.0 - 1.0)[0]
+
+
+def request_golden(args):
+    """One request as a client sends it (camera frames as HxWx3 uint8 arrays, pre-tokenized prompt
+    ids with BOS, the initial noise, the step count) and the actions of the fp32 and bf16 runs, for
+    the end-to-end tests of the served pi0.5 package (runner/pi05_e2e_test.go). The frames have
+    different sizes so that one is resized and padded."""
+    torch.set_num_threads(args.threads)
+    tensors = load_safetensors(os.path.join(args.weights, "model.safetensors"))
+    with open(os.path.join(args.weights, "config.json")) as f:
+        d = dims_from(tensors, json.load(f))
+    gen = torch.Generator().manual_seed(args.seed)
+    sizes = [(d["image"], d["image"]), (40, 64)][:args.cams]
+    frames = [torch.randint(0, 256, (h, w, 3), generator=gen, dtype=torch.uint8) for h, w in sizes]
+    images = torch.stack([resize_with_pad(f, d["image"]) for f in frames])
+    img_masks = torch.ones(len(frames), dtype=torch.bool)
+    tokens = torch.cat([torch.tensor([2]), torch.randint(3, d["vocab"], (args.tokens - 1,), generator=gen)])
+    tok_masks = torch.ones(args.tokens, dtype=torch.bool)
+    noise = torch.randn(args.horizon, ACTION_DIM, generator=gen)
+    with torch.no_grad():
+        act = Pi05(tensors, d, False).run(images, img_masks, tokens, tok_masks, noise, args.steps)[-1]
+        act16 = Pi05(tensors, d, True).run(images, img_masks, tokens, tok_masks, noise, args.steps)[-1]
+    out = {
+        "about": "pi0.5 request golden: tools/reference/pi05.py request --weights " + args.weights,
+        "request": {"images": [f.tolist() for f in frames], "tokens": tokens.tolist(),
+                    "noise": noise.tolist(), "num_steps": args.steps},
+        "actions": act.tolist(), "actions_bf16": act16.tolist(),
+    }
+    with open(args.out, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+    diff = (act - act16).abs().max().item()
+    print(f"request golden {args.out}: |fp32-bf16| max {diff:.3g}", file=sys.stderr)
+
+
 # ---------------------------------------------------------------- benchmark
 
 def bench(args):
@@ -551,6 +602,15 @@ def main():
     e.add_argument("--steps", type=int, default=3)
     e.add_argument("--seed", type=int, default=7)
     e.add_argument("--threads", type=int, default=2)
+    r = sub.add_parser("request")
+    r.add_argument("--weights", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--cams", type=int, default=2, choices=[1, 2])
+    r.add_argument("--tokens", type=int, default=20, help="prompt ids, BOS included")
+    r.add_argument("--horizon", type=int, default=50)
+    r.add_argument("--steps", type=int, default=10)
+    r.add_argument("--seed", type=int, default=21)
+    r.add_argument("--threads", type=int, default=2)
     b = sub.add_parser("bench")
     b.add_argument("--weights", required=True)
     b.add_argument("--threads", type=int, default=2)
@@ -571,6 +631,8 @@ def main():
         goldens(args.out, args.seed)
     elif args.cmd == "golden":
         golden_for(args)
+    elif args.cmd == "request":
+        request_golden(args)
     else:
         bench(args)
 

@@ -6,10 +6,14 @@ the value of the 3x224x224 output at 1024 fixed pseudo-random positions plus the
 Run: /usr/bin/python3 gen_images.py  (rewrites golden_images.json)
 """
 import json
+import os
 import random
+import sys
 
 import torch
-import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "reference"))
+from pi05 import resize_with_pad  # noqa: E402  (the reference's one pre-processing)
 
 SIZE = 224
 CASES = [(100, 150), (480, 640), (224, 224), (1, 1), (300, 40), (223, 225)]
@@ -23,24 +27,12 @@ def frame(h, w):
     return ((x * 7 + y * 13 + c * 29 + (t * 2654435761 >> 7)) % 256).to(torch.uint8)
 
 
-def resize_with_pad(img):
-    h, w = img.shape[:2]
-    x = img.permute(2, 0, 1)[None].to(torch.float32) / 255.0
-    if (h, w) != (SIZE, SIZE):
-        ratio = max(w / SIZE, h / SIZE)
-        rh, rw = int(h / ratio), int(w / ratio)
-        x = F.interpolate(x, size=(rh, rw), mode="bilinear", align_corners=False).clamp(0.0, 1.0)
-        top, left = (SIZE - rh) // 2, (SIZE - rw) // 2
-        x = F.pad(x, (left, SIZE - rw - left, top, SIZE - rh - top), mode="constant", value=0.0)
-    return (x * 2.0 - 1.0)[0]
-
-
 def main():
     rng = random.Random(5)
     idx = sorted(rng.sample(range(3 * SIZE * SIZE), 1024))
     out = []
     for h, w in CASES:
-        y = resize_with_pad(frame(h, w)).reshape(-1)
+        y = resize_with_pad(frame(h, w), SIZE).reshape(-1)
         out.append({"h": h, "w": w, "value": [float(y[i]) for i in idx], "sum": float(y.double().sum())})
     with open("golden_images.json", "w") as f:
         json.dump({"index": idx, "cases": out}, f)

@@ -2,7 +2,10 @@
 // takes tt-model-server's --host/--port flags, prints its HF_MODEL, and
 // answers GET /health with {"status":"ok"} only when $HF_MODEL/config.json
 // can be read, so a ready server proves the weights mount and the snapshot
-// symlinks work where it runs. IGNORE_SIGTERM=1 makes it ignore SIGTERM.
+// symlinks work where it runs. IGNORE_SIGTERM=1 makes it ignore SIGTERM;
+// FAIL_START=<message> makes it print the message and exit 1 at once (a
+// server that cannot start); EXIT_AFTER=<duration> makes it exit 3 that
+// long after it started (a server the engine keeps restarting).
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -23,6 +27,16 @@ func main() {
 	flag.Parse()
 	model := os.Getenv("HF_MODEL")
 	fmt.Printf("HF_MODEL=%s\n", model)
+	if msg := os.Getenv("FAIL_START"); msg != "" {
+		fmt.Fprintln(os.Stderr, "healthserver:", msg)
+		os.Exit(1)
+	}
+	if d, err := time.ParseDuration(os.Getenv("EXIT_AFTER")); err == nil {
+		time.AfterFunc(d, func() {
+			fmt.Println("exiting 3 after", d)
+			os.Exit(3)
+		})
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() {

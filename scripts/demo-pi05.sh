@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# make demo-pi05 (or make demo PI05=1): package the pi0.5 model, serve it on this machine's CPU
+# (Docker engine when one answers, else the bare host), send it one robot observation, print the
+# action chunk's shape and first rows, stop it. Run from the repository root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tt=$PWD/bin/tt-model
+export PATH=$PWD/bin:$PATH
+repo=lerobot/pi05_base
+rev=b211f3d44c36b6acfcf7ae94a64e8e96f75a64ba
+profile=multi-robot
+work=$(mktemp -d)
+served=
+cleanup() {
+  # A failed step must not leave the server running.
+  [ -z "$served" ] || $tt stop pi05 --profile $profile >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "validate models/pi05/tt-model.yaml"
+$tt validate models/pi05/tt-model.yaml
+
+step "weights: $repo@$rev"
+if HF_HUB_OFFLINE=1 $tt weights pull models/pi05/tt-model.yaml > "$work/pull.txt" 2>&1; then
+  echo "the pinned snapshot is in the local Hugging Face cache: using it"
+else
+  cat <<'MSG'
+  ******************************************************************************************
+  * RANDOM WEIGHTS: lerobot/pi05_base is not in the local Hugging Face cache (and the Hub
+  * cannot be reached from here), so the TINY RANDOM pi0.5 checkpoint of the parity tests
+  * (kernels/pi05/testdata/tiny: 56-pixel images, 64-wide layers, a test tokenizer) stands
+  * in for it at the pinned revision, in a Hugging Face cache of this demo's own (your cache
+  * is not touched). The server runs the real pi0.5 pipeline on it:
+  * ITS ACTIONS ARE MEANINGLESS.
+  ******************************************************************************************
+MSG
+  mkdir -p "$work/weights"
+  cp kernels/pi05/testdata/tiny/model.safetensors kernels/pi05/testdata/tiny/config.json "$work/weights/"
+  cp models/pi05/spm/testdata/bpe_tiny.model "$work/weights/tokenizer.model"
+  export HF_HOME=$work/hf HF_HUB_CACHE=
+  $tt weights import "$work/weights" "$repo@$rev"
+fi
+
+step "package models/pi05 (daemonless OCI image)"
+$tt package --container models/pi05/tt-model.yaml --out build
+
+step "serve build/pi05 --profile $profile"
+$tt stop pi05 --profile $profile >/dev/null 2>&1 || true
+served=1
+$tt serve build/pi05 --profile $profile --timeout 10m | tee "$work/serve.txt"
+url=$(awk '$1 == "url" {print $2; exit}' "$work/serve.txt")
+
+step "POST one observation to $url/v1/actions/generations"
+go run ./tools/demo --image "$work/frame.png" --actions "$url"
+
+step "stop"
+$tt stop pi05 --profile $profile
+served=
