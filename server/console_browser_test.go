@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -31,6 +33,59 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("rfdetr", func(t *testing.T) { rfdetrConsole(t, b) })
 	t.Run("rfdetr-bad-input", func(t *testing.T) { rfdetrConsoleBadInput(t, b) })
 	t.Run("pi05", func(t *testing.T) { pi05Console(t, b) })
+	t.Run("no-javascript", func(t *testing.T) { consoleWithoutJavaScript(t, b) })
+	t.Run("behind-a-prefix", func(t *testing.T) { consoleBehindAPrefix(t, b) })
+}
+
+// Behind a proxy that serves the server under a path prefix (kubectl
+// proxy's /api/v1/namespaces/NS/pods/POD:PORT/proxy/), every URL of the
+// console stays under the prefix.
+func consoleBehindAPrefix(t *testing.T, b *browsertest.Browser) {
+	ts := newRFDETRTestServer(t, sampleScene())
+	const prefix = "/api/v1/namespaces/ns/pods/rf-detr-0:8000/proxy"
+	inner := ts.Config.Handler
+	proxy := httptest.NewServer(http.StripPrefix(prefix, inner))
+	defer proxy.Close()
+	p := b.Page(t, time.Minute)
+	p.Do(chromedp.Navigate(proxy.URL+prefix+"/"), chromedp.WaitVisible(chromedp.ID("use-sample")), chromedp.Click(chromedp.ID("use-sample")))
+	waitDrawn(p, 0)
+	sameBoxes(t, browsertest.Eval[[]drawnBox](p, readBoxes), predictAnswer(t, ts.URL, demopicture.PNG(), 0.5))
+	if cmd := browsertest.Eval[string](p, `document.getElementById('curl').textContent`); !strings.Contains(cmd, proxy.URL+prefix+"/predict") {
+		t.Errorf("the curl command does not go through the prefix:\n%s", cmd)
+	}
+	for _, r := range p.Requests() {
+		if !strings.HasPrefix(r, proxy.URL+prefix+"/") && !strings.HasPrefix(r, "blob:") {
+			t.Errorf("the page requested %s, outside %s", r, prefix)
+		}
+	}
+}
+
+// With JavaScript off, the status is all there: it is rendered by the
+// server, charts included.
+func consoleWithoutJavaScript(t *testing.T, b *browsertest.Browser) {
+	ts := newRFDETRTestServer(t, sampleScene())
+	predictAnswer(t, ts.URL, demopicture.PNG(), 0.5) // something to chart
+	p := b.Page(t, time.Minute)
+	if _, err := chromedp.Call(p.Context(), emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	p.Do(chromedp.Navigate(ts.URL + "/"))
+	for sel, want := range map[string]string{"#state": "ok", "#requests": "1 (200 × 1)", "#status dl": "cpu test"} {
+		if got := browsertest.Run(p, chromedp.Text(chromedp.CSS(sel))); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", sel, got, want)
+		}
+	}
+	if n := len(browsertest.Run(p, chromedp.Nodes(chromedp.CSS("#latency-chart circle.p50")))); n != 1 {
+		t.Errorf("the latency chart has %d p50 points, want 1", n)
+	}
+	// The form needs its script: with scripts off, its button does nothing.
+	p.Do(chromedp.Click(chromedp.ID("use-sample")), chromedp.Sleep(300*time.Millisecond))
+	for _, r := range p.Requests() {
+		if strings.HasSuffix(r, "/predict") || strings.HasSuffix(r, "/sample.png") {
+			t.Errorf("a script ran: the page requested %s", r)
+		}
+	}
+	p.CheckSameOrigin(ts.URL)
 }
 
 // drawnBox is a box as the page drew it over the picture.

@@ -17,7 +17,7 @@ export async function refreshStatus() {
   const current = $('status');
   if (!current) return;
   try {
-    const r = await fetch('/console/status', { cache: 'no-store' });
+    const r = await fetch('console/status', { cache: 'no-store' });
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     const t = document.createElement('template');
     t.innerHTML = (await r.text()).trim();
@@ -108,7 +108,7 @@ function dataURLBase64(file) {
 
 // sampleBlob is the server's sample picture.
 export async function sampleBlob() {
-  const r = await fetch('/console/sample.png');
+  const r = await fetch('console/sample.png');
   if (!r.ok) throw new Error(`the sample picture: HTTP ${r.status}`);
   return r.blob();
 }
@@ -135,14 +135,15 @@ export function shellQuote(s) {
 
 // showCurl shows a runnable command: printf builds the JSON body around the
 // pictures' base64 (format holds the JSON with %s where each arg goes),
-// curl sends it. The sample picture is downloaded first; files the reader
+// curl sends it to path (relative to the page, which may sit behind a
+// proxy's prefix). The sample picture is downloaded first; files the reader
 // chose are named as they were.
 export function showCurl(path, format, args, pictures, body) {
-  const origin = location.origin;
+  const at = (p) => new URL(p, location.href).href;
   const lines = [];
-  if (pictures.some((p) => p.name === 'sample.png')) lines.push(`curl -s -o sample.png ${origin}/console/sample.png`);
+  if (pictures.some((p) => p.name === 'sample.png')) lines.push(`curl -s -o sample.png ${at('console/sample.png')}`);
   lines.push(`printf ${shellQuote(format)} \\\n    ${args.join(' \\\n    ')} |`);
-  lines.push(`  curl -s ${origin}${path} -H 'Content-Type: application/json' --data-binary @-`);
+  lines.push(`  curl -s ${at(path)} -H 'Content-Type: application/json' --data-binary @-`);
   $('curl').textContent = lines.join('\n');
   const link = $('body-link');
   const old = link.querySelector('a');

@@ -95,11 +95,11 @@ form.addEventListener('submit', async (e) => {
   const mine = ++sent;
   $('generate').disabled = true;
   form.dataset.busy = 'true';
-  const res = await postJSON('/v1/actions/generations', body);
+  const res = await postJSON('v1/actions/generations', body);
   if (mine !== sent) return;
   $('generate').disabled = false;
   delete form.dataset.busy;
-  showCurl('/v1/actions/generations', format, args, frames, body);
+  showCurl('v1/actions/generations', format, args, frames, body);
   if (!res.ok) {
     showError(res.status, res.detail);
     fillFacts($('timings'), [['round trip', ms(res.ms)]]);

@@ -35,10 +35,10 @@ async function predict() {
   const body = JSON.stringify({ image: picture.base64, threshold });
   const mine = ++sent;
   form.dataset.busy = 'true';
-  const res = await postJSON('/predict', body);
+  const res = await postJSON('predict', body);
   if (mine !== sent) return; // a newer request is on its way
   delete form.dataset.busy;
-  showCurl('/predict', `{"image":"%s","threshold":${threshold}}`, [base64Arg(picture)], [picture], body);
+  showCurl('predict', `{"image":"%s","threshold":${threshold}}`, [base64Arg(picture)], [picture], body);
   const result = $('result');
   if (!res.ok) {
     showError(res.status, res.detail);
