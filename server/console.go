@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/webui"
 	"github.com/ttmodel/tt-model/server/console"
 )
 
@@ -79,12 +80,7 @@ func (s *Server) writePage(w http.ResponseWriter, render func(*bytes.Buffer) err
 		writeDetail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", consoleCSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	_, _ = w.Write(b.Bytes())
+	webui.WritePage(w, consoleCSP, b.Bytes())
 }
 
 func (s *Server) statusSection(m console.Model) console.Status {

@@ -60,6 +60,7 @@ func statusHandler(b *statusBoard, cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", serveJSON)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Vary", "Accept")
 		if !wantsHTML(r) {
 			serveJSON(w, r)
 			return
@@ -77,12 +78,7 @@ func statusHandler(b *statusBoard, cfg Config) http.Handler {
 			http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
-		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Content-Security-Policy", csp)
-		h.Set("Cache-Control", "no-store")
-		h.Set("Vary", "Accept")
-		_, _ = w.Write(buf.Bytes())
+		webui.WritePage(w, csp, buf.Bytes())
 	})
 	return mux
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"net/http"
 	"time"
 )
 
@@ -57,4 +58,16 @@ func Millis(v float64) string {
 		return fmt.Sprintf("%.2f", v)
 	}
 	return fmt.Sprintf("%.3f", v)
+}
+
+// WritePage answers with a rendered page: HTML, never cached, never
+// sniffed as anything else, under the Content-Security-Policy csp that
+// says what the page may load.
+func WritePage(w http.ResponseWriter, csp string, page []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	_, _ = w.Write(page)
 }
