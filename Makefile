@@ -39,6 +39,26 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# push and pull of the RF-DETR package against the local Hub on loopback, beside cp -r of the
+# same tree, and a second push with nothing changed (docs/PERFORMANCE.md, "Hub").
+.PHONY: bench-hub
+bench-hub: build
+	test -d build/rf-detr || ./bin/tt-model package --container models/rf-detr/tt-model.yaml --out build
+	$(GO) run ./tools/hubbench -package build/rf-detr -runs 5
+
+# A local Hugging Face Hub on 127.0.0.1:8787 for the README's author and operator loops (in
+# memory; Ctrl-C stops it), serving a random RF-DETR-base checkpoint at the pinned revision
+# (the real weights cannot be downloaded here; its detections are meaningless).
+LOCAL_HUB_WEIGHTS ?= build/localhub-weights
+LOCAL_HUB_ADDR    ?= 127.0.0.1:8787
+LOCAL_HUB_STORAGE ?= 127.0.0.1:8788
+RFDETR_PIN        := 7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a
+.PHONY: local-hub
+local-hub:
+	test -f $(LOCAL_HUB_WEIGHTS)/model.safetensors || $(GO) run ./tools/demo --checkpoint $(LOCAL_HUB_WEIGHTS)
+	$(GO) run ./tools/localhub -addr $(LOCAL_HUB_ADDR) -storage-addr $(LOCAL_HUB_STORAGE) \
+		-weights Roboflow/rf-detr-base@$(RFDETR_PIN)=$(LOCAL_HUB_WEIGHTS)
+
 # Each target 60 s: the manifest decoder, the /predict request body and image paths.
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecode -fuzztime 60s

@@ -336,6 +336,11 @@ func RenderCard(w *manifest.Wire) (string, []string, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	return renderCard(w, cm, fm)
+}
+
+// renderCard renders one package's card from its model and front matter.
+func renderCard(w *manifest.Wire, cm cardModel, fm frontMatter) (string, []string, error) {
 	front, err := renderFrontMatter(fm)
 	if err != nil {
 		return "", nil, err

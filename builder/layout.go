@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 )
 
 // refNameAnnotation names an image inside an OCI layout (skopeo's
@@ -31,6 +33,11 @@ func writeLayout(dir string, img v1.Image, tag string) error {
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{refNameAnnotation: tag}),
 		layout.WithPlatform(imagePlatform)); err != nil {
 		return fmt.Errorf("write image to %s: %w", dir, err)
+	}
+	// What was written is read back before the package is published: a
+	// blob damaged on its way to disk is caught here, not by a registry.
+	if err := ocilayout.VerifyBlobs(dir, nil); err != nil {
+		return fmt.Errorf("check the written layout: %w", err)
 	}
 	return nil
 }

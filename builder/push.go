@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -38,12 +40,20 @@ type PushResult struct {
 // Reference is repo@digest, what a deployment pins.
 func (r PushResult) Reference() string { return r.Repository + "@" + r.Digest }
 
+// ociTag is the OCI distribution spec's tag grammar.
+var ociTag = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`)
+
 // pushBackoff retries a failed registry request after 1, 2, 4, 8 s.
 var pushBackoff = remote.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 5}
 
 // Push uploads the image of a staged package to an OCI registry with the
 // default keychain, tagged <digest[:12]> and every extra tag.
 func Push(ctx context.Context, dir string, opts PushOptions) (PushResult, error) {
+	for _, t := range opts.Tags {
+		if !ociTag.MatchString(t) {
+			return PushResult{}, fmt.Errorf("--tag %q: a tag is 1-128 of [A-Za-z0-9_.-], not starting with '.' or '-' (the OCI distribution grammar)", t)
+		}
+	}
 	w, err := manifest.ReadWire(dir)
 	if err != nil {
 		return PushResult{}, fmt.Errorf("%s is not a staged package: %w", dir, err)
@@ -65,6 +75,11 @@ func Push(ctx context.Context, dir string, opts PushOptions) (PushResult, error)
 	repository := w.Container.Image.Repository
 	if repository == "" {
 		repository = w.Name
+	}
+	// Every blob must hold what its name says before the first byte leaves:
+	// a tampered layer is refused here, not left to the registry to notice.
+	if err := ocilayout.VerifyBlobs(layoutDir, nil); err != nil {
+		return PushResult{}, fmt.Errorf("%s: %w; repackage", dir, err)
 	}
 	img, err := readLayoutImage(layoutDir, w.Container.Image.Tag)
 	if err != nil {

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,29 +22,54 @@ const detachWatch = 10 * time.Second
 
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
-	var hostMode, detach bool
+	var hostMode, detach, printOnly, noWeights, refresh, localOnly bool
 	var resetCmd string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "serve MANIFEST|DIR",
+		Use:   "serve MANIFEST|DIR|ORG/NAME[@REV] [-- SERVER ARGS...]",
 		Short: "Run a packaged model server (Docker engine, or the bare host) and wait until it is ready",
-		Long: "serve starts the package built by `tt-model package` (build/<name>/ or its tt_kernel_manifest.json)\n" +
-			"as container tt-model-<name>-<profile> on the Docker engine: the image is loaded from image/ when the\n" +
-			"engine lacks it, the pinned weights are pulled into the host's HF cache first and HF_MODEL points at the\n" +
-			"pinned snapshot, /dev/tenstorrent chips not used by other tt-model servers are passed in, the first\n" +
-			"free port from 20000 is published. With --host, or when no engine answers, it runs\n" +
-			"`tt-model supervise -- tt-model-server` on the host with the same env. It follows the logs until\n" +
-			"the server is ready and prints how to reach it. A server that crashes while starting (the supervisor\n" +
-			"backs off, or the engine restarts the container) stops the wait at once: its last lines are printed\n" +
-			"with the commands to see the rest and to stop it, and serve exits 1. Exit 3 when that package\n" +
-			"profile already runs.",
-		Args: cobra.ExactArgs(1),
+		Long: "serve starts the package built by `tt-model package` (build/<name>/ or its tt_kernel_manifest.json),\n" +
+			"or the package ORG/NAME pushed to the Hub (pulled into the local store first when missing; --refresh\n" +
+			"asks the Hub where the branch points now, --local-only never uses the network), as container\n" +
+			"tt-model-<name>-<profile> on the Docker engine: the image is loaded from image/ when the engine lacks\n" +
+			"it, the pinned weights are pulled into the host's HF cache first (not with --no-weights: the server\n" +
+			"then reads them from the cache itself) and HF_MODEL points at the pinned snapshot, /dev/tenstorrent\n" +
+			"chips not used by other tt-model servers are passed in, the first free port from 20000 is published.\n" +
+			"With --host, or when no engine answers, it runs `tt-model supervise -- tt-model-server` on the host\n" +
+			"with the same env. Arguments after -- are appended to the server's command line. --print prints the\n" +
+			"docker run (or host command) instead of running it. It follows the logs until the server is ready and\n" +
+			"prints how to reach it. A server that crashes while starting (the supervisor backs off, or the engine\n" +
+			"restarts the container) stops the wait at once: its last lines are printed with the commands to see\n" +
+			"the rest and to stop it, and serve exits 1. Exit 3 when that package profile already runs.",
+		Example: "  tt-model serve build/rf-detr\n" +
+			"  tt-model serve acme/rf-detr@main --profile default\n" +
+			"  tt-model serve acme/rf-detr --print\n" +
+			"  tt-model serve acme/rf-detr --local-only -- --threads 4",
+		Args: func(cmd *cobra.Command, args []string) error {
+			before := len(args)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				before = dash
+			}
+			if before != 1 {
+				return fmt.Errorf("serve takes one MANIFEST, DIR or ORG/NAME[@REV] (then -- and server arguments), got %d", before)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			pkg, err := runner.LoadPackage(args[0])
+			extra := args[1:]
+			hf, err := hub.ConfigFromEnv(os.Getenv)
 			if err != nil {
-				return packageLoadError(cmd, args[0], err)
+				return err
+			}
+			client := hub.NewClient(hf)
+			if localOnly {
+				client = client.Offline()
+			}
+			pkg, err := loadServeTarget(cmd, client, args[0], runner.FetchOptions{Refresh: refresh, LocalOnly: localOnly, Progress: stderr})
+			if err != nil {
+				return err
 			}
 			// Both runners are listed even with --host: one package profile,
 			// one server, whichever runner holds it.
@@ -59,28 +85,34 @@ func newServeCmd() *cobra.Command {
 			if r.Kind() == "docker" && pkg.Dir == "" {
 				return exitf(exitInvalid, "%s is an authored manifest: serve needs the built package (run `tt-model package --container %s`, then serve build/%s), or use --host", args[0], args[0], pkg.Wire.Name)
 			}
-			hf, err := hub.ConfigFromEnv(os.Getenv)
-			if err != nil {
-				return err
+			if noWeights && len(pkg.WeightRefs()) > 0 {
+				fmt.Fprintf(stderr, "--no-weights: the weights are not pulled; they must already be in the HF cache (%s), where the server reads them\n", hf.CacheDir)
 			}
 			var snaps []*hub.Snapshot
 			pulled := false
 			prepare := func(spec *runner.Spec) error {
-				if !pulled {
+				if !pulled && !noWeights && !printOnly {
 					var err error
-					if snaps, err = runner.PullWeights(ctx, hub.NewClient(hf), pkg, stderr); err != nil {
+					if snaps, err = runner.PullWeights(ctx, client, pkg, stderr); err != nil {
 						return err
 					}
 					if len(spec.Chips) == 0 {
 						fmt.Fprintln(stderr, "no /dev/tenstorrent on this host: the server runs without chips (this build computes on the CPU)")
 					}
-					pulled = true
 				}
+				if printOnly && !noWeights {
+					snaps = pinnedSnapshots(pkg)
+				}
+				pulled = true
 				spec.HF, spec.Weights = hf, snaps
+				spec.Launch.Argv = append(spec.Launch.Argv, extra...)
 				if resetCmd != "" {
 					spec.SupervisorFlags = []string{"--reset-cmd", resetCmd}
 				}
 				return nil
+			}
+			if printOnly {
+				return printServeCommand(cmd, r, pkg, set.listAll, opts, prepare)
 			}
 			spec, inst, err := runner.Serve(ctx, r, pkg, set.listAll, opts, prepare, stderr)
 			var running *runner.RunningError
@@ -120,7 +152,81 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&timeout, "timeout", 7*time.Minute, "how long to wait for the server to be ready (it keeps starting after)")
 	f.StringVar(&resetCmd, "reset-cmd", "", "chip reset command for the supervisor, {chips} becomes the chip list (default: tt-smi -r {chips}; in a container it runs inside the image)")
 	f.BoolVar(&detach, "detach", false, "return without waiting for the server to be ready (after watching its first 10 s for a crash)")
+	f.BoolVar(&printOnly, "print", false, "print the docker run (or host command) serve would run, and run nothing")
+	f.BoolVar(&noWeights, "no-weights", false, "do not pull the pinned weights: they must already be in the HF cache")
+	f.BoolVar(&refresh, "refresh", false, "ORG/NAME: ask the Hub where the revision points now, even when the package is in the local store")
+	f.BoolVar(&localOnly, "local-only", false, "never use the network: the package and its weights must be in the local store")
 	return cmd
+}
+
+// loadServeTarget reads a manifest or package folder, or fetches the Hub
+// package ORG/NAME[@REV] into the local store.
+func loadServeTarget(cmd *cobra.Command, c *hub.Client, target string, fetch runner.FetchOptions) (*runner.Package, error) {
+	ref, isRef := runner.ParseHubRef(target)
+	if !isRef {
+		if fetch.Refresh {
+			return nil, exitf(exitInvalid, "--refresh applies to a Hub package ORG/NAME; %s is a local path", target)
+		}
+		pkg, err := runner.LoadPackage(target)
+		if err != nil {
+			return nil, packageLoadError(cmd, target, err)
+		}
+		return pkg, nil
+	}
+	if fetch.Refresh && fetch.LocalOnly {
+		return nil, exitf(exitInvalid, "--refresh asks the Hub, --local-only forbids it: choose one")
+	}
+	pkg, snap, err := runner.FetchPackage(cmd.Context(), c, ref, fetch)
+	if err != nil {
+		return nil, &ExitError{Code: 1, Err: err}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "package %s@%s from the local store: %s\n", ref.Repo, snap.Commit, snap.Dir)
+	return pkg, nil
+}
+
+// pinnedSnapshots are the weights snapshots the pins name, without asking
+// anything: for --print, which must not download.
+func pinnedSnapshots(pkg *runner.Package) []*hub.Snapshot {
+	var out []*hub.Snapshot
+	for _, ref := range pkg.WeightRefs() {
+		if !hub.IsCommit(ref.Revision) {
+			return nil // HF_MODEL stays the repo id
+		}
+		out = append(out, &hub.Snapshot{Repo: ref.Repo, Commit: ref.Revision})
+	}
+	return out
+}
+
+// printServeCommand plans the serve and prints the command it would run.
+func printServeCommand(cmd *cobra.Command, r runner.Runner, pkg *runner.Package, list func(context.Context) ([]runner.Instance, error),
+	opts runner.PlanOptions, prepare func(*runner.Spec) error) error {
+	others, err := list(cmd.Context())
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	spec, err := runner.Plan(pkg, others, opts)
+	if err != nil {
+		return &ExitError{Code: exitInvalid, Err: err}
+	}
+	if err := prepare(spec); err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	// Where the server would find its weights, when they are cached; a
+	// --print for a host that lacks them still prints the command.
+	if spec.WeightsDir, err = runner.ServedWeights(pkg, spec.Launch.Env, spec.HF, spec.Weights); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: the weights are not in the HF cache yet; serve pulls them first, then HF_MODEL names their snapshot folder\n")
+	}
+	var line string
+	switch rr := r.(type) {
+	case *runner.Docker:
+		if line, err = rr.RunCommand(cmd.Context(), spec); err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+	case *runner.Host:
+		line = rr.Command(spec)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), line)
+	return nil
 }
 
 // printCard tells the user where the server is and how to use it.

@@ -124,13 +124,27 @@ type manifestSummary struct {
 }
 
 func summarize(m *manifest.Manifest) (manifestSummary, error) {
-	s := manifestSummary{Valid: true, File: m.File, Name: m.Name, Repo: m.Repo, Kind: m.Kind, Arch: m.Arch,
-		Weights: weightsPin(m.Weights), TTMetal: m.Source.TTMetal.String(), DefaultProfile: m.DefaultProfileName()}
-	if model, ok := m.Runtime["model"].(string); ok && m.Kind == manifest.KindGoServer {
+	s, err := summarizeWire(m.ToWire(manifest.WireInfo{}), m.File)
+	s.Repo, s.TTMetal = m.Repo, m.Source.TTMetal.String()
+	return s, err
+}
+
+// summarizeWire summarizes a published manifest (a built or pulled package)
+// as validate and profiles show an authored one.
+func summarizeWire(w *manifest.Wire, file string) (manifestSummary, error) {
+	c := w.Container
+	s := manifestSummary{Valid: true, File: file, Name: w.Name, Kind: c.Kind, Arch: w.Arch, TTMetal: w.TTMetalVersion,
+		DefaultProfile: c.DefaultProfileName()}
+	s.Repo, _ = c.Built["repo"].(string)
+	repo := ""
+	if w.Weights != nil {
+		s.Weights, repo = weightsPin(w.Weights.Ref()), w.Weights.Repo
+	}
+	if model, ok := c.Runtime["model"].(string); ok && c.Kind == manifest.KindGoServer {
 		s.Kind += " (model " + model + ")"
 	}
-	for _, p := range m.Profiles() {
-		r, err := m.ResolveProfile(p.Name)
+	for _, p := range c.Profiles() {
+		r, err := c.ResolveProfile(p.Name)
 		if err != nil {
 			return s, err
 		}
@@ -140,7 +154,7 @@ func summarize(m *manifest.Manifest) (manifestSummary, error) {
 			ps.MeshShape = fmt.Sprintf("%dx%d", rows, cols)
 		}
 		ps.Chips, _ = manifest.ChipCount(r.Hardware)
-		if l, err := manifest.LaunchFor(m.Kind, m.Runtime, m.Weights.Repo, r); err == nil {
+		if l, err := manifest.LaunchFor(c.Kind, c.Runtime, repo, r); err == nil {
 			ps.Env, ps.Port = l.Env, l.Port
 		}
 		s.Profiles = append(s.Profiles, ps)

@@ -18,7 +18,73 @@ func newWeightsCmd() *cobra.Command {
 		Use:   "weights",
 		Short: "Bring a package's pinned weights into the Hugging Face cache",
 	}
-	cmd.AddCommand(newWeightsPullCmd(), newWeightsImportCmd())
+	cmd.AddCommand(newWeightsPullCmd(), newWeightsImportCmd(), newWeightsVerifyCmd())
+	return cmd
+}
+
+func newWeightsVerifyCmd() *cobra.Command {
+	var quick bool
+	cmd := &cobra.Command{
+		Use:   "verify MANIFEST|DIR",
+		Short: "Check the cached weights of a package against the Hub's hashes, with no network",
+		Long: "verify reads every pinned file of the package's weights in the Hugging Face cache and checks it\n" +
+			"against the sha256 (LFS files) or git blob id the Hub listed when it was pulled. `weights pull` and\n" +
+			"`serve` already re-hash a blob whose size or modification time changed since it was last checked; a\n" +
+			"byte changed in place with its mtime kept is only caught here. --quick does the cheap check only.\n" +
+			"Exit 1 when a file is missing or corrupt (run `tt-model weights pull` to fetch it again).",
+		Example: "  tt-model weights verify build/rf-detr\n  tt-model weights verify models/rf-detr/tt-model.yaml --quick",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pkg, err := runner.LoadPackage(args[0])
+			if err != nil {
+				return packageLoadError(cmd, args[0], err)
+			}
+			cfg, err := hub.ConfigFromEnv(os.Getenv)
+			if err != nil {
+				return err
+			}
+			cache := hub.Cache{Dir: cfg.CacheDir}
+			out := cmd.OutOrStdout()
+			bad := 0
+			for _, ref := range pkg.WeightRefs() {
+				commit := ref.Revision
+				if !hub.IsCommit(commit) {
+					rev := commit
+					if rev == "" {
+						rev = "main"
+					}
+					if commit, err = cache.ReadRef(ref.Repo, rev); err != nil || commit == "" {
+						fmt.Fprintf(out, "%s@%s  not in the cache %s\n", ref.Repo, rev, cache.Dir)
+						bad++
+						continue
+					}
+				}
+				rep, err := cache.VerifySnapshot(ref.Repo, commit, ref.AllowPatterns, ref.IgnorePatterns, !quick)
+				if err != nil {
+					fmt.Fprintf(out, "%s@%s  %v\n", ref.Repo, commit, err)
+					bad++
+					continue
+				}
+				status := "ok"
+				if len(rep.Missing)+len(rep.Corrupt) > 0 {
+					status = "FAILED"
+					bad++
+				}
+				fmt.Fprintf(out, "%s@%s  %d files, %d hashed  %s\n", ref.Repo, commit, len(rep.Files), rep.Hashed, status)
+				for _, m := range rep.Missing {
+					fmt.Fprintf(out, "  missing  %s\n", m)
+				}
+				for _, c := range rep.Corrupt {
+					fmt.Fprintf(out, "  corrupt  %s: %v\n", c.Path, c.Err)
+				}
+			}
+			if bad > 0 {
+				return exitf(1, "%d weights repo(s) failed verification; `tt-model weights pull %s` fetches what is missing or corrupt", bad, args[0])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&quick, "quick", false, "hash only the blobs whose size or mtime changed since they were last verified")
 	return cmd
 }
 
@@ -29,8 +95,11 @@ func newWeightsImportCmd() *cobra.Command {
 		Long: "import copies every file under DIR into the Hugging Face cache as if COMMIT of ORG/NAME had been\n" +
 			"downloaded (blobs named as the Hub names them, relative snapshot links, refs/main when absent, the file\n" +
 			"list), so a package pinning that commit finds its weights complete and needs no network. It is for\n" +
-			"weights made locally (a test or demo checkpoint): nothing checks them against the real repo.",
-		Args: cobra.ExactArgs(2),
+			"weights made locally (a test or demo checkpoint): nothing checks them against the real repo.\n" +
+			"Symbolic links are followed inside DIR (and, for a snapshot of another HF cache, inside its repo\n" +
+			"folder); a link leaving them, a loop or a special file fails the import with nothing recorded.",
+		Example: "  tt-model weights import ./checkpoint Roboflow/rf-detr-base@7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a",
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			repo, commit, ok := strings.Cut(args[1], "@")
 			if !ok {
@@ -60,9 +129,12 @@ func newWeightsPullCmd() *cobra.Command {
 			"its weights into the Hugging Face cache (HF_HUB_CACHE, else $HF_HOME/hub, else\n" +
 			"~/.cache/huggingface/hub) in huggingface_hub's layout. Downloads run in parallel, resume from\n" +
 			"blobs/<etag>.incomplete after an interruption, and every file is verified (sha256 for LFS files).\n" +
-			"A pinned snapshot already complete in the cache needs no network at all. HF_TOKEN, HF_ENDPOINT\n" +
-			"and HF_HUB_OFFLINE are honoured. It then prints the HF_MODEL the profile's server will get.",
-		Args: cobra.ExactArgs(1),
+			"A pinned snapshot already complete in the cache needs no network at all; when the Hub cannot be\n" +
+			"reached the cache is used only if every pinned file is complete there. A transfer silent for 60 s\n" +
+			"is resumed with backoff. HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE are honoured. It then prints the\n" +
+			"HF_MODEL the profile's server will get.",
+		Example: "  tt-model weights pull models/rf-detr/tt-model.yaml\n  HF_HUB_OFFLINE=1 tt-model weights pull build/rf-detr",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pkg, err := runner.LoadPackage(args[0])
 			if err != nil {

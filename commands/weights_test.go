@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,12 +206,88 @@ func TestWeightsPullKilledResumes(t *testing.T) {
 	}
 	var resumed bool
 	for _, r := range srv.Requests() {
-		resumed = resumed || (r.Path == "/cdn/"+hubtest.SHA256(data) && r.Range == fmt.Sprintf("bytes=%d-", stall))
+		resumed = resumed || (r.Host == "storage" && strings.HasSuffix(r.Path, "/"+hubtest.SHA256(data)) && r.Range == fmt.Sprintf("bytes=%d-", stall))
 	}
 	if !resumed {
 		t.Errorf("the re-run did not resume with Range: bytes=%d-: %+v", stall, srv.Requests())
 	}
 	if got, err := os.ReadFile(blob); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("blob after resume: %d bytes, %v", len(got), err)
+	}
+}
+
+func TestWeightsPullUnparsableAnswer(t *testing.T) {
+	_, yamlPath, _ := weightsFixture(t)
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/tree/") {
+			io.WriteString(w, `[{"type": "file", "path": "model.safetensors", "size": 10, "oid": "not-a-sha"}]`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer bad.Close()
+	t.Setenv("HF_ENDPOINT", bad.URL)
+	code, _, errOut := runCLI("weights", "pull", yamlPath)
+	if code == 0 || !strings.Contains(errOut, bad.URL+"/api/models/org/detector-weights/tree/") || !strings.Contains(errOut, "[0].oid") {
+		t.Errorf("exit %d, stderr %q; want non-zero naming the tree endpoint and [0].oid", code, errOut)
+	}
+}
+
+func TestWeightsPullOfflineSendsNoRequest(t *testing.T) {
+	srv, yamlPath, _ := weightsFixture(t)
+	if code, _, errOut := runCLI("weights", "pull", yamlPath); code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, errOut)
+	}
+	before := len(srv.Requests())
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	code, out, errOut := runCLI("weights", "pull", yamlPath)
+	if code != 0 || strings.Count(out, "no network used") != 2 {
+		t.Errorf("offline pull of a complete pin: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := len(srv.Requests()) - before; n != 0 {
+		t.Errorf("%d requests with HF_HUB_OFFLINE=1", n)
+	}
+}
+
+func TestWeightsVerify(t *testing.T) {
+	_, yamlPath, commit := weightsFixture(t)
+	if code, _, errOut := runCLI("weights", "pull", yamlPath); code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, errOut)
+	}
+	code, out, errOut := runCLI("weights", "verify", yamlPath)
+	if code != 0 || !strings.Contains(out, "org/detector-weights@"+commit+"  2 files, 2 hashed  ok") {
+		t.Fatalf("verify of a good cache: exit %d\n%s%s", code, out, errOut)
+	}
+	blob := filepath.Join(os.Getenv("HF_HOME"), "hub", "models--org--detector-weights", "snapshots", commit, "model.safetensors")
+	fi, err := os.Stat(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(blob)
+	b[100] ^= 1
+	if err := os.WriteFile(blob, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(blob, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCLI("weights", "verify", yamlPath)
+	if code != 1 || !strings.Contains(out, "corrupt  model.safetensors: sha256 mismatch") {
+		t.Errorf("verify of a flipped byte: exit %d\n%s", code, out)
+	}
+	// --quick hashes the small git file, and trusts the LFS blob whose size and mtime did not change.
+	if code, out, _ = runCLI("weights", "verify", yamlPath, "--quick"); code != 0 || !strings.Contains(out, "2 files, 1 hashed  ok") {
+		t.Errorf("--quick trusts the unchanged size and mtime: exit %d\n%s", code, out)
+	}
+	// A changed mtime is caught by the next pull, which fetches the file again.
+	if err := os.Chtimes(blob, time.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI("weights", "pull", yamlPath)
+	if code != 0 || !strings.Contains(out, "org/detector-weights@"+commit+"  2 files  312.5 KiB downloaded") {
+		t.Fatalf("pull after the change: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ = runCLI("weights", "verify", yamlPath); code != 0 {
+		t.Errorf("verify after the re-download: exit %d\n%s", code, out)
 	}
 }

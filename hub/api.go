@@ -10,241 +10,331 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 )
 
-// RepoFile is one entry of a revision's file list ("siblings" of
-// GET /api/models/{repo}/revision/{rev}?blobs=true).
+// The read side of the Hub API, field by field as huggingface_hub reads it
+// (docs/hub-wire.md lists each field with its source line).
+
+// RepoFile is one file of a commit, as the tree API lists it.
 type RepoFile struct {
-	Path   string   `json:"rfilename"`
-	Size   int64    `json:"size"`
-	BlobID string   `json:"blob_id"` // git blob sha1
-	LFS    *LFSInfo `json:"lfs,omitempty"`
+	Path    string
+	Size    int64
+	BlobID  string   // the git blob sha1 (for an LFS file: of its pointer)
+	LFS     *LFSInfo // nil for a file stored in git
+	XetHash string   // the Xet content hash, when the Hub sends one
 }
 
 // LFSInfo is the LFS pointer of a large file.
 type LFSInfo struct {
-	SHA256 string `json:"sha256"`
-	Size   int64  `json:"size"`
+	SHA256      string
+	Size        int64
+	PointerSize int64
 }
 
-// Etag is the blob name the Hub reports for the file: the sha256 of an LFS
-// file, the git blob sha1 of any other.
+// Etag is the blob name the Hub gives the file: the sha256 of an LFS file,
+// the git blob sha1 of any other (what HEAD resolve sends as X-Linked-Etag
+// or ETag).
 func (f RepoFile) Etag() string {
-	if f.LFS != nil && f.LFS.SHA256 != "" {
+	if f.LFS != nil {
 		return f.LFS.SHA256
 	}
 	return f.BlobID
 }
 
-// Revision is a revision resolved to its commit with the commit's files.
-type Revision struct {
-	Commit string     `json:"sha"`
-	Files  []RepoFile `json:"siblings"`
+// ResolveRevision asks GET /api/models/{repo}/revision/{rev} for the commit
+// a branch, tag or commit names (huggingface_hub's repo_info; only "sha" is
+// read).
+func (c *Client) ResolveRevision(ctx context.Context, repo, rev string) (string, error) {
+	if c.cfg.Offline {
+		return "", fmt.Errorf("resolve %s@%s: %w (HF_HUB_OFFLINE is set)", repo, rev, ErrOfflineMiss)
+	}
+	u := fmt.Sprintf("%s/api/models/%s/revision/%s", c.cfg.Endpoint, repo, url.PathEscape(rev))
+	var info struct {
+		SHA *string `json:"sha"`
+	}
+	if err := c.getJSON(ctx, u, repo, &info); err != nil {
+		return "", fmt.Errorf("resolve %s@%s: %w", repo, rev, err)
+	}
+	switch {
+	case info.SHA == nil:
+		return "", &ParseError{Endpoint: "GET " + u, Field: "sha", Problem: "missing"}
+	case !IsCommit(*info.SHA):
+		return "", &ParseError{Endpoint: "GET " + u, Field: "sha", Problem: fmt.Sprintf("%q is not a 40-hex commit id", *info.SHA)}
+	}
+	return *info.SHA, nil
+}
+
+// treeEntry is one entry of GET /api/models/{repo}/tree/{rev}: huggingface_hub's
+// RepoFile / RepoFolder constructors read type, path, size, oid and
+// lfs.{oid,size,pointerSize}; xetHash is kept for its tree cache.
+type treeEntry struct {
+	Type    string  `json:"type"`
+	Path    *string `json:"path"`
+	Size    *int64  `json:"size"`
+	OID     *string `json:"oid"`
+	XetHash string  `json:"xetHash"`
+	LFS     *struct {
+		OID         *string `json:"oid"`
+		Size        *int64  `json:"size"`
+		PointerSize *int64  `json:"pointerSize"`
+	} `json:"lfs"`
+
+	endpoint string // the page it came from, for errors
+	index    int
+}
+
+// file checks the fields a download needs and converts the entry.
+func (e treeEntry) file() (RepoFile, error) {
+	bad := func(field, problem string) error {
+		return &ParseError{Endpoint: "GET " + e.endpoint, Field: fmt.Sprintf("[%d].%s", e.index, field), Problem: problem + " (file " + strconv.Quote(*e.Path) + ")"}
+	}
+	f := RepoFile{Path: *e.Path, XetHash: e.XetHash}
+	switch {
+	case e.OID == nil:
+		return f, bad("oid", "missing")
+	case !isHex(*e.OID, 40):
+		return f, bad("oid", fmt.Sprintf("%q is not a 40-hex git blob id", *e.OID))
+	case e.Size == nil:
+		return f, bad("size", "missing")
+	case *e.Size < 0:
+		return f, bad("size", "negative")
+	}
+	f.BlobID, f.Size = *e.OID, *e.Size
+	if e.LFS == nil {
+		return f, nil
+	}
+	switch {
+	case e.LFS.OID == nil:
+		return f, bad("lfs.oid", "missing")
+	case !isHex(*e.LFS.OID, 64):
+		return f, bad("lfs.oid", fmt.Sprintf("%q is not a 64-hex sha256", *e.LFS.OID))
+	case e.LFS.Size == nil:
+		return f, bad("lfs.size", "missing")
+	case *e.LFS.Size != f.Size:
+		return f, bad("lfs.size", fmt.Sprintf("%d differs from size %d", *e.LFS.Size, f.Size))
+	case e.LFS.PointerSize == nil:
+		return f, bad("lfs.pointerSize", "missing")
+	}
+	f.LFS = &LFSInfo{SHA256: *e.LFS.OID, Size: *e.LFS.Size, PointerSize: *e.LFS.PointerSize}
+	return f, nil
+}
+
+// Listing is the file list of one commit.
+type Listing struct {
+	Files    []RepoFile // every usable file of the commit
+	Selected []RepoFile // the files the patterns select
+	// Unusable counts files the patterns skip whose entries lacked a field a
+	// download needs: they are left out of Files, so the listing is not
+	// saved (a later pull with other patterns must ask again).
+	Unusable int
+}
+
+// ListFiles lists every file of commit, following the tree API's Link
+// pagination (huggingface_hub's list_repo_tree with recursive=True, as
+// snapshot_download calls it). Only the files the patterns select are checked
+// field by field: an entry the caller skips can never fail the listing.
+func (c *Client) ListFiles(ctx context.Context, repo, commit string, allow, ignore []string) (*Listing, error) {
+	if c.cfg.Offline {
+		return nil, fmt.Errorf("list %s@%s: %w (HF_HUB_OFFLINE is set)", repo, commit, ErrOfflineMiss)
+	}
+	var entries []treeEntry
+	next := fmt.Sprintf("%s/api/models/%s/tree/%s?recursive=true&expand=false", c.cfg.Endpoint, repo, url.PathEscape(commit))
+	for pages := 0; next != ""; pages++ {
+		if pages > 100000 {
+			return nil, fmt.Errorf("list %s@%s: the tree API kept paginating past %d pages", repo, commit, pages)
+		}
+		var page []treeEntry
+		link, err := c.getJSONPage(ctx, next, repo, &page)
+		if err != nil {
+			return nil, fmt.Errorf("list %s@%s: %w", repo, commit, err)
+		}
+		for i := range page {
+			page[i].endpoint, page[i].index = next, i
+			if page[i].Type != "file" {
+				continue // folders; "unknown" entries are not files either
+			}
+			if page[i].Path == nil || *page[i].Path == "" {
+				return nil, &ParseError{Endpoint: "GET " + next, Field: fmt.Sprintf("[%d].path", i), Problem: "missing"}
+			}
+			entries = append(entries, page[i])
+		}
+		next = link
+	}
+	keep := map[string]bool{}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = *e.Path
+	}
+	for _, p := range Filter(names, allow, ignore) {
+		keep[p] = true
+	}
+	l := &Listing{}
+	for _, e := range entries {
+		f, err := e.file()
+		if err != nil {
+			if keep[*e.Path] {
+				return nil, fmt.Errorf("list %s@%s: %w", repo, commit, err)
+			}
+			l.Unusable++
+			continue
+		}
+		l.Files = append(l.Files, f)
+		if keep[f.Path] {
+			l.Selected = append(l.Selected, f)
+		}
+	}
+	return l, nil
+}
+
+// getJSON GETs u and decodes its JSON body into v.
+func (c *Client) getJSON(ctx context.Context, u, repo string, v any) error {
+	_, err := c.getJSONPage(ctx, u, repo, v)
+	return err
+}
+
+// getJSONPage GETs u, decodes its JSON body into v and returns the
+// rel="next" URL of its Link header ("" on the last page).
+func (c *Client) getJSONPage(ctx context.Context, u, repo string, v any) (string, error) {
+	resp, err := c.do(ctx, call{method: http.MethodGet, url: u, repo: repo, header: http.Header{"Accept": {"application/json"}}})
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if err := decodeJSON(resp.Body, "GET "+u, v); err != nil {
+		return "", err
+	}
+	return nextLink(resp), nil
+}
+
+// decodeJSON decodes one JSON value, naming the endpoint and field of a
+// value of the wrong type.
+func decodeJSON(r io.Reader, endpoint string, v any) error {
+	err := json.NewDecoder(io.LimitReader(r, 256<<20)).Decode(v)
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "(top level)"
+		}
+		return &ParseError{Endpoint: endpoint, Field: field, Problem: fmt.Sprintf("a JSON %s where a %s was expected", typeErr.Value, typeErr.Type)}
+	case errors.As(err, &syntaxErr):
+		return &ParseError{Endpoint: endpoint, Field: "(body)", Problem: fmt.Sprintf("not JSON at byte %d: %v", syntaxErr.Offset, err)}
+	default:
+		return &ParseError{Endpoint: endpoint, Field: "(body)", Problem: err.Error()}
+	}
+}
+
+// nextLink is the URL of the Link header's rel="next" entry, resolved
+// against the request URL, as httpx's response.links gives it.
+func nextLink(resp *http.Response) string {
+	for _, h := range resp.Header.Values("Link") {
+		for _, part := range strings.Split(h, ",") {
+			target, params, ok := strings.Cut(strings.TrimSpace(part), ";")
+			if !ok || !strings.HasPrefix(target, "<") || !strings.HasSuffix(target, ">") {
+				continue
+			}
+			for _, p := range strings.Split(params, ";") {
+				k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+				if strings.TrimSpace(k) == "rel" && strings.Trim(strings.TrimSpace(v), `"`) == "next" {
+					ref, err := resp.Request.URL.Parse(strings.Trim(target, "<>"))
+					if err == nil {
+						return ref.String()
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // FileMeta is what HEAD /{repo}/resolve/{rev}/{file} says about a file.
 type FileMeta struct {
 	Commit   string // X-Repo-Commit
 	Etag     string // X-Linked-Etag, else ETag, with W/ and quotes stripped
-	Size     int64  // X-Linked-Size, else Content-Length
+	Size     int64  // X-Linked-Size, else (no redirect) Content-Length
 	Location string // where to GET the content (the CDN URL for LFS files)
 }
 
-// HTTPError is a Hub answer other than success.
-type HTTPError struct {
-	Method, URL string
-	Status      int
-	Message     string // X-Error-Message or the JSON "error", when the Hub sent one
-}
-
-func (e *HTTPError) Error() string {
-	msg := fmt.Sprintf("%s %s: HTTP %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status))
-	if e.Message != "" {
-		msg += ": " + e.Message
-	}
-	switch e.Status {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		msg += " (the repo may be gated or private: set HF_TOKEN to a token with read access)"
-	case http.StatusNotFound:
-		msg += " (no such repo, revision or file, or a private repo this token cannot see)"
-	}
-	return msg
-}
-
-// ErrOfflineMiss means HF_HUB_OFFLINE is set and the cache cannot answer.
-var ErrOfflineMiss = errors.New("not in the local cache and HF_HUB_OFFLINE is set")
-
-// Client talks to one Hub endpoint and writes one cache.
-type Client struct {
-	cfg     Config
-	cache   Cache
-	http    *http.Client
-	workers int
-}
-
-// Option adjusts a Client.
-type Option func(*Client)
-
-// WithHTTPClient replaces the HTTP client (tests; proxies).
-func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
-
-// WithWorkers sets how many files download at once (default 8, as
-// huggingface_hub's snapshot_download).
-func WithWorkers(n int) Option {
-	return func(c *Client) {
-		if n > 0 {
-			c.workers = n
-		}
-	}
-}
-
-// NewClient builds a client for cfg.
-func NewClient(cfg Config, opts ...Option) *Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ResponseHeaderTimeout = 60 * time.Second
-	c := &Client{
-		cfg:     cfg,
-		cache:   Cache{Dir: cfg.CacheDir},
-		http:    &http.Client{Transport: tr},
-		workers: 8,
-	}
-	for _, o := range opts {
-		o(c)
-	}
-	return c
-}
-
-// Cache is the cache this client writes.
-func (c *Client) Cache() Cache { return c.cache }
-
-// RevisionInfo resolves rev (a branch, tag or commit) of a model repo to its
-// commit and lists the commit's files with sizes, blob ids and LFS hashes.
-func (c *Client) RevisionInfo(ctx context.Context, repo, rev string) (*Revision, error) {
-	if c.cfg.Offline {
-		return nil, fmt.Errorf("resolve %s@%s: %w", repo, rev, ErrOfflineMiss)
-	}
-	u := fmt.Sprintf("%s/api/models/%s/revision/%s?blobs=true", c.cfg.Endpoint, repo, url.PathEscape(rev))
-	req, err := c.newRequest(ctx, http.MethodGet, u)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("resolve %s@%s: %w", repo, rev, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("resolve %s@%s: %w", repo, rev, responseError(resp))
-	}
-	var r Revision
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&r); err != nil {
-		return nil, fmt.Errorf("resolve %s@%s: decode %s: %w", repo, rev, u, err)
-	}
-	if !IsCommit(r.Commit) {
-		return nil, fmt.Errorf("resolve %s@%s: the Hub answered commit %q, not a 40-hex sha", repo, rev, r.Commit)
-	}
-	for i, f := range r.Files {
-		if f.Path == "" || f.Etag() == "" {
-			return nil, fmt.Errorf("resolve %s@%s: siblings[%d] (%q) lacks rfilename or blob_id", repo, rev, i, f.Path)
-		}
-	}
-	return &r, nil
-}
-
 // FileMetadata asks HEAD /{repo}/resolve/{rev}/{file} without following the
-// CDN redirect, as huggingface_hub's get_hf_file_metadata does: a relative
-// redirect (a renamed repo) is followed, an absolute one is where the
-// content lives.
+// storage redirect, as huggingface_hub's get_hf_file_metadata does: a relative
+// redirect (a renamed repo) is followed, an absolute one is where the content
+// lives.
 func (c *Client) FileMetadata(ctx context.Context, repo, rev, file string) (FileMeta, error) {
 	if c.cfg.Offline {
-		return FileMeta{}, fmt.Errorf("metadata of %s in %s: %w", file, repo, ErrOfflineMiss)
+		return FileMeta{}, fmt.Errorf("metadata of %s in %s: %w (HF_HUB_OFFLINE is set)", file, repo, ErrOfflineMiss)
 	}
-	u := c.resolveURL(repo, rev, file)
-	noRedirect := *c.http
-	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	u := c.ResolveURL(repo, rev, file)
 	for hops := 0; ; hops++ {
-		req, err := c.newRequest(ctx, http.MethodHead, u)
-		if err != nil {
-			return FileMeta{}, err
-		}
-		req.Header.Set("Accept-Encoding", "identity")
-		resp, err := noRedirect.Do(req)
+		resp, err := c.do(ctx, call{method: http.MethodHead, url: u, repo: repo, noRedirect: true,
+			header: http.Header{"Accept-Encoding": {"identity"}}})
 		if err != nil {
 			return FileMeta{}, fmt.Errorf("metadata of %s in %s: %w", file, repo, err)
 		}
 		resp.Body.Close()
 		loc := resp.Header.Get("Location")
-		if resp.StatusCode >= 300 && resp.StatusCode < 400 && strings.HasPrefix(loc, "/") && hops < 5 {
-			base, _ := url.Parse(u)
-			next, err := base.Parse(loc)
+		redirect := resp.StatusCode >= 300 && resp.StatusCode < 400
+		if redirect && strings.HasPrefix(loc, "/") && hops < 5 {
+			next, err := resp.Request.URL.Parse(loc)
 			if err != nil {
-				return FileMeta{}, fmt.Errorf("metadata of %s in %s: bad redirect %q: %w", file, repo, loc, err)
+				return FileMeta{}, &ParseError{Endpoint: "HEAD " + u, Field: "Location", Problem: fmt.Sprintf("%q: %v", loc, err)}
 			}
 			u = next.String()
 			continue
 		}
-		if resp.StatusCode >= 400 || (resp.StatusCode >= 300 && loc == "") {
-			return FileMeta{}, fmt.Errorf("metadata of %s in %s: %w", file, repo, responseError(resp))
-		}
-		m := FileMeta{
-			Commit:   resp.Header.Get("X-Repo-Commit"),
-			Etag:     normalizeEtag(firstNonEmpty(resp.Header.Get("X-Linked-Etag"), resp.Header.Get("ETag"))),
-			Location: u,
-		}
-		if loc != "" {
-			abs, err := req.URL.Parse(loc)
-			if err != nil {
-				return FileMeta{}, fmt.Errorf("metadata of %s in %s: bad redirect %q: %w", file, repo, loc, err)
-			}
-			m.Location = abs.String()
-		}
-		size := firstNonEmpty(resp.Header.Get("X-Linked-Size"), resp.Header.Get("Content-Length"))
-		if m.Size, err = strconv.ParseInt(size, 10, 64); err != nil {
-			return FileMeta{}, fmt.Errorf("metadata of %s in %s: no usable X-Linked-Size or Content-Length (%q)", file, repo, size)
-		}
-		if m.Etag == "" {
-			return FileMeta{}, fmt.Errorf("metadata of %s in %s: the Hub sent no ETag or X-Linked-Etag", file, repo)
-		}
-		return m, nil
+		return fileMetaFrom(resp, u, redirect)
 	}
 }
 
-func (c *Client) resolveURL(repo, rev, file string) string {
+// fileMetaFrom reads the headers get_hf_file_metadata reads, refusing an
+// answer without them as it does (FileMetadataError).
+func fileMetaFrom(resp *http.Response, u string, redirect bool) (FileMeta, error) {
+	endpoint := "HEAD " + u
+	h := resp.Header
+	m := FileMeta{
+		Commit:   h.Get("X-Repo-Commit"),
+		Etag:     normalizeEtag(firstNonEmpty(h.Get("X-Linked-Etag"), h.Get("ETag"))),
+		Location: u,
+	}
+	if loc := h.Get("Location"); loc != "" {
+		abs, err := resp.Request.URL.Parse(loc)
+		if err != nil {
+			return FileMeta{}, &ParseError{Endpoint: endpoint, Field: "Location", Problem: fmt.Sprintf("%q: %v", loc, err)}
+		}
+		m.Location = abs.String()
+	} else if redirect {
+		return FileMeta{}, &ParseError{Endpoint: endpoint, Field: "Location", Problem: fmt.Sprintf("missing on a %d redirect", resp.StatusCode)}
+	}
+	size, field := h.Get("X-Linked-Size"), "X-Linked-Size"
+	if size == "" && !redirect {
+		size, field = h.Get("Content-Length"), "Content-Length"
+	}
+	var err error
+	switch {
+	case m.Commit == "":
+		return FileMeta{}, &ParseError{Endpoint: endpoint, Field: "X-Repo-Commit", Problem: "missing (is this endpoint a Hugging Face Hub?)"}
+	case m.Etag == "":
+		return FileMeta{}, &ParseError{Endpoint: endpoint, Field: "X-Linked-Etag / ETag", Problem: "missing"}
+	case size == "":
+		return FileMeta{}, &ParseError{Endpoint: endpoint, Field: "X-Linked-Size / Content-Length", Problem: "missing"}
+	}
+	if m.Size, err = strconv.ParseInt(size, 10, 64); err != nil || m.Size < 0 {
+		return FileMeta{}, &ParseError{Endpoint: endpoint, Field: field, Problem: fmt.Sprintf("%q is not a size", size)}
+	}
+	return m, nil
+}
+
+// ResolveURL is /{repo}/resolve/{rev}/{file} on the Hub, each path segment
+// escaped, as huggingface_hub's hf_hub_url builds it.
+func (c *Client) ResolveURL(repo, rev, file string) string {
 	segs := strings.Split(file, "/")
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
 	return fmt.Sprintf("%s/%s/resolve/%s/%s", c.cfg.Endpoint, repo, url.PathEscape(rev), strings.Join(segs, "/"))
-}
-
-// newRequest adds the user agent and, for the Hub endpoint only, the token.
-// Go's client drops Authorization on a redirect to another host, so the
-// token never reaches the CDN.
-func (c *Client) newRequest(ctx context.Context, method, u string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, u, err)
-	}
-	req.Header.Set("User-Agent", "tt-model-hub/1")
-	if c.cfg.Token != "" && strings.HasPrefix(u, c.cfg.Endpoint+"/") {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
-	}
-	return req, nil
-}
-
-func responseError(resp *http.Response) error {
-	e := &HTTPError{Method: resp.Request.Method, URL: resp.Request.URL.String(), Status: resp.StatusCode}
-	e.Message = resp.Header.Get("X-Error-Message")
-	if e.Message == "" && resp.Request.Method != http.MethodHead {
-		var body struct {
-			Error string `json:"error"`
-		}
-		if json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body) == nil {
-			e.Message = body.Error
-		}
-	}
-	return e
 }
 
 // normalizeEtag strips a weak marker and quotes, as huggingface_hub's
@@ -261,4 +351,16 @@ func firstNonEmpty(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -10,17 +10,7 @@ import (
 )
 
 // IsCommit reports whether rev is a full commit sha (a pin that cannot move).
-func IsCommit(rev string) bool {
-	if len(rev) != 40 {
-		return false
-	}
-	for _, c := range rev {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+func IsCommit(rev string) bool { return isHex(rev, 40) }
 
 // Cache is one huggingface_hub cache directory (HF_HUB_CACHE).
 type Cache struct{ Dir string }

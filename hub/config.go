@@ -22,7 +22,7 @@ type Config struct {
 	Token    string // HF_TOKEN, else the token file under HF_HOME; sent as a Bearer token
 	CacheDir string // HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub
 	HFHome   string // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface
-	Offline  bool   // HF_HUB_OFFLINE: never touch the network
+	Offline  bool   // HF_HUB_OFFLINE (else TRANSFORMERS_OFFLINE): never touch the network
 }
 
 // ConfigFromEnv reads the configuration the way huggingface_hub does.
@@ -48,7 +48,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Token:    getenv("HF_TOKEN"),
 		CacheDir: getenv("HF_HUB_CACHE"),
 		HFHome:   home,
-		Offline:  envTrue(getenv("HF_HUB_OFFLINE")),
+		Offline:  envTrue(firstNonEmpty(getenv("HF_HUB_OFFLINE"), getenv("TRANSFORMERS_OFFLINE"))),
 	}
 	if c.Endpoint == "" {
 		c.Endpoint = DefaultEndpoint

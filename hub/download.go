@@ -2,12 +2,8 @@ package hub
 
 import (
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,16 +11,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
-
-// maxAttempts bounds how often one file is resumed after a transient failure
-// (a dropped connection, a 5xx) within one run.
-const maxAttempts = 5
 
 // fetchBlob makes blobs/<etag> for f: it resumes blobs/<etag>.incomplete with
 // a Range request, verifies the whole file (sha256 for LFS files, the git
 // blob sha1 otherwise, and the size), and only then renames it into place,
-// so a blob in the cache is always a verified one.
+// so a blob in the cache is always a verified one. A transfer that fails or
+// goes silent is resumed with backoff, huggingface_hub's http_get policy.
 func (c *Client) fetchBlob(ctx context.Context, repo string, f RepoFile, meta FileMeta, prog *progress) error {
 	lock, err := lockFile(c.cache.LockPath(repo, meta.Etag), prog.out)
 	if err != nil {
@@ -39,16 +33,24 @@ func (c *Client) fetchBlob(ctx context.Context, repo string, f RepoFile, meta Fi
 		return nil // another process finished it while we waited
 	}
 	incomplete := blob + ".incomplete"
-	for attempt := 1; ; attempt++ {
-		err := c.downloadInto(ctx, incomplete, meta, prog)
+	for attempt := 0; ; attempt++ {
+		err := c.downloadInto(ctx, incomplete, repo, meta, prog)
 		if err == nil {
 			break
 		}
 		var perm permanentError
-		if ctx.Err() != nil || errors.As(err, &perm) || attempt == maxAttempts {
-			return fmt.Errorf("download %s of %s: %w", f.Path, repo, err)
+		if ctx.Err() != nil || errors.As(err, &perm) || attempt >= c.backoff.Retries {
+			return fmt.Errorf("download %s of %s (%d attempts): %w", f.Path, repo, attempt+1, err)
 		}
-		slog.Warn("download interrupted, resuming", "repo", repo, "file", f.Path, "attempt", attempt, "err", err)
+		wait := c.backoff.wait(attempt, nil)
+		slog.Warn("download interrupted, resuming", "repo", repo, "file", f.Path, "attempt", attempt+1, "in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("download %s of %s: %w", f.Path, repo, ctx.Err())
+		case <-t.C:
+		}
 	}
 	if err := verifyFile(incomplete, f, meta.Size); err != nil {
 		prog.track(incomplete).Store(0)
@@ -60,7 +62,10 @@ func (c *Client) fetchBlob(ctx context.Context, repo string, f RepoFile, meta Fi
 	if err := os.Rename(incomplete, blob); err != nil {
 		return fmt.Errorf("finish %s of %s: %w", f.Path, repo, err)
 	}
-	return nil
+	if f.LFS == nil {
+		return nil // small: hashed again at each use (see verify.go)
+	}
+	return c.cache.recordVerified(repo, meta.Etag)
 }
 
 // permanentError is a failure that retrying cannot fix (4xx, a wrong size).
@@ -68,10 +73,14 @@ type permanentError struct{ error }
 
 func (e permanentError) Unwrap() error { return e.error }
 
+// errIdle is the cause of a transfer abandoned for silence.
+var errIdle = errors.New("no data received")
+
 // downloadInto appends the missing tail of the file at meta.Location to
 // path. A server that ignores the Range header (200 instead of 206) makes it
-// start over from byte 0.
-func (c *Client) downloadInto(ctx context.Context, path string, meta FileMeta, prog *progress) error {
+// start over from byte 0. A transfer that receives nothing for c.idle is
+// abandoned (and resumed by the caller).
+func (c *Client) downloadInto(ctx context.Context, path, repo string, meta FileMeta, prog *progress) error {
 	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return permanentError{err}
@@ -93,16 +102,22 @@ func (c *Client) downloadInto(ctx context.Context, path string, meta FileMeta, p
 	if have == meta.Size {
 		return nil
 	}
-	req, err := c.newRequest(ctx, http.MethodGet, meta.Location)
-	if err != nil {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(c.idle, func() { cancel(fmt.Errorf("%w for %s", errIdle, c.idle)) })
+	defer idle.Stop()
+	cl := call{method: http.MethodGet, url: meta.Location, repo: repo}
+	if have > 0 {
+		cl.header = http.Header{"Range": {"bytes=" + strconv.FormatInt(have, 10) + "-"}}
+	}
+	// One attempt here: fetchBlob's loop resumes from whatever reached disk.
+	resp, err := c.doOnce(ctx, cl)
+	var httpErr *HTTPError
+	if errors.As(err, &httpErr) && !retryableStatus(httpErr.Status) {
 		return permanentError{err}
 	}
-	if have > 0 {
-		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
-	}
-	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return idleCause(ctx, err)
 	}
 	defer resp.Body.Close()
 	switch {
@@ -119,19 +134,26 @@ func (c *Client) downloadInto(ctx context.Context, path string, meta FileMeta, p
 			}
 			have = 0
 		}
-	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return responseError(resp)
 	default:
-		return permanentError{responseError(resp)}
+		return permanentError{fmt.Errorf("GET %s: unexpected HTTP %d", meta.Location, resp.StatusCode)}
 	}
-	n, err := io.Copy(out, countingReader{resp.Body, counter, &prog.wire})
+	body := countingReader{r: resp.Body, file: counter, wire: &prog.wire, touch: func() { idle.Reset(c.idle) }}
+	n, err := io.Copy(out, body)
 	if err != nil {
-		return fmt.Errorf("after %d of %d bytes: %w", have+n, meta.Size, err)
+		return fmt.Errorf("after %d of %d bytes: %w", have+n, meta.Size, idleCause(ctx, err))
 	}
 	if have+n != meta.Size {
 		return fmt.Errorf("the server closed the transfer at %d of %d bytes", have+n, meta.Size)
 	}
 	return nil
+}
+
+// idleCause names the idle timeout when it is what cut the transfer.
+func idleCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errIdle) {
+		return cause
+	}
+	return err
 }
 
 func restart(f *os.File) error {
@@ -159,34 +181,4 @@ func contentRangeStart(h string) int64 {
 		return -1
 	}
 	return n
-}
-
-// verifyFile checks the downloaded file against what the revision API said:
-// its size, and its sha256 (LFS) or git blob sha1 (other files).
-func verifyFile(path string, f RepoFile, size int64) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	defer fh.Close()
-	var h hash.Hash
-	var want, algo string
-	if f.LFS != nil && f.LFS.SHA256 != "" {
-		h, want, algo = sha256.New(), f.LFS.SHA256, "sha256"
-	} else {
-		// A git blob id is sha1("blob <size>\x00" + content).
-		h, want, algo = sha1.New(), f.BlobID, "git blob sha1"
-		fmt.Fprintf(h, "blob %d\x00", size)
-	}
-	n, err := io.Copy(h, fh)
-	if err != nil {
-		return fmt.Errorf("verify: read %s: %w", path, err)
-	}
-	if n != size || (f.Size > 0 && n != f.Size) {
-		return fmt.Errorf("size mismatch: have %d bytes, the Hub lists %d", n, f.Size)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("%s mismatch: got %s, the Hub lists %s", algo, got, want)
-	}
-	return nil
 }

@@ -57,7 +57,7 @@ func (f *fixture) client(opts ...Option) *Client { return NewClient(f.cfg, opts.
 func (f *fixture) cdnGets() []hubtest.Request {
 	var out []hubtest.Request
 	for _, r := range f.srv.Requests() {
-		if strings.HasPrefix(r.Path, "/cdn/") {
+		if r.Host == "storage" {
 			out = append(out, r)
 		}
 	}
@@ -291,16 +291,20 @@ func TestSharedBlobNotDownloadedTwice(t *testing.T) {
 
 func TestHubErrors(t *testing.T) {
 	f := newFixture(t)
-	f.srv.RequireToken("s3cret")
+	f.srv.AddToken("s3cret", hubtest.Token{User: "org"})
+	f.srv.AddToken("other", hubtest.Token{User: "someone"})
+	f.srv.SetPrivate(testRepo, true)
 	cases := []struct {
 		name, token string
 		req         Request
 		want        string
 	}{
-		{"no token", "", Request{Repo: testRepo}, "HTTP 401"},
-		{"wrong token", "nope", Request{Repo: testRepo}, "set HF_TOKEN"},
-		{"unknown repo", "s3cret", Request{Repo: "org/none"}, "Repository not found"},
-		{"unknown revision", "s3cret", Request{Repo: testRepo, Revision: "v9"}, "Invalid rev id"},
+		{"private repo, no token", "", Request{Repo: testRepo}, "HTTP 401"},
+		{"private repo, no token, hint", "", Request{Repo: testRepo}, "private and this token cannot see it"},
+		{"token the Hub refuses", "nope", Request{Repo: testRepo}, "the Hub refused the token"},
+		{"private repo, another user", "other", Request{Repo: testRepo}, "HTTP 404"},
+		{"unknown repo", "s3cret", Request{Repo: "org/none"}, "org/none does not exist"},
+		{"unknown revision", "s3cret", Request{Repo: testRepo, Revision: "v9"}, "no such revision in org/model"},
 		{"bad repo id", "s3cret", Request{Repo: "../x"}, "repo id"},
 		{"nothing selected", "s3cret", Request{Repo: testRepo, Allow: []string{"*.gguf"}}, "no file matches"},
 	}
@@ -319,6 +323,11 @@ func TestHubErrors(t *testing.T) {
 	cfg.Token = "s3cret"
 	if _, err := NewClient(cfg).Download(context.Background(), Request{Repo: testRepo}, io.Discard); err != nil {
 		t.Fatalf("with the token: %v", err)
+	}
+	for _, r := range f.srv.Requests() {
+		if r.Host == "storage" && r.Authorization != "" {
+			t.Errorf("the token reached the storage server: %+v", r)
+		}
 	}
 }
 
@@ -343,6 +352,8 @@ func TestConfigFromEnv(t *testing.T) {
 			Endpoint: "http://h:1", Token: "filetoken", CacheDir: home + "/hf/hub", HFHome: home + "/hf", Offline: true}},
 		{"explicit", map[string]string{"HF_HOME": "/h", "HF_HUB_CACHE": "/c", "HF_TOKEN": "t", "HF_HUB_OFFLINE": "0"}, Config{
 			Endpoint: DefaultEndpoint, Token: "t", CacheDir: "/c", HFHome: "/h"}},
+		{"transformers offline", map[string]string{"HF_HOME": "/h", "TRANSFORMERS_OFFLINE": "1"}, Config{
+			Endpoint: DefaultEndpoint, CacheDir: "/h/hub", HFHome: "/h", Offline: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -394,9 +405,11 @@ func TestUnreachableHubFallsBackToCache(t *testing.T) {
 	if err != nil || !snap.FromCache || snap.Commit != f.commit {
 		t.Errorf("branch with the Hub gone: %+v, %v; want the cached snapshot", snap, err)
 	}
-	// Files the cache lacks cannot come from anywhere: the network error stands.
-	if _, err := c.Download(context.Background(), Request{Repo: testRepo, Revision: "main"}, io.Discard); err == nil || errors.Is(err, ErrOfflineMiss) {
-		t.Errorf("incomplete cache with the Hub gone: err = %v, want the connection error", err)
+	// Files the cache lacks cannot come from anywhere: the error says the Hub
+	// is unreachable and names what is missing.
+	_, err = c.Download(context.Background(), Request{Repo: testRepo, Revision: "main"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "cannot be reached") || !strings.Contains(err.Error(), "model.safetensors") {
+		t.Errorf("incomplete cache with the Hub gone: err = %v, want the connection error and the missing files", err)
 	}
 }
 

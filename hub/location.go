@@ -94,7 +94,7 @@ func (w ServerWeights) Locate(getenv func(string) string, pin string) (WeightsLo
 		loc.Repo, loc.Revision, _ = SnapshotOf(model)
 		return loc, nil
 	}
-	if err := checkRepoID(model); err != nil || !strings.Contains(model, "/") {
+	if err := ValidateRepoID(model); err != nil || !strings.Contains(model, "/") {
 		miss("%s=%s: neither a folder nor a Hub repo id org/name", via, model)
 		return fail()
 	}

@@ -134,15 +134,19 @@ func isTerminal(w io.Writer) bool {
 }
 
 // countingReader adds what it reads to a file's counter and to the total
-// received.
+// received, and calls touch (when set) whenever bytes arrive.
 type countingReader struct {
 	r          io.Reader
 	file, wire *atomic.Int64
+	touch      func()
 }
 
 func (c countingReader) Read(b []byte) (int, error) {
 	k, err := c.r.Read(b)
 	c.file.Add(int64(k))
 	c.wire.Add(int64(k))
+	if k > 0 && c.touch != nil {
+		c.touch()
+	}
 	return k, err
 }

@@ -19,6 +19,11 @@ type Package struct {
 	Path string // the manifest file read
 	Dir  string // the staged package folder; "" for an authored tt-model.yaml
 	Wire *manifest.Wire
+	// ImageDir, when set, is the package's OCI layout instead of Dir/image:
+	// a package pulled from the Hub has its image/ in the HF cache as links,
+	// which an OCI layout reader refuses, so it is served from a copy made of
+	// hard links (see FetchPackage).
+	ImageDir string
 }
 
 // LoadPackage reads MANIFEST|DIR: a tt_kernel_manifest.json, a tt-model.yaml,
@@ -77,6 +82,9 @@ func (p *Package) WeightRefs() []manifest.WeightsRef {
 
 // ImageLayout is the package's OCI layout folder, or "" when it has none.
 func (p *Package) ImageLayout() string {
+	if p.ImageDir != "" {
+		return p.ImageDir
+	}
 	if p.Dir == "" {
 		return ""
 	}

@@ -1,0 +1,141 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/runner"
+)
+
+func newRmCmd() *cobra.Command {
+	var includeWeights, keepCache bool
+	cmd := &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a package from the local store",
+		Long: "rm removes the package NAME (its repo org/name, or its package name) from the local store: the repo's\n" +
+			"folder in the Hugging Face cache (every revision) and its locks, and the package's kernel and weight\n" +
+			"caches under ~/.cache/tt-model/<name> unless --keep-cache. --include-weights also removes the weights\n" +
+			"repos it pins, except those another stored package pins too. It refuses while a server of the package\n" +
+			"runs (stop it first).",
+		Example: "  tt-model rm acme/rf-detr\n  tt-model rm rf-detr --include-weights",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := hub.ConfigFromEnv(os.Getenv)
+			if err != nil {
+				return err
+			}
+			cache := hub.Cache{Dir: cfg.CacheDir}
+			stored, err := runner.StoredPackages(cache)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			var match []runner.StoredPackage
+			repos := map[string]bool{}
+			for _, sp := range stored {
+				if sp.Repo == args[0] || sp.Package.Wire.Name == args[0] {
+					match = append(match, sp)
+					repos[sp.Repo] = true
+				}
+			}
+			switch {
+			case len(match) == 0:
+				return exitf(1, "no package %s in the local store %s (see `tt-model list`)", args[0], cache.Dir)
+			case len(repos) > 1:
+				var names []string
+				for r := range repos {
+					names = append(names, r)
+				}
+				return exitf(exitInvalid, "several repos hold a package named %s (%s): name the repo", args[0], strings.Join(names, ", "))
+			}
+			repo, name := match[0].Repo, match[0].Package.Wire.Name
+			set, err := openRunners(cmd, true)
+			if err != nil {
+				return err
+			}
+			insts, err := set.listAll(cmd.Context())
+			set.Close()
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			for _, i := range insts {
+				if i.Package == name && i.Running {
+					return exitf(1, "%s is serving %s (%s, port %d): `tt-model stop %s` first", i.Name, repo, i.Runner, i.Port, name)
+				}
+			}
+			out := cmd.OutOrStdout()
+			remove := func(what, path string) error {
+				if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				if err := os.RemoveAll(path); err != nil {
+					return &ExitError{Code: 1, Err: fmt.Errorf("remove %s: %w", path, err)}
+				}
+				fmt.Fprintf(out, "removed %s  %s\n", what, path)
+				return nil
+			}
+			root, err := runner.DefaultCacheRoot()
+			if err != nil {
+				return err
+			}
+			for _, sp := range match {
+				if layout, err := runner.PulledLayout(filepath.Join(root, "images"), filepath.Join(sp.Dir, "image")); err == nil {
+					if err := remove("image layout of "+repo+"@"+sp.Commit[:12], layout); err != nil {
+						return err
+					}
+				}
+			}
+			if err := remove(repo, cache.RepoDir(repo)); err != nil {
+				return err
+			}
+			if err := remove("locks of "+repo, filepath.Join(cache.Dir, ".locks", hub.RepoFolderName(repo))); err != nil {
+				return err
+			}
+			if includeWeights {
+				pinnedElsewhere := map[string]string{}
+				for _, sp := range stored {
+					if sp.Repo == repo {
+						continue
+					}
+					for _, w := range sp.Package.WeightRefs() {
+						pinnedElsewhere[w.Repo] = sp.Repo
+					}
+				}
+				for _, sp := range match {
+					for _, w := range sp.Package.WeightRefs() {
+						if other, ok := pinnedElsewhere[w.Repo]; ok {
+							fmt.Fprintf(out, "kept    %s  (also pinned by %s)\n", w.Repo, other)
+							continue
+						}
+						if err := remove(w.Repo, cache.RepoDir(w.Repo)); err != nil {
+							return err
+						}
+						if err := remove("locks of "+w.Repo, filepath.Join(cache.Dir, ".locks", hub.RepoFolderName(w.Repo))); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if !keepCache {
+				// Only the two caches serve creates there (runner.Spec.StateDir).
+				state := filepath.Join(root, name)
+				for _, sub := range []string{"cache", "weights"} {
+					if err := remove(sub+" of "+name, filepath.Join(state, sub)); err != nil {
+						return err
+					}
+				}
+				_ = os.Remove(state) // when empty
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&includeWeights, "include-weights", false, "also remove the weights the package pins (unless another stored package pins them)")
+	cmd.Flags().BoolVar(&keepCache, "keep-cache", false, "keep ~/.cache/tt-model/<name> (compiled kernels, converted weights)")
+	return cmd
+}
