@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: package the RF-DETR model, serve it on this machine's CPU (Docker engine when one answers,
-# else the bare host), print its web console's URL, send it a picture, print the detections, stop it
-# (DEMO_KEEP=1: once Enter is pressed, so the console can be tried). Run from the repository root.
+# else the bare host; its ready card names the web console's URL), send it a picture, print the
+# detections, stop it (DEMO_KEEP=1: once Enter is pressed, so the console can be tried). Run from the
+# repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tt=$PWD/bin/tt-model
@@ -58,8 +59,6 @@ $tt stop rf-detr >/dev/null 2>&1 || true
 served=1
 $tt serve build/rf-detr --timeout 5m | tee "$work/serve.txt"
 url=$(awk '$1 == "url" {print $2; exit}' "$work/serve.txt")
-
-printf '\n  console: %s/  (open it in a browser: status, latency, and a form that draws the boxes)\n' "$url"
 
 step "POST a sample picture to $url/predict"
 go run ./tools/demo --image "$work/sample.png" --predict "$url"

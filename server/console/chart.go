@@ -35,7 +35,7 @@ func slotX(i int) float64 { return padL + (float64(i)+0.5)*slotW }
 // a power of ten, and the top, a whole number of steps at or above v.
 func scale(v float64) (step, top float64) {
 	if v <= 0 {
-		return 0.25, 1
+		return 0.2, 1
 	}
 	raw := v / 4
 	p := math.Pow(10, math.Floor(math.Log10(raw)))
@@ -72,8 +72,8 @@ func svgOpen(b *strings.Builder, id, title, desc string) {
 	fmt.Fprintf(b, `<title id="%s-t">%s</title><desc id="%s-d">%s</desc>`, id, html.EscapeString(title), id, html.EscapeString(desc))
 }
 
-func noData(b *strings.Builder) {
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">no model requests in the last hour</text>`, padL+plotW/2, padT+plotH/2)
+func noData(b *strings.Builder, what string) {
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`, padL+plotW/2, padT+plotH/2, what)
 }
 
 // latencyChart draws p50 and p99 per minute as two lines (broken where a
@@ -97,7 +97,7 @@ func latencyChart(s Stats) template.HTML {
 	svgOpen(&b, "latency-chart", "Request latency per minute: p50 and p99", desc)
 	frame(&b, step, top)
 	if last == nil {
-		noData(&b)
+		noData(&b, "no model requests in the last hour")
 	}
 	y := func(v float64) float64 { return padT + plotH - plotH*v/top }
 	for _, series := range []struct {
@@ -147,8 +147,8 @@ func stageChart(s Stats) template.HTML {
 	var b strings.Builder
 	svgOpen(&b, "stage-chart", "Where a request's time goes, per minute", desc)
 	frame(&b, step, top)
-	if len(s.Stages) == 0 {
-		noData(&b)
+	if highest == 0 {
+		noData(&b, "no stage times in the last hour")
 	}
 	for _, m := range s.Minutes {
 		i := slotOf(s.Now, m.Start)
