@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ttmodel/tt-model/runner"
 )
 
 func newCurlCmd() *cobra.Command {
@@ -31,50 +33,49 @@ func newCurlCmd() *cobra.Command {
 		Example: "  tt-model curl rf-detr\n  tt-model curl rf-detr --print",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			set, err := openRunners(cmd, true)
-			if err != nil {
-				return err
-			}
-			defer set.Close()
-			_, inst, err := set.resolve(cmd, args[0], sel)
-			if err != nil {
-				return err
-			}
-			if !inst.Running {
-				return exitf(1, "%s is %s, not running (see `tt-model logs %s`)", inst.Name, inst.State, inst.Package)
-			}
-			base := fmt.Sprintf("http://127.0.0.1:%d", inst.Port)
-			hc := &http.Client{Timeout: 5 * time.Minute}
-			body, err := sampleRequest(hc, base)
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
-			out := cmd.OutOrStdout()
-			if printOnly {
-				file := filepath.Join(os.TempDir(), "tt-model-curl-"+inst.Package+".json")
-				if err := os.WriteFile(file, body, 0o644); err != nil {
-					return &ExitError{Code: 1, Err: err}
-				}
-				fmt.Fprintf(out, "curl -s %s/v1/models\n", base)
-				fmt.Fprintf(out, "curl -s %s/predict -H 'Content-Type: application/json' -d @%s\n", base, file)
-				return nil
-			}
-			models, err := fetch(hc, http.MethodGet, base+"/v1/models", nil)
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
-			fmt.Fprintf(out, "GET %s/v1/models\n%s\n", base, models)
-			answer, err := fetch(hc, http.MethodPost, base+"/predict", body)
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
-			fmt.Fprintf(out, "POST %s/predict (the sample request)\n%s\n", base, answer)
-			return nil
+			return withInstance(cmd, args[0], sel, func(_ runner.Runner, inst *runner.Instance) error {
+				return curlInstance(cmd, inst, printOnly)
+			})
 		},
 	}
 	sel.bind(cmd)
 	cmd.Flags().BoolVar(&printOnly, "print", false, "print the curl commands (the body written to a file) instead of sending")
 	return cmd
+}
+
+// curlInstance asks inst /v1/models, then sends it the model's sample
+// request (or, with printOnly, prints the curl commands).
+func curlInstance(cmd *cobra.Command, inst *runner.Instance, printOnly bool) error {
+	if !inst.Running {
+		return exitf(1, "%s is %s, not running (see `tt-model logs %s`)", inst.Name, inst.State, inst.Package)
+	}
+	base := inst.URL() // serve --bind's address, else loopback
+	hc := &http.Client{Timeout: 5 * time.Minute}
+	body, err := sampleRequest(hc, base)
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	out := cmd.OutOrStdout()
+	if printOnly {
+		file := filepath.Join(os.TempDir(), "tt-model-curl-"+inst.Package+".json")
+		if err := os.WriteFile(file, body, 0o644); err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		fmt.Fprintf(out, "curl -s %s/v1/models\n", base)
+		fmt.Fprintf(out, "curl -s %s/predict -H 'Content-Type: application/json' -d @%s\n", base, file)
+		return nil
+	}
+	models, err := fetch(hc, http.MethodGet, base+"/v1/models", nil)
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	fmt.Fprintf(out, "GET %s/v1/models\n%s\n", base, models)
+	answer, err := fetch(hc, http.MethodPost, base+"/predict", body)
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	fmt.Fprintf(out, "POST %s/predict (the sample request)\n%s\n", base, answer)
+	return nil
 }
 
 // sampleRequest builds the /predict body the model behind base expects,

@@ -2,13 +2,14 @@ package commands
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ttmodel/tt-model/supervisor"
+	"github.com/ttmodel/tt-model/internal/readiness"
 )
 
 func newHealthCmd() *cobra.Command {
@@ -27,7 +28,7 @@ func newHealthCmd() *cobra.Command {
 			if len(args) == 1 {
 				url = args[0]
 			}
-			if err := supervisor.Probe(cmd.Context(), url, timeout); err != nil {
+			if err := readiness.Probe(cmd.Context(), &http.Client{Timeout: timeout}, url); err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "ok")

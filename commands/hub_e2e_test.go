@@ -29,7 +29,7 @@ import (
 // weights revision (the real one cannot be downloaded here).
 func TestRFDETRHubRoundTrip(t *testing.T) {
 	if testing.Short() {
-		t.Skip("packages and serves the real server: skipped with -short")
+		testenv.Skip(t, "packages and serves the real server: skipped with -short")
 	}
 	testenv.Require(t, "docker")
 	root, err := filepath.Abs("..")

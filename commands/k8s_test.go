@@ -15,7 +15,7 @@ import (
 	"github.com/ttmodel/tt-model/manifest"
 )
 
-// TestK8sAcceptance is the issue's acceptance against a real API server:
+// TestK8sAcceptance checks the k8s commands end to end against a real API server:
 // `tt-model k8s render build/rf-detr | kubectl apply --dry-run=server -f -`
 // works, `k8s apply` creates the objects, `k8s status` reads them back and
 // `k8s delete` removes them.

@@ -17,25 +17,18 @@ func newLogsCmd() *cobra.Command {
 		Short: "Print a tt-model server's output (-f to follow it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			set, err := openRunners(cmd, true)
-			if err != nil {
-				return err
-			}
-			defer set.Close()
-			r, inst, err := set.resolve(cmd, args[0], sel)
-			if err != nil {
-				return err
-			}
-			err = r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout())
-			var ended *runner.FollowEnded
-			if errors.As(err, &ended) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "logs: %s\n", ended.Reason)
+			return withInstance(cmd, args[0], sel, func(r runner.Runner, inst *runner.Instance) error {
+				err := r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout())
+				var ended *runner.FollowEnded
+				if errors.As(err, &ended) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "logs: %s\n", ended.Reason)
+					return nil
+				}
+				if err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
 				return nil
-			}
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
-			return nil
+			})
 		},
 	}
 	sel.bind(cmd)

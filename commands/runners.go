@@ -73,6 +73,21 @@ func (sel *selector) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&sel.runner, "runner", "", "docker or host, when NAME runs under both")
 }
 
+// withInstance runs fn on the one instance NAME and sel select (resolve),
+// with the runner that owns it; the runners are closed after.
+func withInstance(cmd *cobra.Command, name string, sel selector, fn func(r runner.Runner, inst *runner.Instance) error) error {
+	set, err := openRunners(cmd, true)
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	r, inst, err := set.resolve(cmd, name, sel)
+	if err != nil {
+		return err
+	}
+	return fn(r, inst)
+}
+
 // resolve finds the one instance the selector picks, and the runner that
 // owns it.
 func (s *runnerSet) resolve(cmd *cobra.Command, name string, sel selector) (runner.Runner, *runner.Instance, error) {

@@ -3,7 +3,6 @@ package commands
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/readiness"
 	"github.com/ttmodel/tt-model/internal/systemdtest"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
@@ -41,7 +42,7 @@ const (
 // hang marker, so most run in parallel.
 func TestServiceUnderSystemd(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots a systemd container and serves RF-DETR: skipped with -short")
+		testenv.Skip(t, "boots a systemd container and serves RF-DETR: skipped with -short")
 	}
 	bin, data := t.TempDir(), t.TempDir()
 	buildLiveBinaries(t, bin)
@@ -349,15 +350,7 @@ func (u liveUnit) waitJournal(t *testing.T, want string, n int, timeout time.Dur
 	}
 }
 
+// healthOK is the one readiness rule (readiness.Probe) on url.
 func healthOK(url string) bool {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-	}
-	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&body) == nil && body.Status == "ok"
+	return readiness.Probe(context.Background(), &http.Client{Timeout: 2 * time.Second}, url) == nil
 }

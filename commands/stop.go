@@ -21,29 +21,27 @@ func newStopCmd() *cobra.Command {
 			"there, and removes it. After a forced kill it resets that server's chips with `tt-smi -r`, as upstream.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			set, err := openRunners(cmd, true)
-			if err != nil {
-				return err
-			}
-			defer set.Close()
-			r, inst, err := set.resolve(cmd, args[0], sel)
-			if err != nil {
-				return err
-			}
-			if inst.Running {
-				fmt.Fprintf(cmd.ErrOrStderr(), "stopping %s (grace %s)\n", inst.Name, grace)
-			}
-			res, err := r.Stop(cmd.Context(), inst, grace, cmd.ErrOrStderr())
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
-			printStop(cmd.OutOrStdout(), inst, res, grace)
-			return nil
+			return withInstance(cmd, args[0], sel, func(r runner.Runner, inst *runner.Instance) error {
+				return stopInstance(cmd, r, inst, grace)
+			})
 		},
 	}
 	sel.bind(cmd)
 	cmd.Flags().DurationVar(&grace, "grace", runner.StopGrace, "time between SIGTERM and SIGKILL")
 	return cmd
+}
+
+// stopInstance stops inst with r and prints what the stop did.
+func stopInstance(cmd *cobra.Command, r runner.Runner, inst *runner.Instance, grace time.Duration) error {
+	if inst.Running {
+		fmt.Fprintf(cmd.ErrOrStderr(), "stopping %s (grace %s)\n", inst.Name, grace)
+	}
+	res, err := r.Stop(cmd.Context(), inst, grace, cmd.ErrOrStderr())
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	printStop(cmd.OutOrStdout(), inst, res, grace)
+	return nil
 }
 
 // printStop says what the stop did, and only that.

@@ -49,19 +49,6 @@ func (b backoff) wait(attempt int, resp *http.Response) time.Duration {
 // Option adjusts a Client.
 type Option func(*Client)
 
-// WithHTTPClient replaces the HTTP client (tests; proxies).
-func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
-
-// WithWorkers sets how many files transfer at once (default 8, as
-// huggingface_hub's snapshot_download).
-func WithWorkers(n int) Option {
-	return func(c *Client) {
-		if n > 0 {
-			c.workers = n
-		}
-	}
-}
-
 // WithBackoff sets the retry schedule for transient failures (default: 5
 // retries from 1 s, capped at 8 s, as huggingface_hub's http_backoff).
 func WithBackoff(retries int, base, max time.Duration) Option {
@@ -72,7 +59,8 @@ func WithBackoff(retries int, base, max time.Duration) Option {
 // abandoned and resumed (default 60 s, huggingface_hub's download timeout).
 func WithIdleTimeout(d time.Duration) Option { return func(c *Client) { c.idle = d } }
 
-// NewClient builds a client for cfg.
+// NewClient builds a client for cfg. It transfers 8 files at once, as
+// huggingface_hub's snapshot_download does.
 func NewClient(cfg Config, opts ...Option) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 60 * time.Second

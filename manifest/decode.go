@@ -251,45 +251,44 @@ func (d *decoder) integer(n *yaml.Node, path string, dst **int) {
 	d.addAt(nodePos(n), path, "must be an integer, got %s", describe(n))
 }
 
-// strList decodes a list of strings.
+// strList decodes a list of strings; a null leaves dst alone.
 func (d *decoder) strList(n *yaml.Node, path string, dst *[]string) {
-	n = resolveAlias(n)
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.SequenceNode {
-		d.addAt(nodePos(n), path, "must be a list of strings, got %s", describe(n))
-		return
-	}
-	out := make([]string, 0, len(n.Content))
-	for i, item := range n.Content {
-		p := indexPath(path, i)
-		d.pos[p] = nodePos(item)
+	var out []string
+	if d.sequence(n, path, "a list of strings", func(item *yaml.Node, p string) {
 		var s string
 		before := len(d.errs)
 		d.str(item, p, &s)
 		if len(d.errs) == before {
 			out = append(out, s)
 		}
+	}) {
+		*dst = append(make([]string, 0, len(out)), out...)
 	}
-	*dst = out
 }
 
 // list calls each for every item of a sequence, recording positions.
 func (d *decoder) list(n *yaml.Node, path string, each func(item *yaml.Node, path string)) {
+	d.sequence(n, path, "a list", each)
+}
+
+// sequence calls each for every item of a sequence node, recording the
+// items' positions, and reports whether n was one; a null is not (and no
+// error), anything else is an error saying n must be what.
+func (d *decoder) sequence(n *yaml.Node, path, what string, each func(item *yaml.Node, path string)) bool {
 	n = resolveAlias(n)
 	if isNull(n) {
-		return
+		return false
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.addAt(nodePos(n), path, "must be a list, got %s", describe(n))
-		return
+		d.addAt(nodePos(n), path, "must be %s, got %s", what, describe(n))
+		return false
 	}
 	for i, item := range n.Content {
 		p := indexPath(path, i)
 		d.pos[p] = nodePos(item)
 		each(item, p)
 	}
+	return true
 }
 
 // anyValue converts a node into plain Go values (map[string]any, []any,

@@ -14,7 +14,7 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 // arches are the architectures a build can target.
 var arches = []string{"blackhole", "wormhole_b0"}
 
-// Validate checks the semantic rules of the spec that decoding cannot see,
+// Validate checks the semantic rules (docs/manifest.md) that decoding cannot see,
 // collecting every violation with its position.
 func Validate(m *Manifest) ErrorList {
 	c := &collector{file: m.File, pos: m.pos}

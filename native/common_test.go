@@ -7,6 +7,20 @@ import (
 	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
+// cpuCanRun says whether this CPU can run the kernel family isa (ParseISA's check).
+func cpuCanRun(isa ISA) bool {
+	_, err := ParseISA(string(isa))
+	return err == nil
+}
+
+// requireISA skips t, visibly, when this CPU cannot run the kernel family isa.
+func requireISA(t *testing.T, isa ISA) {
+	t.Helper()
+	if _, err := ParseISA(string(isa)); err != nil {
+		testenv.Skip(t, err.Error())
+	}
+}
+
 func TestKernelSelfTests(t *testing.T) {
 	t.Logf("cpu: %s, default threads %d", DetectCPU(), DefaultThreads())
 	names := KernelSelfTests()
@@ -52,12 +66,10 @@ func TestPeakGFLOPSRejectsUnknownPrecision(t *testing.T) {
 }
 
 func TestPeakGFLOPS(t *testing.T) {
-	cpu := DetectCPU()
-	avx512 := cpu.AVX2 && cpu.FMA && cpu.AVX512F && cpu.AVX512BW && cpu.AVX512VL && cpu.AVX512DQ
 	for _, c := range []struct {
 		precision string
 		has       bool
-	}{{"fp32", avx512}, {"bf16", avx512 && cpu.AVX512BF16}} {
+	}{{"fp32", cpuCanRun(ISAAVX512)}, {"bf16", cpuCanRun(ISAAVX512BF16)}} {
 		one, err := PeakGFLOPS(c.precision, 100000)
 		if err != nil {
 			t.Fatal(err)

@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "ce2206c250fc24162197b042d5f7fbe315f3087237fb329f06dc0251b795a39f"
+const kernelSourcesSHA256 = "78c32d4bd1c0806d5aa51296902ee15c09bc0c7c07423893c6511b70a19577fe"

@@ -208,7 +208,7 @@ func presetToC(p arch.Preset) C.pi05_preset {
 		action_rows: C.int(p.ActionRows), max_batch: C.int(p.MaxBatch)}
 }
 
-// Pi05PresetValid reports whether p is one of the seed's presets.
+// Pi05PresetValid reports whether p is one of the original pi0.5 package's presets.
 func Pi05PresetValid(p arch.Preset) bool {
 	c := presetToC(p)
 	return C.pi05_preset_valid(&c) != 0

@@ -3,13 +3,13 @@ package native
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/internal/testenv"
 
 	"github.com/ttmodel/tt-model/models/pi05/arch"
 	"github.com/ttmodel/tt-model/models/pi05/golden"
@@ -203,56 +203,50 @@ func checkStages(t *testing.T, m *Pi05Model, g golden.Case, slab *Pi05Slab, act 
 	}
 }
 
-// The scalar fp32 reference path and the fast fp32 path against the PyTorch fp32 run: 1e-4.
+// The scalar fp32 reference path and the fast fp32 path of each kernel family (AVX-512, AVX2,
+// scalar) against the PyTorch fp32 run: 1e-4. A family this CPU cannot run is a visible skip.
 func TestPi05ParityFP32(t *testing.T) {
 	goldens := pi05Goldens(t)
-	paths := []struct {
+	for _, pth := range []struct {
 		prec Precision
 		isa  ISA
-	}{{Ref, ISABest}, {FP32, ISABest}}
-	cpu := DetectCPU()
-	for _, isa := range []ISA{ISAAVX2, ISAScalar} { // the other kernel families of the fast path
-		if string(isa) != cpu.BestISA && (isa == ISAScalar || (cpu.AVX2 && cpu.FMA)) {
-			paths = append(paths, struct {
-				prec Precision
-				isa  ISA
-			}{FP32, isa})
+	}{{Ref, ISABest}, {FP32, ISAAVX512}, {FP32, ISAAVX2}, {FP32, ISAScalar}} {
+		name := string(pth.prec)
+		if pth.isa != ISABest {
+			name += "-" + string(pth.isa)
 		}
-	}
-	for _, pth := range paths {
-		m := loadTiny(t, pth.prec, pth.isa)
-		for _, g := range goldens {
-			t.Run(fmt.Sprintf("%s-%s/%s", pth.prec, m.ISA(), g.Name), func(t *testing.T) {
-				slab, act := runGolden(t, m, g)
-				checkStages(t, m, g, slab, act, 1e-4)
-			})
-		}
+		t.Run(name, func(t *testing.T) {
+			requireISA(t, pth.isa)
+			m := loadTiny(t, pth.prec, pth.isa)
+			for _, g := range goldens {
+				t.Run(g.Name, func(t *testing.T) {
+					slab, act := runGolden(t, m, g)
+					checkStages(t, m, g, slab, act, 1e-4)
+				})
+			}
+		})
 	}
 }
 
-// The bf16 fast path against the PyTorch bf16 run: 2e-2 (every ISA this CPU has, so the AVX2 and
-// scalar bf16 kernels are covered on an AVX-512 machine too).
+// The bf16 fast path of each kernel family (AVX-512 BF16, AVX-512, AVX2, scalar) against the
+// PyTorch bf16 run: 2e-2. A family this CPU cannot run is a visible skip.
 func TestPi05ParityBF16(t *testing.T) {
 	goldens := pi05Goldens(t)
-	isas := []ISA{ISABest}
-	cpu := DetectCPU()
-	for _, isa := range []ISA{ISAAVX512, ISAAVX2, ISAScalar} {
-		if string(isa) != cpu.BestISA && (isa == ISAScalar || (isa == ISAAVX2 && cpu.AVX2 && cpu.FMA) || (isa == ISAAVX512 && cpu.AVX512F)) {
-			isas = append(isas, isa)
-		}
-	}
-	for _, isa := range isas {
-		m := loadTiny(t, BF16, isa)
-		for _, g := range goldens {
-			t.Run(fmt.Sprintf("%s/%s", m.ISA(), g.Name), func(t *testing.T) {
-				_, act := runGolden(t, m, g)
-				if d := maxAbsDiff(act, g.ActionsBF16); d > 2e-2 {
-					t.Errorf("actions: max |diff| %.3g > 2e-2 vs the bf16 reference", d)
-				} else {
-					t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.Actions))
-				}
-			})
-		}
+	for _, isa := range []ISA{ISAAVX512BF16, ISAAVX512, ISAAVX2, ISAScalar} {
+		t.Run(string(isa), func(t *testing.T) {
+			requireISA(t, isa)
+			m := loadTiny(t, BF16, isa)
+			for _, g := range goldens {
+				t.Run(g.Name, func(t *testing.T) {
+					_, act := runGolden(t, m, g)
+					if d := maxAbsDiff(act, g.ActionsBF16); d > 2e-2 {
+						t.Errorf("actions: max |diff| %.3g > 2e-2 vs the bf16 reference", d)
+					} else {
+						t.Logf("actions: max |diff| %.3g vs the bf16 reference, %.3g vs fp32", d, maxAbsDiff(act, g.Actions))
+					}
+				})
+			}
+		})
 	}
 }
 

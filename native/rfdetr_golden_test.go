@@ -57,11 +57,3 @@ func rfRelL2(a, b []float32) float64 {
 	}
 	return math.Sqrt(num / den)
 }
-
-func rfMaxAbsDiff(a, b []float32) float64 {
-	m := 0.0
-	for i := range b {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
-}

@@ -2,7 +2,6 @@ package native
 
 import (
 	"fmt"
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"math"
 	"sort"
 	"strings"
@@ -76,9 +75,7 @@ func TestRFDETRParityFP32(t *testing.T) {
 				name = "best"
 			}
 			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
-				if c.isa == ISAAVX2 && !DetectCPU().AVX2 {
-					testenv.Skip(t, "this CPU has no AVX2")
-				}
+				requireISA(t, c.isa)
 				rfParity(t, c.isa, seed)
 			})
 		}

@@ -52,7 +52,7 @@ type rfdetrE2E struct {
 func e2eDocker(t *testing.T) *Docker {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("packages and serves the real server: skipped with -short")
+		testenv.Skip(t, "packages and serves the real server: skipped with -short")
 	}
 	testenv.Require(t, "docker")
 	d, err := ConnectDocker(context.Background())

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/ttmodel/tt-model/internal/readiness"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
@@ -30,7 +31,7 @@ const (
 	testHangMarker  = "/cache/hang_marker"
 )
 
-// TestRFDETRHangChain is issue 7's hang chain on the Docker engine: the
+// TestRFDETRHangChain is the hang chain on the Docker engine: the
 // package's base image (a docker-archive written here) holds a test reset
 // command, the server is served with `--reset-cmd` naming it, and each
 // prediction makes the server exit 75. Twice, the supervisor inside the
@@ -109,7 +110,7 @@ func waitServerBack(t *testing.T, d *Docker, inst *Instance, hang int) string {
 		if err := d.Logs(ctx, inst, false, &out); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Count(out.String(), "server spawned") >= hang+1 && healthOK(ctx, health, url) {
+		if strings.Count(out.String(), "server spawned") >= hang+1 && readiness.Probe(ctx, health, url) == nil {
 			return out.String()
 		}
 		if time.Now().After(deadline) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/procfs"
+	"github.com/ttmodel/tt-model/internal/readiness"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -51,7 +52,7 @@ func TestHostServeStop(t *testing.T) {
 	if cur, err := h.Find(ctx, inst.Name); err != nil || cur != nil {
 		t.Errorf("after stop: %+v, %v; want no instance", cur, err)
 	}
-	if healthOK(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d/health", spec.Port)) {
+	if readiness.Probe(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d/health", spec.Port)) == nil {
 		t.Error("the server still answers after stop")
 	}
 }
@@ -102,7 +103,7 @@ func TestHostKilledSupervisor(t *testing.T) {
 	if err != nil || !res.AlreadyExited || res.Killed {
 		t.Errorf("Stop = %+v, %v; want already stopped, nothing killed by the stop", res, err)
 	}
-	if healthOK(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d/health", spec.Port)) {
+	if readiness.Probe(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d/health", spec.Port)) == nil {
 		t.Error("something still answers on the port")
 	}
 }

@@ -2,13 +2,13 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/readiness"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -25,9 +25,9 @@ func (e *NotReadyError) Error() string {
 }
 
 // WaitReady follows the instance's output to logOut until the server is
-// ready (its ReadyPath answers JSON "status":"ok", or its ReadyLine shows in
-// the output), the instance stops or crash-loops (*CrashError), or the
-// timeout passes (*NotReadyError).
+// ready (package readiness: its ReadyPath answers JSON "status":"ok", or its
+// ReadyLine shows in the output), the instance stops or crash-loops
+// (*CrashError), or the timeout passes (*NotReadyError).
 func WaitReady(ctx context.Context, r Runner, inst *Instance, l manifest.Launch, timeout time.Duration, logOut io.Writer) error {
 	ready, err := watchStart(ctx, r, inst, l, timeout, logOut)
 	if err == nil && !ready {
@@ -65,7 +65,7 @@ func watchStart(ctx context.Context, r Runner, inst *Instance, l manifest.Launch
 	defer tick.Stop()
 	for {
 		select {
-		case <-watcher.ready:
+		case <-watcher.ready.Seen():
 			return true, nil
 		case why := <-watcher.crash:
 			return false, watcher.crashError(inst, why)
@@ -77,7 +77,7 @@ func watchStart(ctx context.Context, r Runner, inst *Instance, l manifest.Launch
 				inst.Name, inst.Package, inst.Package, inst.Profile)
 		case <-tick.C:
 		}
-		if l.ReadyLine == "" && l.ReadyPath != "" && healthOK(ctx, client, url) {
+		if l.ReadyLine == "" && l.ReadyPath != "" && readiness.Probe(ctx, client, url) == nil {
 			return true, nil
 		}
 		cur, err := r.Find(ctx, inst.Name)
@@ -100,21 +100,4 @@ func watchStart(ctx context.Context, r Runner, inst *Instance, l manifest.Launch
 			return false, watcher.crashError(inst, "exited and the engine restarts it")
 		}
 	}
-}
-
-// healthOK reports whether url answers 200 with JSON "status":"ok".
-func healthOK(ctx context.Context, c *http.Client, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-	}
-	return resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) == nil && body.Status == "ok"
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ttmodel/tt-model/internal/readiness"
 	"github.com/ttmodel/tt-model/supervisor"
 )
 
@@ -36,33 +37,33 @@ func (e *CrashError) Error() string {
 	return b.String()
 }
 
-// startWatcher passes a starting server's output through to w and reads it
-// line by line for the kind's ready line, for the supervisor's own lines
-// (a server spawned, exited, a backoff or failure: a crash loop) and keeps
-// the server's lines since it was last spawned for a CrashError.
+// startWatcher passes a starting server's output through to w, watching it
+// for the kind's ready line (readiness.Watcher, the one ready-line rule),
+// and reads it line by line for the supervisor's own lines (a server
+// spawned, exited, a backoff or failure: a crash loop), keeping the
+// server's lines since it was last spawned for a CrashError.
 type startWatcher struct {
-	w      io.Writer
-	needle string
-	ready  chan struct{} // closed at the first line holding needle
-	crash  chan string   // receives once: the supervisor backs off or gives up
+	ready *readiness.Watcher
+	out   io.Writer   // w, through ready's stream
+	crash chan string // receives once: the supervisor backs off or gives up
 
 	mu        sync.Mutex
 	partial   []byte
 	life      []string // the server's lines since the last spawn (at most tailLines)
 	lastLife  []string // the lines of the server's previous life
-	readyDone bool
 	crashDone bool
 	crashed   []string // the life that ended, as it was when the crash was seen
 }
 
-func newStartWatcher(w io.Writer, needle string) *startWatcher {
-	return &startWatcher{w: w, needle: needle, ready: make(chan struct{}), crash: make(chan string, 1)}
+func newStartWatcher(w io.Writer, readyLine string) *startWatcher {
+	ready := readiness.NewWatcher(readyLine)
+	return &startWatcher{ready: ready, out: ready.Stream(w), crash: make(chan string, 1)}
 }
 
 func (sw *startWatcher) Write(p []byte) (int, error) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	n, err := sw.w.Write(p)
+	n, err := sw.out.Write(p)
 	sw.partial = append(sw.partial, p...)
 	for {
 		i := bytes.IndexByte(sw.partial, '\n')
@@ -76,10 +77,6 @@ func (sw *startWatcher) Write(p []byte) (int, error) {
 }
 
 func (sw *startWatcher) line(l string) {
-	if sw.needle != "" && !sw.readyDone && strings.Contains(l, sw.needle) {
-		sw.readyDone = true
-		close(sw.ready)
-	}
 	msg, detail, ok := supervisor.LogFields(l)
 	switch {
 	case ok && msg == supervisor.LogStarting:

@@ -12,7 +12,7 @@ func TestStartWatcherReadyLine(t *testing.T) {
 		w.Write([]byte(chunk))
 	}
 	select {
-	case <-w.ready:
+	case <-w.ready.Seen():
 	default:
 		t.Error("the ready line split over three writes was not seen")
 	}

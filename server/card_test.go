@@ -14,8 +14,6 @@ import (
 
 	"github.com/ttmodel/tt-model/builder"
 	"github.com/ttmodel/tt-model/manifest"
-	"github.com/ttmodel/tt-model/models/pi05/pi05native"
-	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/server/api"
 )
 
@@ -57,32 +55,15 @@ func cardEndpoints(t *testing.T, path string) []string {
 func TestCardListsExactlyTheServedRoutes(t *testing.T) {
 	for _, c := range []struct {
 		manifest string
-		model    func(t *testing.T) (Model, func(*Server))
+		model    func(t *testing.T) Model
 	}{
-		{"../models/rf-detr/tt-model.yaml", func(t *testing.T) (Model, func(*Server)) {
-			m := NewRFDETR(RFDETROptions{Getenv: func(string) string { return "" }, Device: "cpu test", Version: "test"})
-			m.log = discardLog()
-			m.det = newDetectorForTest(twoLabelOutputs())
-			return m, func(s *Server) { s.ready.Store(true) }
-		}},
-		{"../models/pi05/tt-model.yaml", func(t *testing.T) (Model, func(*Server)) {
-			m, err := NewPI05(PI05Options{Getenv: func(k string) string { return pi05TestEnv[k] }, Version: "test",
-				Build: pi05native.Builder(pi05native.Options{Precision: native.FP32}), Precision: "fp32"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Load(context.Background(), discardLog()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = m.Close() })
-			return m, func(s *Server) { s.ready.Store(true) }
-		}},
+		{"../models/rf-detr/tt-model.yaml", func(*testing.T) Model { return newRFDETRTestModel(twoLabelOutputs()) }},
+		{"../models/pi05/tt-model.yaml", func(t *testing.T) Model { return newPI05TestModel(t, nil) }},
 	} {
 		t.Run(filepath.Base(filepath.Dir(c.manifest)), func(t *testing.T) {
 			card := cardEndpoints(t, c.manifest)
-			m, ready := c.model(t)
-			s := New(m, Options{Log: discardLog()})
-			ready(s)
+			s := New(c.model(t), Options{Log: discardLog()})
+			s.ready.Store(true)
 			ts := httptest.NewServer(s.Handler())
 			defer ts.Close()
 

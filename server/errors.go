@@ -40,7 +40,7 @@ func writeFieldErrors(w http.ResponseWriter, errs []FieldError) {
 	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": errs})
 }
 
-// errorKind names an error's type the way the seed's 500s name the Python
+// errorKind names an error's type the way the original Python servers' 500s name the Python
 // exception: the innermost wrapped error's Go type, without package path
 // or pointer star (e.g. "native.ForwardError").
 func errorKind(err error) string {

@@ -183,14 +183,11 @@ func parseUint8Image(b []byte) (pi05.RGB, error) {
 				}
 			}
 			w++
-			if p.peek() == ',' {
-				p.pos++
-				continue
-			}
-			if err := p.expect(']'); err != nil {
+			if more, err := p.next(); err != nil {
 				return img, err
+			} else if !more {
+				break
 			}
-			break
 		}
 		if row == 0 {
 			img.W = w
@@ -198,14 +195,11 @@ func parseUint8Image(b []byte) (pi05.RGB, error) {
 			return img, fmt.Errorf("image row %d has %d pixels, row 0 has %d", row, w, img.W)
 		}
 		img.H++
-		if p.peek() == ',' {
-			p.pos++
-			continue
-		}
-		if err := p.expect(']'); err != nil {
+		if more, err := p.next(); err != nil {
 			return img, err
+		} else if !more {
+			break
 		}
-		break
 	}
 	if p.skip(); p.pos != len(p.b) {
 		return img, fmt.Errorf("data after the image array at byte %d", p.pos)
@@ -235,6 +229,15 @@ func (s *arrayScanner) peek() byte {
 		return 0
 	}
 	return s.b[s.pos]
+}
+
+// next reads what follows an array element: ',' (another element: true) or ']' (the end: false).
+func (s *arrayScanner) next() (bool, error) {
+	if s.peek() == ',' {
+		s.pos++
+		return true, nil
+	}
+	return false, s.expect(']')
 }
 
 func (s *arrayScanner) expect(c byte) error {

@@ -32,7 +32,7 @@ type PI05Options struct {
 	Version   string // the server binary's version, reported by /info
 }
 
-// PI05 serves seed 000's pi0.5 API (POST /predict) and SGLang's action API
+// PI05 serves the original pi0.5 package's API (POST /predict) and SGLang's action API
 // (POST /v1/actions/generations, GET /v1/actions/metadata) with JSON bodies.
 type PI05 struct {
 	opts PI05Options
@@ -56,7 +56,7 @@ func NewPI05(opts PI05Options) (*PI05, error) {
 	return &PI05{opts: opts, srv: srv, log: slog.Default(), ws: newWSHub()}, nil
 }
 
-// Name is the served repository, as the seed's /health reports it.
+// Name is the served repository, as the original package's /health reports it.
 func (m *PI05) Name() string { return m.srv.HFModel }
 
 // Load finds the weights (PI05_WEIGHTS_DIR or the HF cache), checks and packs them, and runs one
@@ -189,7 +189,7 @@ func (m *PI05) Info() map[string]any {
 		info["tokenizer"] = map[string]any{"path": m.srv.TokenizerPath(dir), "pieces": p.Tokenizer.Size(), "bos": p.Tokenizer.BOS()}
 		info["megakernel"] = map[string]any{
 			"backend": "cpu", "preset": p.Preset, "stages": []string{"vision", "prefix", "expert"},
-			"note": "one process, one program: requests are served one at a time; sp_placement and slo are multi-chip features of the seed and do not apply to the CPU build",
+			"note": "one process, one program: requests are served one at a time; sp_placement and slo are multi-chip features of the tt-metal package and do not apply to the CPU build",
 		}
 	}
 	return info
@@ -299,7 +299,7 @@ func nilIfZero(n int) any {
 	return n
 }
 
-// predictBody is seed 000's POST /predict request.
+// predictBody is the original pi0.5 package's POST /predict request.
 type predictBody struct {
 	Images       []json.RawMessage `json:"images"`
 	Prompt       string            `json:"prompt"`
@@ -311,7 +311,7 @@ type predictBody struct {
 	PromptBucket int               `json:"prompt_bucket"`
 }
 
-// predictResult is seed 000's POST /predict response.
+// predictResult is the original pi0.5 package's POST /predict response.
 type predictResult struct {
 	Actions         [][]float32        `json:"actions"`
 	ActionHorizon   int                `json:"action_horizon"`

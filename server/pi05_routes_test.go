@@ -30,14 +30,9 @@ var pi05TestEnv = map[string]string{
 	"HF_MODEL":            "lerobot/pi05_base",
 }
 
-func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
-	t.Helper()
-	ts, _ := startPI05(t, overrides)
-	return ts
-}
-
-// startPI05 serves the tiny checkpoint; the websockets are ended before the server is closed.
-func startPI05(t testing.TB, overrides map[string]string) (*httptest.Server, *PI05) {
+// newPI05TestModel loads the tiny checkpoint (fp32 kernels) under pi05TestEnv with overrides; its
+// websockets are ended at cleanup.
+func newPI05TestModel(t testing.TB, overrides map[string]string) *PI05 {
 	t.Helper()
 	env := map[string]string{}
 	for k, v := range pi05TestEnv {
@@ -55,6 +50,19 @@ func startPI05(t testing.TB, overrides map[string]string) (*httptest.Server, *PI
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Server {
+	t.Helper()
+	ts, _ := startPI05(t, overrides)
+	return ts
+}
+
+// startPI05 serves the tiny checkpoint; the websockets are ended before the server is closed.
+func startPI05(t testing.TB, overrides map[string]string) (*httptest.Server, *PI05) {
+	t.Helper()
+	m := newPI05TestModel(t, overrides)
 	s := New(m, Options{Log: discardLog()})
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())

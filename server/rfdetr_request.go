@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Limits of POST /predict (the seed's contract).
+// Limits of POST /predict (the original server's contract).
 const (
 	MaxBodyBytes         = 32 << 20 // a larger body is a 400
 	defaultThreshold     = 0.5
@@ -25,7 +25,7 @@ type predictRequest struct {
 	ReturnRaw     bool
 }
 
-// parsePredict validates the JSON body like the seed's pydantic model:
+// parsePredict validates the JSON body like the original server's pydantic model:
 // every violation is reported (422), extra fields are ignored, numbers must
 // be JSON numbers (max_detections an integral one) and flags JSON booleans.
 func parsePredict(body []byte) (predictRequest, []FieldError) {

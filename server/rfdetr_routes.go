@@ -29,7 +29,7 @@ type RFDETROptions struct {
 	Version string
 }
 
-// RFDETR serves seed 003's API: POST /predict on one image.
+// RFDETR serves the original RF-DETR package's API: POST /predict on one image.
 type RFDETR struct {
 	opts RFDETROptions
 	log  *slog.Logger // set by Load
@@ -298,7 +298,7 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprint(e.Value) }
 
-// inferenceFailure formats the seed's 500 detail: "inference failed:
+// inferenceFailure formats the original server's 500 detail: "inference failed:
 // <Type>: <text>", the type being the innermost error's.
 func inferenceFailure(err error) string {
 	var inf *rfdetr.InferenceError

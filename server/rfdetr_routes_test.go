@@ -23,7 +23,7 @@ import (
 )
 
 // scriptedNetwork returns outputs fixed by the test, to check how the HTTP
-// layer maps network outputs to the seed's JSON (which detections, boxes in
+// layer maps network outputs to the original server's JSON (which detections, boxes in
 // pixels, raw arrays) and how it reports failures. It tests the contract,
 // not inference: the real forward is exercised in rfdetr_native_test.go.
 type scriptedNetwork struct {
@@ -70,12 +70,17 @@ func twoLabelOutputs() *scriptedNetwork {
 	return n
 }
 
-func newRFDETRTestServer(t *testing.T, net rfdetr.Network) *httptest.Server {
-	t.Helper()
+// newRFDETRTestModel is the RF-DETR model, loaded, with net as its network.
+func newRFDETRTestModel(net rfdetr.Network) *RFDETR {
 	m := NewRFDETR(RFDETROptions{Getenv: func(string) string { return "" }, Device: "cpu test", Version: "test"})
 	m.log = discardLog()
 	m.det = newDetectorForTest(net)
-	s := New(m, Options{Log: discardLog()})
+	return m
+}
+
+func newRFDETRTestServer(t *testing.T, net rfdetr.Network) *httptest.Server {
+	t.Helper()
+	s := New(newRFDETRTestModel(net), Options{Log: discardLog()})
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)

@@ -392,7 +392,10 @@ func TestWatchdogFollowsReadinessProbe(t *testing.T) {
 func TestWatchdogPingsThroughARestart(t *testing.T) {
 	h := newHarness(t)
 	h.tickHeartbeats()
-	h.server("-plan", "exit:75,ready", "-exit-after", "50ms", "-ready-after", "400ms")
+	// The first life stays ready 300 ms: long enough for the supervisor to
+	// call it ready (a probe, then the /proc scan for who owns the port)
+	// on a loaded machine before it exits 75.
+	h.server("-plan", "exit:75,ready", "-exit-after", "300ms", "-ready-after", "400ms")
 	n := h.listenNotify(false)
 	s := h.start("WATCHDOG_USEC=100000")
 	eventually(t, s, "the second READY=1", func() bool {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,55 +163,4 @@ func TestChipLocksAreExclusive(t *testing.T) {
 	} else {
 		l.release()
 	}
-}
-
-// The ready text is found even when it straddles two reads.
-func TestLineWatcherAcrossReads(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lw := newLineWatcher("Application startup complete")
-	var out strings.Builder
-	done := make(chan struct{})
-	go func() { lw.copy(&out, r); close(done) }()
-	for _, part := range []string{"INFO: Waiting for application startup.\nINFO: Applica", "tion start", "up complete.\n"} {
-		select {
-		case <-lw.seen:
-			t.Fatalf("ready before %q was written", part)
-		default:
-		}
-		w.Write([]byte(part))
-		time.Sleep(5 * time.Millisecond) // separate reads on the pipe
-	}
-	w.Close()
-	<-done
-	select {
-	case <-lw.seen:
-	default:
-		t.Error("ready text not found")
-	}
-	if !strings.HasSuffix(out.String(), "up complete.\n") {
-		t.Errorf("output not passed through: %q", out.String())
-	}
-}
-
-func TestProbeURL(t *testing.T) {
-	cases := map[string]bool{`{"status":"ok"}`: true, `{"status":"starting"}`: false, `not json`: false}
-	for body, want := range cases {
-		srv := newHealthServer(t, body)
-		err := probeURL(context.Background(), srv.Client(), srv.URL+"/health")
-		if (err == nil) != want {
-			t.Errorf("body %q: probe error %v, want ok=%v", body, err, want)
-		}
-	}
-}
-
-func newHealthServer(t *testing.T, body string) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
 }

@@ -2,20 +2,21 @@ package supervisor
 
 import (
 	"fmt"
-
-	"github.com/ttmodel/tt-model/internal/procfs"
 	"log/slog"
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/procfs"
+	"github.com/ttmodel/tt-model/internal/readiness"
 )
 
 // server is one running server process, leader of its own process group.
 type server struct {
 	*child
 	started time.Time
-	readyAt time.Time    // zero until ready
-	lines   *lineWatcher // nil unless readiness is a log line
+	readyAt time.Time          // zero until ready
+	lines   *readiness.Watcher // nil unless readiness is a log line
 }
 
 // spawn starts the server with a clean environment in its own process
@@ -30,10 +31,10 @@ func (s *Supervisor) spawn() (*server, error) {
 	defer devNull.Close()
 	files := [3]*os.File{devNull, s.stdout, s.stderr}
 
-	var lines *lineWatcher
+	var lines *readiness.Watcher
 	var readers, writers []*os.File
 	if s.cfg.ReadyLine != "" {
-		lines = newLineWatcher(s.cfg.ReadyLine)
+		lines = readiness.NewWatcher(s.cfg.ReadyLine)
 		for i := 1; i <= 2; i++ {
 			r, w, err := os.Pipe()
 			if err != nil {
@@ -54,8 +55,8 @@ func (s *Supervisor) spawn() (*server, error) {
 		return nil, err
 	}
 	if lines != nil {
-		go lines.copy(s.stdout, readers[0])
-		go lines.copy(s.stderr, readers[1])
+		go pump(lines.Stream(s.stdout), readers[0])
+		go pump(lines.Stream(s.stderr), readers[1])
 	}
 	srv := &server{child: c, started: time.Now(), lines: lines}
 	proc := procfs.Self(c.pid)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/procfs"
+	"github.com/ttmodel/tt-model/internal/readiness"
 )
 
 // Supervisor runs one server under the policy of its Config. Run owns every
@@ -227,11 +228,13 @@ func (s *Supervisor) serve(ctx context.Context) (out outcome, code int, why stri
 
 	pctx, cancelProbe := context.WithCancel(ctx)
 	defer cancelProbe()
-	ready := make(chan struct{})
+	var ready <-chan struct{}
 	if srv.lines != nil {
-		ready = srv.lines.seen
+		ready = srv.lines.Seen()
 	} else {
-		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, func() bool { return s.ownsReadyPort(srv) }, ready)
+		probed := make(chan struct{})
+		go waitURL(pctx, s.client, s.cfg.ReadyURL, s.cfg.ProbeInterval, func() bool { return s.ownsReadyPort(srv) }, probed)
+		ready = probed
 	}
 	startTimer := time.NewTimer(s.cfg.StartTimeout)
 	defer startTimer.Stop()
@@ -519,7 +522,7 @@ func (s *Supervisor) pingWatchdog(ctx context.Context) {
 	t := time.NewTicker(s.watchdog / 2)
 	defer t.Stop()
 	for {
-		if s.board.snapshot().State != StateReady || s.cfg.ReadyLine != "" || probeURL(ctx, s.client, s.cfg.ReadyURL) == nil {
+		if s.board.snapshot().State != StateReady || s.cfg.ReadyLine != "" || readiness.Probe(ctx, s.client, s.cfg.ReadyURL) == nil {
 			s.notify.send("WATCHDOG=1")
 		} else if ctx.Err() == nil {
 			s.log.Warn("server does not answer its readiness probe: withholding the watchdog ping")

@@ -1,6 +1,7 @@
-// Command tt-model-server serves one model over HTTP on this machine's CPU
-// (the cgo megakernels of package native). The model is chosen by --model
-// or from the environment (TT_RF_DETR_WEIGHTS, HF_MODEL); /health says
+// Command tt-model-server serves one model (pi0.5 or RF-DETR-base) over
+// HTTP on this machine's CPU (the cgo megakernels of package native). The
+// model is chosen by --model or from the environment (TT_RF_DETR_WEIGHTS,
+// PI05_WEIGHTS_DIR, HF_MODEL); /health says
 // "starting" until the weights are loaded and warmed up.
 //
 // Exit codes: 0 after SIGTERM/SIGINT, 1 when loading or serving fails,
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/ttmodel/tt-model/internal/version"
@@ -63,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var cfg config
 	fs.StringVar(&cfg.host, "host", "0.0.0.0", "address to listen on")
 	fs.StringVar(&cfg.port, "port", "8000", "port to listen on")
-	fs.StringVar(&cfg.model, "model", "auto", "model to serve: rf-detr, or auto (from TT_RF_DETR_WEIGHTS / HF_MODEL)")
+	fs.StringVar(&cfg.model, "model", "auto", "model to serve: "+strings.Join(api.Kinds(), ", ")+", or auto (from TT_RF_DETR_WEIGHTS, PI05_WEIGHTS_DIR or HF_MODEL)")
 	verify := fs.Bool("verify", false, "print the configuration and CPU features, open no weights, exit 0 (image builds)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	level := fs.String("log-level", "info", "debug, info, warn or error")

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 	"github.com/ttmodel/tt-model/models/safetensors"
 
 	"github.com/ttmodel/tt-model/internal/version"
+
+	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
 func freePort(t *testing.T) string {
@@ -68,8 +69,9 @@ func start(t *testing.T, ctx context.Context, env map[string]string) running {
 	return r
 }
 
-// waitOK polls /health until it says ok; the server exiting first fails.
-func (r running) waitOK(t *testing.T) {
+// waitOK polls /health until it says ok, then checks that it names model on
+// the CPU; the server exiting first fails.
+func (r running) waitOK(t *testing.T, model string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -84,13 +86,13 @@ func (r running) waitOK(t *testing.T) {
 			_ = json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
 			if h["status"] == "ok" {
-				if !strings.HasPrefix(h["device"].(string), "cpu ") || h["model"] != "RF-DETR-base" {
-					t.Errorf("health %v", h)
+				if device, _ := h["device"].(string); !strings.HasPrefix(device, "cpu ") || h["model"] != model {
+					t.Errorf("health %v, want model %s on a cpu device", h, model)
 				}
 				return
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("not ready in time:\n%s", r.log.String())
 }
@@ -113,14 +115,14 @@ func predictBody(t *testing.T, extra string) string {
 // switch fires after two of them; a second server stops cleanly on a signal.
 func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	if testing.Short() {
-		t.Skip("full-size checkpoint: skipped with -short")
+		testenv.Skip(t, "full-size checkpoint: skipped with -short")
 	}
 	dir := t.TempDir()
 	if err := (rfdetr.RandomCheckpoint{Seed: 3}).Write(dir); err != nil {
 		t.Fatal(err)
 	}
 	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_MODEL_FAULT_EXIT_AFTER": "2"})
-	r.waitOK(t)
+	r.waitOK(t, "RF-DETR-base")
 
 	for i, extra := range []string{`,"threshold":0.0,"max_detections":300`, `,"return_raw":true`} {
 		resp, err := http.Post(r.base+"/predict", "application/json", strings.NewReader(predictBody(t, extra)))
@@ -161,7 +163,7 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	// main) after readiness exits 0.
 	ctx, cancel := context.WithCancel(context.Background())
 	r = start(t, ctx, map[string]string{"TT_RF_DETR_WEIGHTS": dir})
-	r.waitOK(t)
+	r.waitOK(t, "RF-DETR-base")
 	cancel()
 	if code := <-r.code; code != 0 {
 		t.Fatalf("exit code %d after a stop signal, want 0:\n%s", code, r.log.String())
@@ -170,14 +172,9 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 
 func TestBrokenCheckpointFailsAtStartWithTheTensorName(t *testing.T) {
 	dir := t.TempDir()
-	fd, err := os.Create(filepath.Join(dir, rfdetr.WeightsFile))
-	if err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, rfdetr.WeightsFile), []safetensors.Entry{{Name: "class_embed.weight",
+		DType: safetensors.F32, Shape: []int{80, 256}, Data: func() []float32 { return make([]float32, 80*256) }}}, nil); err != nil {
 		t.Fatal(err)
-	}
-	err = safetensors.Write(fd, []safetensors.Entry{{Name: "class_embed.weight", DType: safetensors.F32, Shape: []int{80, 256},
-		Data: func() []float32 { return make([]float32, 80*256) }}}, nil)
-	if cerr := fd.Close(); err != nil || cerr != nil {
-		t.Fatal(err, cerr)
 	}
 	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir})
 	if code := <-r.code; code != 1 {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ttmodel/tt-model/models/safetensors"
 )
@@ -21,32 +20,6 @@ var (
 	pi05TinyDir   = filepath.Join("..", "..", "kernels", "pi05", "testdata", "tiny")
 	pi05Tokenizer = filepath.Join("..", "..", "models", "pi05", "spm", "testdata", "bpe_tiny.model")
 )
-
-// waitPI05 polls /health until the pi0.5 server is ready; exiting first fails.
-func waitPI05(t *testing.T, r running) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		select {
-		case c := <-r.code:
-			t.Fatalf("server exited %d while starting:\n%s", c, r.log.String())
-		default:
-		}
-		if resp, err := http.Get(r.base + "/health"); err == nil {
-			var h map[string]any
-			_ = json.NewDecoder(resp.Body).Decode(&h)
-			resp.Body.Close()
-			if h["status"] == "ok" {
-				if h["model"] != "lerobot/pi05_base" || !strings.HasPrefix(h["device"].(string), "cpu ") {
-					t.Errorf("health %v", h)
-				}
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("not ready in time:\n%s", r.log.String())
-}
 
 // The real binary path on the tiny checkpoint: selection from PI05_WEIGHTS_DIR, loading, warm-up,
 // one prediction, a bad request, then a clean stop.
@@ -57,7 +30,7 @@ func TestServePI05TinyCheckpoint(t *testing.T) {
 		"PI05_WEIGHTS_DIR": pi05TinyDir, "PI05_TOKENIZER": pi05Tokenizer, "PI05_PRECISION": "fp32",
 		"PI05_ACTION_HORIZON": "6", "PI05_NUM_STEPS": "3",
 	})
-	waitPI05(t, r)
+	r.waitOK(t, "lerobot/pi05_base")
 	img := image.NewRGBA(image.Rect(0, 0, 24, 16))
 	for i := range img.Pix {
 		img.Pix[i] = uint8(i * 11)
@@ -121,13 +94,8 @@ func TestPI05StartupFailures(t *testing.T) {
 		entries = append(entries, safetensors.Entry{Name: name, DType: safetensors.F32, Shape: shape, Data: func() []float32 { return vals }})
 	}
 	dir := t.TempDir()
-	fd, err := os.Create(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), entries, nil); err != nil {
 		t.Fatal(err)
-	}
-	err = safetensors.Write(fd, entries, nil)
-	if cerr := fd.Close(); err != nil || cerr != nil {
-		t.Fatal(err, cerr)
 	}
 	cfg, err := os.ReadFile(filepath.Join(pi05TinyDir, "config.json"))
 	if err != nil {

@@ -44,7 +44,8 @@ TT_TARGET_AVX512 static inline __m512 tt_exp512(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-/* The same on AVX2, which has no scalef: 2^n is built in the exponent bits.
+/* Deliberate twin of tt_exp512 for 256-bit lanes (the same clamp, split and polynomial, so both give
+ * the same bits; the exp/avx2 self-test checks it). AVX2 has no scalef: 2^n is built in the exponent bits.
  * n reaches 128 at TT_EXP_MAX, one past the largest fp32 exponent, so it is
  * applied in two halves 2^(n>>1) * 2^(n - (n>>1)), each a normal number;
  * both multiplications by powers of two are exact, as scalef is. */

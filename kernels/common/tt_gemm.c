@@ -221,6 +221,8 @@ static void tile_f32_scalar(int mr, int kc, const float *a, long lda, const floa
     }
 }
 
+/* Deliberate twin of tile_f32_scalar for bf16 pairs: the scalar reference of the bf16 kernels, kept
+ * separate so each dtype's reference reads as plainly as the math. */
 static void tile_bf16_scalar(int mr, int kc2, const uint16_t *a, long lda, const uint16_t *b, float *c,
                              long ldc, int ncols, int from_c, const float *bias)
 {

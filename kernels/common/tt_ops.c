@@ -244,6 +244,7 @@ TT_TARGET_AVX512 static void gelu_tanh_mul_avx512(float *g, const float *u, long
 
 /* ---------- AVX2 (the ops whose AVX2 machines would otherwise run scalar on a hot path) ---------- */
 
+/* Deliberate twin of rms_inv_avx512 on 8 lanes (one vector reduction per ISA). */
 TT_TARGET_AVX2 static float rms_inv_avx2(const float *x, int n, float eps)
 {
     __m256 acc = _mm256_setzero_ps();
@@ -260,7 +261,7 @@ TT_TARGET_AVX2 static float rms_inv_avx2(const float *x, int n, float eps)
     return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
-/* gelu_tanh512 on 8 lanes. */
+/* Deliberate twin of gelu_tanh_mul_avx512 on 8 lanes (same formula, same exp). */
 TT_TARGET_AVX2 static void gelu_tanh_mul_avx2(float *g, const float *u, long n)
 {
     long i = 0;

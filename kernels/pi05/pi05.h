@@ -18,7 +18,7 @@
  *
  * Masked cameras and padded text tokens are dropped before compute: a masked key gets weight exactly 0
  * in the reference, and the valid tokens keep positions cumsum(mask)-1, which is their index in the
- * compacted sequence, so the result is the same (spec "Masks and positions").
+ * compacted sequence, so the result is the same (docs/pi05.md, "Masks and positions").
  *
  * A program is used by one thread at a time (its scratch is shared by its calls); run several programs
  * for concurrency. Errors: functions return 0, or a negative PI05_E* code with a message in err.
@@ -102,9 +102,10 @@ size_t pi05_model_bytes(const pi05_model *m);
 const char *pi05_model_isa(const pi05_model *m);
 void pi05_model_free(pi05_model *m);
 
-/* A preset, one of the compiled configurations of the pi0.5 server: cams 1-4; text_bucket 32/64/128/224, or 192 with 1 camera, 160 with 2, 96
- * with 4; action_rows 32 (H <= 32) or 64; max_batch requests per pi05_expert_batch (1-8).
- * threads <= 0: TT_NUM_THREADS or the CPUs of this process. */
+/* A preset, one of the compiled configurations of the pi0.5 server: cams 1-4; text_bucket
+ * 32/64/128/224, or 192 with 1 camera, 160 with 2, 96 with 4; action_rows 32 (H <= 32) or 64;
+ * max_batch requests per pi05_expert_batch (1-8). threads <= 0: TT_NUM_THREADS or the CPUs of this
+ * process. */
 typedef struct {
     int cams, text_bucket, action_rows, max_batch;
 } pi05_preset;

@@ -15,7 +15,7 @@ typedef struct p5_fused p5_fused;
 
 /* One Linear layer y = x W^T + b, W [n][k] (PyTorch layout).
  * PI05_REF keeps W in fp32 as given; the fast paths keep it packed in `mat` (dtype per layer: bf16
- * for the big matmuls in PI05_BF16, fp32 for the layers the spec keeps in fp32). */
+ * for the big matmuls in PI05_BF16, fp32 for the layers the reference keeps in fp32). */
 typedef struct {
     int n, k;
     int keep_f32;     /* fp32 even in PI05_BF16 */

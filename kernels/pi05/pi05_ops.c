@@ -91,18 +91,23 @@ void p5_linear_fused(pi05_program *p, const p5_fused *f, const float *x, long ld
 /* The isa an op runs with: scalar for PI05_REF, else the model's. */
 static tt_isa op_isa(const pi05_program *p) { return is_ref(p) ? TT_ISA_SCALAR : p->m->isa; }
 
+/* The arguments of every row-parallel op below (norms, gated add, GEGLU, RoPE): each reads the fields
+ * it needs, rows [r0, r1) at a time, through par_rows. */
 typedef struct {
     pi05_program *p;
     const float *x, *w, *mod, *g, *b, *t;
     float *y;
     int n;
     float eps;
-} norm_job;
+    long ld;        /* GEGLU, RoPE: row stride of y */
+    int up;         /* GEGLU: column of the up half in each row, < 0 for none */
+    int heads, pos0; /* RoPE */
+} row_job;
 
 /* Gemma RMSNorm, y = RMS(x) (1 + w); adaRMS when mod is set, y = RMS(x) (1 + scale) + shift. */
 static void rms_rows(void *a, int r0, int r1)
 {
-    norm_job *j = a;
+    row_job *j = a;
     long n = j->n;
     const float *w = j->mod ? j->mod : j->w, *shift = j->mod ? j->mod + n : NULL;
     tt_rmsnorm_rows(op_isa(j->p), j->x + r0 * n, n, j->y + r0 * n, n, r1 - r0, j->n, w, P5_NORM_ONE_PLUS, shift,
@@ -111,19 +116,19 @@ static void rms_rows(void *a, int r0, int r1)
 
 void p5_rmsnorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *w, float eps)
 {
-    norm_job j = {.p = p, .x = x, .w = w, .y = y, .n = n, .eps = eps};
+    row_job j = {.p = p, .x = x, .w = w, .y = y, .n = n, .eps = eps};
     par_rows(p, rows, rms_rows, &j);
 }
 
 void p5_adarms(pi05_program *p, const float *x, float *y, int rows, int n, const float *mod, float eps)
 {
-    norm_job j = {.p = p, .x = x, .mod = mod, .y = y, .n = n, .eps = eps};
+    row_job j = {.p = p, .x = x, .mod = mod, .y = y, .n = n, .eps = eps};
     par_rows(p, rows, rms_rows, &j);
 }
 
 static void gated_rows(void *a, int r0, int r1)
 {
-    norm_job *j = a;
+    row_job *j = a;
     for (int r = r0; r < r1; r++) {
         float *x = j->y + (long)r * j->n;
         const float *t = j->t + (long)r * j->n;
@@ -133,13 +138,13 @@ static void gated_rows(void *a, int r0, int r1)
 
 void p5_gated_add(pi05_program *p, float *x, const float *t, int rows, int n, const float *gate)
 {
-    norm_job j = {.p = p, .y = x, .t = t, .g = gate, .n = n};
+    row_job j = {.p = p, .y = x, .t = t, .g = gate, .n = n};
     par_rows(p, rows, gated_rows, &j);
 }
 
 static void ln_rows(void *a, int r0, int r1)
 {
-    norm_job *j = a;
+    row_job *j = a;
     tt_layernorm_rows(op_isa(j->p), j->x + (long)r0 * j->n, j->n, j->y + (long)r0 * j->n, j->n, r1 - r0, j->n,
                       j->g, j->b, j->eps);
 }
@@ -147,31 +152,24 @@ static void ln_rows(void *a, int r0, int r1)
 void p5_layernorm(pi05_program *p, const float *x, float *y, int rows, int n, const float *g,
                   const float *b, float eps)
 {
-    norm_job j = {.p = p, .x = x, .y = y, .n = n, .g = g, .b = b, .eps = eps};
+    row_job j = {.p = p, .x = x, .y = y, .n = n, .g = g, .b = b, .eps = eps};
     par_rows(p, rows, ln_rows, &j);
 }
 
 /* ---------------------------------------------------------------- GELU (tanh) */
 
-typedef struct {
-    pi05_program *p;
-    float *gu;
-    long ld;
-    int n, up;
-} geglu_job;
-
 static void geglu_rows(void *a, int r0, int r1)
 {
-    geglu_job *j = a;
+    row_job *j = a;
     for (int r = r0; r < r1; r++) {
-        float *g = j->gu + (long)r * j->ld;
+        float *g = j->y + (long)r * j->ld;
         tt_gelu_tanh_mul(op_isa(j->p), g, j->up >= 0 ? g + j->up : NULL, j->n);
     }
 }
 
 void p5_geglu(pi05_program *p, float *gu, long ld, int rows, int n, int up)
 {
-    geglu_job j = {p, gu, ld, n, up};
+    row_job j = {.p = p, .y = gu, .ld = ld, .n = n, .up = up};
     par_rows(p, rows, geglu_rows, &j);
 }
 
@@ -180,22 +178,15 @@ void p5_geglu(pi05_program *p, float *gu, long ld, int rows, int n, int up)
 /* Rotate-half RoPE on rows [r0, r1) of heads [rows][heads][hd] at position pos0 + row, half = hd/2:
  *   x'[i] = x[i] cos(a_i) - x[i + half] sin(a_i),  x'[i + half] = x[i + half] cos(a_i) + x[i] sin(a_i)
  *   a_i = pos * theta^(-2i/hd) (the program's tables). */
-typedef struct {
-    pi05_program *p;
-    float *x;
-    long ld;
-    int heads, pos0;
-} rope_job;
-
 static void rope_rows(void *a, int r0, int r1)
 {
-    rope_job *j = a;
+    row_job *j = a;
     int hd = j->p->m->d.head_dim, half = hd / 2;
     for (int r = r0; r < r1; r++) {
         const float *c = j->p->rope_cos + (long)(j->pos0 + r) * half;
         const float *s = j->p->rope_sin + (long)(j->pos0 + r) * half;
         for (int h = 0; h < j->heads; h++) {
-            float *x = j->x + (long)r * j->ld + (long)h * hd;
+            float *x = j->y + (long)r * j->ld + (long)h * hd;
             for (int i = 0; i < half; i++) {
                 float x1 = x[i], x2 = x[i + half];
                 x[i] = x1 * c[i] - x2 * s[i];
@@ -207,7 +198,7 @@ static void rope_rows(void *a, int r0, int r1)
 
 void p5_rope(pi05_program *p, float *x, long ld, int rows, int heads, int pos0)
 {
-    rope_job j = {p, x, ld, heads, pos0};
+    row_job j = {.p = p, .y = x, .ld = ld, .heads = heads, .pos0 = pos0};
     par_rows(p, rows, rope_rows, &j);
 }
 

@@ -20,7 +20,7 @@ const (
 	DefaultHFRepo = hub.PI05Repo
 )
 
-// ServerConfig is the environment of the seed package's server (PI05_* table, HF_MODEL, ...).
+// ServerConfig is the environment of the original pi0.5 package's server (PI05_* table, HF_MODEL, ...).
 type ServerConfig struct {
 	NumImages     int    // PI05_NUM_IMAGES, 1-4: the cameras of every request
 	ActionHorizon int    // PI05_ACTION_HORIZON, 1-64: the action chunk H
@@ -96,7 +96,7 @@ func (c ServerConfig) ResolveWeightsDir(getenv func(string) string) (string, err
 
 // EffectiveTokenLen is PI05_TOKEN_LEN, else the checkpoint's tokenizer_max_length (200 for
 // lerobot/pi05_base: lerobot truncates there, so longer prompts give the reference's tokens) capped
-// at the largest prompt bucket, else 224 (the seed's buffer).
+// at the largest prompt bucket, else 224 (the original package's buffer).
 func (c ServerConfig) EffectiveTokenLen(cfg PolicyConfig) int {
 	switch {
 	case c.TokenLen > 0:

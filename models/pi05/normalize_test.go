@@ -15,12 +15,7 @@ func writeStats(t *testing.T, path string, stats map[string][]float32) {
 	for name, v := range stats {
 		entries = append(entries, safetensors.Entry{Name: name, DType: safetensors.F32, Shape: []int{len(v)}, Data: func() []float32 { return v }})
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := safetensors.Write(f, entries, nil); err != nil {
+	if err := safetensors.WriteFile(path, entries, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Prompt buckets of the seed package: 32/64/128/224 for every camera count, plus 192 for one
+// Prompt buckets of the original pi0.5 package: 32/64/128/224 for every camera count, plus 192 for one
 // camera, 160 for two and 96 for four. A request runs in the smallest that holds its real tokens.
 var basePromptBuckets = []int{32, 64, 128, 224}
 

@@ -8,7 +8,7 @@ import (
 	"image/png"
 )
 
-// MaxImageSide is the largest width or height accepted (the seed's limit):
+// MaxImageSide is the largest width or height accepted (the original server's limit):
 // the header is checked before any pixel is decoded, so an oversized image
 // costs no memory.
 const MaxImageSide = 8192

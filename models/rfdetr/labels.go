@@ -1,7 +1,7 @@
 package rfdetr
 
 // coco91 names the 91 class logits by COCO category id; the 11 ids COCO
-// never assigned are "N/A" (specs/rfdetr.md, "COCO-91 labels"). Used for
+// never assigned are "N/A" (docs/rfdetr.md, "Labels"). Used for
 // any id config.json's id2label does not name.
 var coco91 = [NumClasses]string{
 	"N/A", "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",

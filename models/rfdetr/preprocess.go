@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// ImageNet statistics (specs/rfdetr.md, "Pre-processing").
+// ImageNet statistics (docs/rfdetr.md, "The model package").
 var (
 	imagenetMean = [3]float32{0.485, 0.456, 0.406}
 	imagenetStd  = [3]float32{0.229, 0.224, 0.225}

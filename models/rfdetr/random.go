@@ -52,16 +52,9 @@ func (rc RandomCheckpoint) Write(dir string) error {
 		}
 	}
 	path := filepath.Join(dir, WeightsFile)
-	fd, err := os.Create(path)
-	if err != nil {
+	meta := map[string]string{"format": "pt", GeneratorKey: randomGenerator + ", seed " + strconv.FormatUint(rc.Seed, 10)}
+	if err := safetensors.WriteFile(path, entries, meta); err != nil {
 		return fmt.Errorf("random checkpoint: %w", err)
-	}
-	err = safetensors.Write(fd, entries, map[string]string{"format": "pt", GeneratorKey: randomGenerator + ", seed " + strconv.FormatUint(rc.Seed, 10)})
-	if cerr := fd.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("random checkpoint %s: %w", path, err)
 	}
 	id2label := make(map[string]string, NumClasses)
 	for id, name := range coco91 {

@@ -2,7 +2,7 @@ package rfdetr
 
 import "fmt"
 
-// Architecture constants of RF-DETR-base (specs/rfdetr.md, "Configuration").
+// Architecture constants of RF-DETR-base (docs/rfdetr.md, "The network").
 // The network is shape-locked: these are checked against the checkpoint,
 // never read from it.
 const (

@@ -2,7 +2,6 @@ package rfdetr
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,14 +14,7 @@ import (
 func writeEntries(t *testing.T, entries []safetensors.Entry) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), WeightsFile)
-	fd, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := safetensors.Write(fd, entries, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := fd.Close(); err != nil {
+	if err := safetensors.WriteFile(path, entries, nil); err != nil {
 		t.Fatal(err)
 	}
 	return path

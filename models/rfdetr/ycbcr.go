@@ -23,26 +23,24 @@ func newYCbCrRows(m *image.YCbCr) *ycbcrRows {
 	if m.Rect.Min != (image.Point{}) {
 		return nil
 	}
-	n := 2 * chromaWidth(m)
+	cw, _ := chromaSize(m)
+	n := 2 * cw
 	return &ycbcrRows{m: m, cb: make([]uint8, n), cr: make([]uint8, n)}
 }
 
-func chromaWidth(m *image.YCbCr) int {
-	w := m.Rect.Dx()
+// chromaSize is the size of m's chroma planes: halved (rounding up) along each axis its subsampling
+// ratio halves.
+func chromaSize(m *image.YCbCr) (w, h int) {
+	w, h = m.Rect.Dx(), m.Rect.Dy()
 	switch m.SubsampleRatio {
-	case image.YCbCrSubsampleRatio420, image.YCbCrSubsampleRatio422:
-		return (w + 1) / 2
+	case image.YCbCrSubsampleRatio420:
+		w, h = (w+1)/2, (h+1)/2
+	case image.YCbCrSubsampleRatio422:
+		w = (w + 1) / 2
+	case image.YCbCrSubsampleRatio440:
+		h = (h + 1) / 2
 	}
-	return w
-}
-
-func chromaHeight(m *image.YCbCr) int {
-	h := m.Rect.Dy()
-	switch m.SubsampleRatio {
-	case image.YCbCrSubsampleRatio420, image.YCbCrSubsampleRatio440:
-		return (h + 1) / 2
-	}
-	return h
+	return w, h
 }
 
 // row writes image row y as interleaved RGB. libjpeg interpolates 4:2:2
@@ -51,7 +49,7 @@ func chromaHeight(m *image.YCbCr) int {
 func (r *ycbcrRows) row(y int, dst []uint8) {
 	m := r.m
 	w := m.Rect.Dx()
-	cw, ch := chromaWidth(m), chromaHeight(m)
+	cw, ch := chromaSize(m)
 	for p, plane := range [][]uint8{m.Cb, m.Cr} {
 		out := r.cb
 		if p == 1 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 )
 
 // Entry is one tensor to write. Data is called once, while the tensor's
@@ -17,6 +18,22 @@ type Entry struct {
 	DType DType // F32, BF16 or F16
 	Shape []int
 	Data  func() []float32
+}
+
+// WriteFile writes entries (Write) to a new file at path.
+func WriteFile(path string, entries []Entry, metadata map[string]string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = Write(f, entries, metadata)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // Write encodes entries (in order) as a safetensors file. The header is

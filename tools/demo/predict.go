@@ -27,7 +27,7 @@ type prediction struct {
 	TimingMS      map[string]float64 `json:"timing_ms"`
 }
 
-// postPicture sends the picture to url/predict as the seed's JSON contract
+// postPicture sends the picture to url/predict as the /predict JSON contract
 // says and prints the detections as a table.
 func postPicture(w io.Writer, url, picture string, threshold float64) error {
 	data, err := os.ReadFile(picture)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference of pi0.5 (lerobot/pi05_base) inference, written from shared/specs/pi05.md.
+"""PyTorch reference of pi0.5 (lerobot/pi05_base) inference, written from docs/pi05.md.
 
 It is the independent check of the C megakernels in kernels/pi05 (llm.c style: this file writes the
 weights and the expected outputs, the C and Go tests compare against them). It deliberately computes
@@ -132,27 +132,24 @@ def checkpoint_shapes(d):
     s[PROJ + "weight"] = [lw, vw]
     s[PROJ + "bias"] = [lw]
     s[EMBED] = [d["vocab"], lw]
+    def gemma_linears(p, heads, width, mlp):
+        """The attention and MLP weights of one Gemma layer (prefix or expert): no biases."""
+        s[p + "self_attn.q_proj.weight"] = [heads * hd, width]
+        s[p + "self_attn.k_proj.weight"] = [d["l_kv"] * hd, width]
+        s[p + "self_attn.v_proj.weight"] = [d["l_kv"] * hd, width]
+        s[p + "self_attn.o_proj.weight"] = [width, heads * hd]
+        s[p + "mlp.gate_proj.weight"] = [mlp, width]
+        s[p + "mlp.up_proj.weight"] = [mlp, width]
+        s[p + "mlp.down_proj.weight"] = [width, mlp]
     for i in range(d["l_layers"]):
         p = LM + f"layers.{i}."
-        s[p + "self_attn.q_proj.weight"] = [d["l_heads"] * hd, lw]
-        s[p + "self_attn.k_proj.weight"] = [d["l_kv"] * hd, lw]
-        s[p + "self_attn.v_proj.weight"] = [d["l_kv"] * hd, lw]
-        s[p + "self_attn.o_proj.weight"] = [lw, d["l_heads"] * hd]
-        s[p + "mlp.gate_proj.weight"] = [d["l_mlp"], lw]
-        s[p + "mlp.up_proj.weight"] = [d["l_mlp"], lw]
-        s[p + "mlp.down_proj.weight"] = [lw, d["l_mlp"]]
+        gemma_linears(p, d["l_heads"], lw, d["l_mlp"])
         s[p + "input_layernorm.weight"] = [lw]
         s[p + "post_attention_layernorm.weight"] = [lw]
     s[LM + "norm.weight"] = [lw]
     for i in range(d["l_layers"]):
         p = EX + f"layers.{i}."
-        s[p + "self_attn.q_proj.weight"] = [d["e_heads"] * hd, ew]
-        s[p + "self_attn.k_proj.weight"] = [d["l_kv"] * hd, ew]
-        s[p + "self_attn.v_proj.weight"] = [d["l_kv"] * hd, ew]
-        s[p + "self_attn.o_proj.weight"] = [ew, d["e_heads"] * hd]
-        s[p + "mlp.gate_proj.weight"] = [d["e_mlp"], ew]
-        s[p + "mlp.up_proj.weight"] = [d["e_mlp"], ew]
-        s[p + "mlp.down_proj.weight"] = [ew, d["e_mlp"]]
+        gemma_linears(p, d["e_heads"], ew, d["e_mlp"])
         for n in ("input_layernorm", "post_attention_layernorm"):
             s[p + n + ".dense.weight"] = [3 * ew, ew]
             s[p + n + ".dense.bias"] = [3 * ew]
@@ -571,8 +568,15 @@ def bench(args):
             runs.append({"vision_s": t1 - t0, "prefix_s": t2 - t1, "prefix_with_vision_s": t2 - t0,
                          "expert_step_s": t3 - t2, "sample_s": (t2 - t0) + (t4 - t3)})
             print(f"pytorch bf16 run: {runs[-1]}", file=sys.stderr)
+    print_bench(runs, args.threads)
+
+
+def print_bench(runs, threads, **extra):
+    """Prints a bench result as JSON (what tools/pi05bench reads): the first run is a warm-up and
+    dropped when there are others; per timing, the best and the median; peak RSS, threads, extra."""
     runs = runs[1:] or runs
-    res = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "threads": args.threads}
+    res = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "threads": threads}
+    res.update(extra)
     for k in runs[0]:
         res[k + "_best"] = min(r[k] for r in runs)
         res[k + "_median"] = sorted(r[k] for r in runs)[len(runs) // 2]

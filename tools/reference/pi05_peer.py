@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import sys
 import time
 
@@ -347,16 +346,10 @@ def bench(args):
             runs.append({"vision_s": t1 - t0, "prefix_s": t2 - t1, "prefix_with_vision_s": t2 - t0,
                          "expert_step_s": t3 - t2, "sample_s": (t2 - t0) + (t4 - t3)})
             print(f"pytorch peer run: {runs[-1]}", file=sys.stderr)
-    runs = runs[1:] or runs
-    res = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "threads": args.threads,
-           "load_s": load_s,
-           "config": "PyTorch %s bf16: fused qkv/gate-up, weights prepacked once (oneDNN 1x1 conv) or plain "
-                     "F.linear, fastest chosen per linear on its real rows %s; compact prefix, shared K/V head "
-                     "without copies" % (torch.__version__, json.dumps(m.config()))}
-    for k in runs[0]:
-        res[k + "_best"] = min(r[k] for r in runs)
-        res[k + "_median"] = sorted(r[k] for r in runs)[len(runs) // 2]
-    print(json.dumps(res))
+    ref.print_bench(runs, args.threads, load_s=load_s,
+                    config="PyTorch %s bf16: fused qkv/gate-up, weights prepacked once (oneDNN 1x1 conv) or plain "
+                           "F.linear, fastest chosen per linear on its real rows %s; compact prefix, shared K/V head "
+                           "without copies" % (torch.__version__, json.dumps(m.config())))
 
 
 def main():

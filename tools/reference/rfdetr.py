@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference of RF-DETR-base inference, written from shared/specs/rfdetr.md.
+"""PyTorch reference of RF-DETR-base inference, written from docs/rfdetr.md.
 
 It is independent of the C program (kernels/rfdetr): plain torch ops in NCHW,
 F.interpolate for the antialiased bicubic position table, F.grid_sample for
@@ -337,7 +337,7 @@ class OneDNNLinear:
     """fp32 Linear through oneDNN (Debian's torch runs fp32 matmul on a generic
     BLAS). Checkpoint weights are converted to oneDNN's layout once, like the C
     program packs them once; activations are converted per call. The attention
-    matmuls stay torch.matmul (the issue's peer: linears and convolutions on
+    matmuls stay torch.matmul (the benchmark's peer: linears and convolutions on
     oneDNN)."""
 
     def __init__(self, ck):

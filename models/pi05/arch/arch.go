@@ -20,7 +20,7 @@ type Dims struct {
 	ActionDim                     int     // 32
 }
 
-// Preset is one compiled configuration of the seed package: Cams 1-4; TextBucket 32/64/128/224, or
+// Preset is one compiled configuration of the original pi0.5 package: Cams 1-4; TextBucket 32/64/128/224, or
 // 192 with 1 camera, 160 with 2, 96 with 4; ActionRows 32 (H <= 32) or 64; MaxBatch 1-8 requests
 // per batched EXPERT.
 type Preset struct {

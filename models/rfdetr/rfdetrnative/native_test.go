@@ -13,6 +13,8 @@ import (
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
 	"github.com/ttmodel/tt-model/native"
+
+	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
 // The PyTorch reference's random checkpoint and goldens (tools/reference/rfdetr.py).
@@ -73,14 +75,7 @@ func writeReferenceCheckpoint(t *testing.T, spec *native.RandomCheckpointSpec, s
 			}})
 		}
 	}
-	fd, err := os.Create(filepath.Join(dir, rfdetr.WeightsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := safetensors.Write(fd, entries, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := fd.Close(); err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, rfdetr.WeightsFile), entries, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -142,7 +137,7 @@ func readGolden(t *testing.T, path string) golden {
 // 0.01, boxes within 2e-3 (normalised). The two schemes must agree bit for bit.
 func TestCheckpointThroughModelPackageMatchesPyTorch(t *testing.T) {
 	if testing.Short() {
-		t.Skip("full-size checkpoint: skipped with -short")
+		testenv.Skip(t, "full-size checkpoint: skipped with -short")
 	}
 	spec, err := native.ReadRandomCheckpointSpec(checkpointSpec)
 	if err != nil {
