@@ -88,6 +88,18 @@ func consoleWithoutJavaScript(t *testing.T, b *browsertest.Browser) {
 	p.CheckSameOrigin(ts.URL)
 }
 
+// uniqueIDs fails the test for every id the page uses twice (a label, a
+// script or a test would reach the wrong element).
+func uniqueIDs(t *testing.T, p *browsertest.Page) {
+	t.Helper()
+	if dup := browsertest.Eval[[]string](p, `(() => {
+		const ids = [...document.querySelectorAll('[id]')].map((e) => e.id);
+		return ids.filter((id, i) => ids.indexOf(id) !== i);
+	})()`); len(dup) > 0 {
+		t.Errorf("ids used twice on the page: %v", dup)
+	}
+}
+
 // drawnBox is a box as the page drew it over the picture.
 type drawnBox struct {
 	Label                             string
@@ -211,6 +223,7 @@ func rfdetrConsole(t *testing.T, b *browsertest.Browser) {
 		t.Errorf("the scripted detector gives %d detections at 0.7, want 2: the slider test would not see a change", at07.NumDetections)
 	}
 	p.WaitFor(`parseInt(document.getElementById('requests').textContent) >= 2`) // the status caught up
+	uniqueIDs(t, p)
 	shot := p.Screenshot("rfdetr-console")
 	browsertest.DocImage(t, shot, "../docs/images/console-rfdetr.png", 200<<10)
 	if n := p.CheckSameOrigin(ts.URL); n < 5 {
@@ -293,7 +306,7 @@ func pi05Console(t *testing.T, b *browsertest.Browser) {
 		chromedp.SetUploadFiles(chromedp.ID("camera-0"), files[:1]),
 		chromedp.SetUploadFiles(chromedp.ID("camera-1"), files[1:]),
 		chromedp.SetValue(chromedp.ID("prompt"), "stack the blocks"),
-		chromedp.SetValue(chromedp.ID("state"), "0.25, -0.5, 1"),
+		chromedp.SetValue(chromedp.ID("robot-state"), "0.25, -0.5, 1"),
 		chromedp.SetValue(chromedp.ID("seed"), "7"),
 	)
 	p.WaitFor(`[...document.querySelectorAll('.cameras img')].length === 2`)
@@ -374,6 +387,7 @@ func pi05Console(t *testing.T, b *browsertest.Browser) {
 		!strings.Contains(cmd, "base64 -w0 'camera1.png'") {
 		t.Errorf("the curl command:\n%s", cmd)
 	}
+	uniqueIDs(t, p)
 	p.Screenshot("pi05-console")
 	p.CheckSameOrigin(ts.URL)
 }

@@ -53,7 +53,7 @@ $('use-sample').addEventListener('click', async () => {
 
 // state parses the optional state: numbers separated by commas or blanks.
 function state() {
-  const text = $('state').value.trim();
+  const text = $('robot-state').value.trim();
   if (!text) return null;
   return text.split(/[\s,]+/).map((s) => {
     const v = Number(s);
