@@ -306,7 +306,7 @@ func pi05Console(t *testing.T, b *browsertest.Browser) {
 		chromedp.SetUploadFiles(chromedp.ID("camera-0"), files[:1]),
 		chromedp.SetUploadFiles(chromedp.ID("camera-1"), files[1:]),
 		chromedp.SetValue(chromedp.ID("prompt"), "stack the blocks"),
-		chromedp.SetValue(chromedp.ID("robot-state"), "0.25, -0.5, 1"),
+		chromedp.SendKeys(chromedp.ID("robot-state"), "0.25, -0.5, 1"), // typed, as a person would
 		chromedp.SetValue(chromedp.ID("seed"), "7"),
 	)
 	p.WaitFor(`[...document.querySelectorAll('.cameras img')].length === 2`)
