@@ -7,8 +7,11 @@ PKGS    = $(shell $(GO) list -e ./... | grep -v '/build/')
 
 .PHONY: build test demo demo-pi05 bench lint fuzz clean
 
+# tt-model is linked statically (no cgo): the images of the Python kinds run
+# it as their supervisor on any base. tt-model-server needs cgo (the kernels).
 build:
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/tt-model
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/tt-model-server
 
 # Every skip lands in $(SKIP_LOG) (internal/testenv); the run ends with the
 # list, and TT_REQUIRE=… (set by .ci/run) turns a missing requirement into a
@@ -81,6 +84,16 @@ bench-pi05:
 	test -f $(PI05_BENCH_DIR)/model.safetensors || \
 		/usr/bin/python3 tools/reference/pi05.py checkpoint --full --dtype bf16 --out $(PI05_BENCH_DIR) $(PI05_CKPT_ARGS)
 	$(GO) run ./tools/pi05bench -weights $(PI05_BENCH_DIR) $(PI05_BENCH_ARGS)
+
+# The serving engine (docs/PERFORMANCE.md "pi0.5 serving engine"): closed-loop robots against
+# tt-model-server in the layouts, with and without the SLO, on a full-width model of reduced depth.
+ENGINE_BENCH_DIR  ?= build/pi05-v3l2
+ENGINE_BENCH_ARGS ?= --duration 60s --robots 4
+.PHONY: bench-engine
+bench-engine: build
+	test -f $(ENGINE_BENCH_DIR)/model.safetensors || \
+		/usr/bin/python3 tools/reference/pi05.py checkpoint --full --dtype bf16 --vision-layers 3 --layers 2 --out $(ENGINE_BENCH_DIR)
+	$(GO) run ./tools/enginebench --server $(BIN)/tt-model-server --weights $(ENGINE_BENCH_DIR) --json $(BIN)/enginebench.json $(ENGINE_BENCH_ARGS)
 
 # RF-DETR C program vs the measured FMA / vdpbf16ps peak and the PyTorch peer (docs/PERFORMANCE.md).
 .PHONY: bench-rfdetr

@@ -38,50 +38,63 @@ type baseImage struct {
 	Tree   *fsTree
 	Passwd []byte // /etc/passwd of the base, nil when it has none
 	Group  []byte // /etc/group of the base, nil when it has none
+	// Uncompressed is the size of the base's layers as tars.
+	Uncompressed int64
+	// LayoutDir is the OCI layout holding the base's blobs when it was read
+	// from one ("" otherwise): the package's layout links them instead of
+	// copying.
+	LayoutDir string
 }
 
 // Scratch says whether the base is the empty image.
 func (b *baseImage) Scratch() bool { return b.Digest == "" }
 
-// loadBase resolves runtime.base: "scratch" (or empty), an OCI layout
-// directory, a docker-archive tarball (docker save), or a registry reference
-// pulled with the default keychain.
-// ref is runtime.base as written (it goes into labels and annotations, so
+// loadBase resolves runtime.base (or --base): "scratch" (or empty), an OCI
+// layout directory, a docker-archive tarball (docker save), an image the
+// Docker engine holds, or a registry reference pulled with the default
+// keychain.
+// field names where the base was given (runtime.base or --base), for
+// errors; ref is the base as written (it goes into labels and annotations, so
 // it must not depend on the working directory); at is where to open it (a
 // relative path made absolute).
-func loadBase(ctx context.Context, ref, at, cacheDir string) (*baseImage, error) {
+func loadBase(ctx context.Context, field, ref, at, cacheDir string) (*baseImage, error) {
 	if ref == "" || ref == "scratch" {
 		img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 		return &baseImage{Ref: "scratch", Image: img, Tree: newFSTree()}, nil
 	}
-	img, err := openBase(ctx, at, cacheDir)
+	img, err := openBase(ctx, at, filepath.Join(cacheDir, "layers"), cacheDir)
 	if err != nil {
-		return nil, fmt.Errorf("runtime.base %q: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, fmt.Errorf("runtime.base %q: digest: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: digest: %w", field, ref, err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return nil, fmt.Errorf("runtime.base %q: config: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: config: %w", field, ref, err)
 	}
 	if cf.OS != "" && (cf.OS != imagePlatform.OS || cf.Architecture != imagePlatform.Architecture) {
-		return nil, fmt.Errorf("runtime.base %q is %s/%s; this version builds %s/%s images only",
-			ref, cf.OS, cf.Architecture, imagePlatform.OS, imagePlatform.Architecture)
+		return nil, fmt.Errorf("%s %q is %s/%s; this version builds %s/%s images only",
+			field, ref, cf.OS, cf.Architecture, imagePlatform.OS, imagePlatform.Architecture)
 	}
 	oci, err := toOCI(img)
 	if err != nil {
-		return nil, fmt.Errorf("runtime.base %q: %w", ref, err)
+		return nil, fmt.Errorf("%s %q: %w", field, ref, err)
 	}
 	b := &baseImage{Ref: ref, Image: oci, Digest: digest.String(), Tree: newFSTree()}
-	if err := b.scan(); err != nil {
-		return nil, fmt.Errorf("runtime.base %q: read file system: %w", ref, err)
+	if l, ok := img.(layoutImage); ok {
+		b.LayoutDir = l.dir
+	}
+	if err := b.scanCached(); err != nil {
+		return nil, fmt.Errorf("%s %q: read file system: %w", field, ref, err)
 	}
 	return b, nil
 }
 
-func openBase(ctx context.Context, ref, cacheDir string) (v1.Image, error) {
+// openBase opens the image ref names. cacheDir keeps a pulled image's
+// layers; saveDir receives an engine image's export (both in scratch).
+func openBase(ctx context.Context, ref, cacheDir, saveDir string) (v1.Image, error) {
 	info, statErr := os.Stat(ref)
 	switch {
 	case statErr == nil && info.IsDir():
@@ -100,12 +113,26 @@ func openBase(ctx context.Context, ref, cacheDir string) (v1.Image, error) {
 	}
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return nil, fmt.Errorf("not scratch, an OCI layout directory, a docker-archive tarball or a registry reference: %w", err)
+		return nil, fmt.Errorf("not scratch, an OCI layout directory, a docker-archive tarball, an engine image or a registry reference: %w", err)
+	}
+	absent := "not looked for in the Docker engine"
+	if saveDir != "" {
+		img, ok, why, err := imageFromEngine(ctx, ref, saveDir)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return img, nil
+		}
+		absent = why
 	}
 	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
 		remote.WithPlatform(imagePlatform))
 	if err != nil {
-		return nil, fmt.Errorf("pull %s: %w", r, err)
+		return nil, fmt.Errorf("%s, and pulling %s failed: %w", absent, r, err)
+	}
+	if cacheDir == "" {
+		return img, nil
 	}
 	// The base is read twice (its file system, then the layout write):
 	// pull each layer once.
@@ -119,7 +146,17 @@ func imageFromLayout(dir string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read OCI layout: %w", err)
 	}
-	return pickImage(idx, dir)
+	img, err := pickImage(idx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return layoutImage{Image: img, dir: dir}, nil
+}
+
+// layoutImage is an image read from an OCI layout, which says where.
+type layoutImage struct {
+	v1.Image
+	dir string
 }
 
 func pickImage(idx v1.ImageIndex, where string) (v1.Image, error) {
@@ -211,8 +248,31 @@ func toOCI(img v1.Image) (v1.Image, error) {
 }
 
 // scan reads the flattened file system of the base once: the path types and
-// the account files.
+// the account files; then the size of its layers.
 func (b *baseImage) scan() error {
+	if err := b.scanTree(); err != nil {
+		return err
+	}
+	layers, err := b.Image.Layers()
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		b.Uncompressed += n
+	}
+	return nil
+}
+
+func (b *baseImage) scanTree() error {
 	rc := mutate.Extract(b.Image)
 	defer rc.Close()
 	tr := tar.NewReader(rc)

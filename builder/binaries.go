@@ -188,3 +188,52 @@ func goBuild(ctx context.Context, root, pkg string, cgo bool, ldflags, outDir st
 	}
 	return out, nil
 }
+
+// locateTool picks the tt-model a Python kind's image runs as its
+// supervisor (PID 1): the running tt-model when it is statically linked,
+// else one built from this module's source with CGO_ENABLED=0. A dynamic
+// binary is never used: its libraries would replace the base's.
+func locateTool(ctx context.Context, plan binaryPlan) (binary, error) {
+	exe := plan.Executable
+	why := "the running program is not tt-model"
+	if exe != "" && filepath.Base(exe) == "tt-model" {
+		static, err := isStaticELF(exe)
+		if err != nil {
+			return binary{}, fmt.Errorf("tt-model (%s): %w", exe, err)
+		}
+		if static {
+			return binary{HostPath: exe, From: "the running tt-model"}, nil
+		}
+		why = "the running tt-model is dynamically linked"
+	}
+	root, err := findModuleRoot(plan.SearchDirs)
+	if err != nil {
+		return binary{}, fmt.Errorf("the image runs tt-model as its supervisor and needs it statically linked: %s, and there is no source to build one (%w); build tt-model with CGO_ENABLED=0 or package from a checkout of %s", why, err, modulePath)
+	}
+	p, err := goBuild(ctx, root, "./cmd/tt-model", false, "", plan.BuildDir, plan.Log)
+	if err != nil {
+		return binary{}, err
+	}
+	if err := checkLinuxAMD64(p); err != nil {
+		return binary{}, err
+	}
+	return binary{HostPath: p, From: fromSource}, nil
+}
+
+// isStaticELF says whether an executable needs no program interpreter.
+func isStaticELF(p string) (bool, error) {
+	if err := checkLinuxAMD64(p); err != nil {
+		return false, err
+	}
+	f, err := elf.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return false, nil
+		}
+	}
+	return true, nil
+}

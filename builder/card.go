@@ -61,6 +61,8 @@ type cardModel struct {
 	OutOfScopeUse  string
 	Quickstart     []string
 	QuickstartNote string
+	UsingIt        string // how a client talks to a server without an endpoint table
+	API            string // the catalog's endpoints cell for such a server
 	AuthorQuick    string
 	ShowProfiles   bool
 	Profiles       []cardProfile
@@ -97,7 +99,6 @@ func cardFor(w *manifest.Wire) (cardModel, frontMatter, error) {
 	if card == nil {
 		card = &manifest.Card{}
 	}
-	model, _ := c.Runtime["model"].(string)
 	cm := cardModel{H1: "#", H2: "##", Name: w.Name, Repo: stringField(c.Built, "repo")}
 	cm.Description = strings.TrimSpace(card.Description)
 
@@ -146,11 +147,22 @@ func cardFor(w *manifest.Wire) (cardModel, frontMatter, error) {
 			license = card.License.Name
 		}
 	}
+	defPort := 8000
+	for _, p := range cm.Profiles {
+		if p.Default {
+			defPort = p.Port
+		}
+	}
+	weightsRepo := ""
+	if w.Weights != nil {
+		weightsRepo = w.Weights.Repo
+	}
+	kc := cardOfKind(c, weightsRepo, defPort)
 	cm.Status = oneLine(card.Status)
 	for _, row := range [][2]string{
 		{"Architecture", oneLine(card.Architecture)},
 		{"Hardware", strings.Join(cm.Hardware, ", ")},
-		{"Server", serverLine(c.Kind, model)},
+		{"Server", kc.Server},
 		{"License", license},
 		{"Status", cm.Status},
 	} {
@@ -161,25 +173,17 @@ func cardFor(w *manifest.Wire) (cardModel, frontMatter, error) {
 	cm.IntendedUse = strings.TrimSpace(card.IntendedUse)
 	cm.OutOfScopeUse = strings.TrimSpace(card.OutOfScopeUse)
 
-	defPort := 8000
-	for _, p := range cm.Profiles {
-		if p.Default {
-			defPort = p.Port
-		}
-	}
-	cm.Quickstart = []string{
+	cm.Quickstart = append([]string{
 		fmt.Sprintf("tt-model serve build/%s/tt_kernel_manifest.json   # pinned weights into the HF cache, then the default profile", w.Name),
-		fmt.Sprintf("curl -s http://127.0.0.1:%d/health", defPort),
-	}
+	}, kc.Try...)
 	if image != "" {
 		cm.Quickstart = append(cm.Quickstart,
 			fmt.Sprintf("docker run --rm -p %d:%d -v \"$HOME/.cache/huggingface:/hf\" %s", defPort, defPort, image))
 	}
-	cm.QuickstartNote = "Weights are not in the image: `serve` downloads the pinned revision into your Hugging Face cache, mounted at `/hf`. The server is ready when `GET /health` answers `\"status\": \"ok\"`."
+	cm.QuickstartNote = "Weights are not in the image: `serve` downloads the pinned revision into your Hugging Face cache, mounted at `/hf`. " + kc.Ready
 	cm.AuthorQuick = strings.TrimRight(card.Quickstart, "\n ")
-	if c.Kind == manifest.KindGoServer {
-		cm.Endpoints = goServerEndpoints(model)
-	}
+	cm.Endpoints = kc.Endpoints
+	cm.UsingIt, cm.API = kc.UsingIt, kc.API
 	cm.Usage = strings.TrimRight(card.Usage, "\n ")
 
 	cm.Performance = strings.TrimSpace(card.Performance)
@@ -205,8 +209,8 @@ func cardFor(w *manifest.Wire) (cardModel, frontMatter, error) {
 			fm.LicenseLink = oneLine(card.License.Link)
 		}
 	}
-	if fm.PipelineTag == "" && c.Kind == manifest.KindGoServer {
-		fm.PipelineTag = goServerPipelineTags[model]
+	if fm.PipelineTag == "" {
+		fm.PipelineTag = kc.PipelineTag
 	}
 	if len(fm.BaseModel) == 0 && w.Weights != nil {
 		fm.BaseModel = []string{w.Weights.Repo}
@@ -228,13 +232,6 @@ func cardTags(arch, kind string, hardware []string) []string {
 	}
 	sort.Strings(tags)
 	return tags
-}
-
-func serverLine(kind, model string) string {
-	if kind == manifest.KindGoServer {
-		return fmt.Sprintf("tt-model-server (%s), supervised by `tt-model supervise`", model)
-	}
-	return kind
 }
 
 // provenanceRows name every input of the image by what pins it.
@@ -276,6 +273,7 @@ func provenanceRows(w *manifest.Wire) [][2]string {
 	if s := stringField(c.Built, "code_sha256"); s != "" {
 		rows = append(rows, [2]string{"`code/` digest", fmt.Sprintf("`%s` (sha256, first 16 hex digits)", s[:min(16, len(s))])})
 	}
+	rows = append(rows, kindProvenanceRows(c.Built)...)
 	rows = append(rows, [2]string{"built", fmt.Sprintf("%s by tt-model %s", stringField(c.Built, "created_at"), stringField(c.Built, "tt_model_version"))})
 	return rows
 }

@@ -90,3 +90,54 @@ func TestRenderCatalog(t *testing.T) {
 		"| [pi05-demo](#pi05-demo) | p300x2 | `default` (default) |", "| experimental |", "## demo", "### Quickstart", "## pi05-demo", "### Provenance")
 	golden(t, "catalog.golden.md", text)
 }
+
+// TestCatalogMixedKinds renders one catalog page over packages of four
+// kinds: each says how its server starts, is ready and is called, and
+// provenance names what its build recorded (base, build path, vLLM, plugin).
+func TestCatalogMixedKinds(t *testing.T) {
+	ws := readWires(t, "demo")
+	built := func(extra map[string]any) map[string]any {
+		b := map[string]any{"repo": "ttmodel/x", "tt_model_version": "0.0.0-test", "created_at": "2023-11-14T22:13:20Z",
+			"base": map[string]any{"ref": "ghcr.io/acme/tt-metal-runtime:v1", "digest": "sha256:" + strings.Repeat("ab", 32)}}
+		for k, v := range extra {
+			b[k] = v
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		file  string
+		built map[string]any
+	}{
+		{"kinds/echo/tt-model.yaml", built(map[string]any{"built_with": builtDaemonless})},
+		{"kinds/dit/tt-model.yaml", built(map[string]any{"built_with": builtDaemonless})},
+		{"kinds/upstream/muse-glimmer-30b.yaml", built(map[string]any{"built_with": builtThroughEngine + " (BuildKit)",
+			"plugin": map[string]any{"repo": "https://github.com/housTT/vllm-tt-plugin", "sha": "106744c01de96825ed8c81226f4fa043e8e929f4"}})},
+	} {
+		m, err := manifest.Load(filepath.Join("testdata", tc.file), manifest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, m.ToWire(manifest.WireInfo{ImageTag: "tt-model/" + m.Name + ":0123456789ab", Digest: "sha256:" + strings.Repeat("01", 32),
+			ToolVersion: "0.0.0-test", CreatedAt: "2023-11-14T22:13:20Z", Built: tc.built}))
+	}
+	text, _, err := RenderCatalog(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "catalog_kinds.golden.md", text)
+	for _, want := range []string{
+		"The server is ready when its log shows `\"event\": \"ready\"`.",
+		"uvicorn serving `models.dit_demo.app:app`",
+		"The server speaks the OpenAI API at `http://127.0.0.1:8000/v1`",
+		"| vllm-tt-plugin | `https://github.com/housTT/vllm-tt-plugin` at `106744c01de96825ed8c81226f4fa043e8e929f4` |",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("catalog lacks %q", want)
+		}
+	}
+	// A vLLM package's card defaults its Hub task, as upstream's launcher does.
+	card, _, err := RenderCard(ws[len(ws)-1])
+	if err != nil || !strings.Contains(card, "pipeline_tag: text-generation") {
+		t.Errorf("the vllm-plugin card has no default pipeline tag (%v):\n%s", err, card)
+	}
+}

@@ -53,20 +53,11 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	fs := newRootfs(spec.Base)
 	var plans []*layerPlan
 
-	accounts := fs.plan("the tt user (uid 1000) and its writable /home/tt, /cache, /hf")
-	passwd, group, err := accountFiles(spec.Base)
+	accounts, err := accountsLayer(fs, spec.Base, "the tt user (uid 1000) and its writable /home/tt, /cache, /hf", 0o755)
 	if err != nil {
 		return builtImage{}, err
 	}
-	accounts.add(fileEntry("/etc/passwd", 0o644, passwd))
-	accounts.add(fileEntry("/etc/group", 0o644, group))
-	accounts.add(dirEntry(ImageHomeDir, 0o755, ImageUID, ImageGID))
-	accounts.add(dirEntry(ImageCacheDir, 0o775, ImageUID, ImageGID))
-	accounts.add(dirEntry(ImageHFDir, 0o775, ImageUID, ImageGID))
-	if !fs.tree.isDir("/tmp") {
-		accounts.add(dirEntry("/tmp", 0o1777, 0, 0))
-	}
-	plans = append(plans, accounts.done())
+	plans = append(plans, accounts)
 
 	if !spec.Closure.Static() {
 		libs := fs.plan(fmt.Sprintf("the shared libraries of the binaries (%d) and the loader", len(spec.Closure.Libraries)))
@@ -96,53 +87,59 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 	if err != nil {
 		return builtImage{}, err
 	}
-	for _, l := range layers {
-		progress.layer(l)
+	img, err := stackLayers(spec.Base, layers, spec.Epoch, func(c v1.Config) v1.Config { return imageConfig(c, spec) }, progress)
+	if err != nil {
+		return builtImage{}, err
 	}
+	return builtImage{Image: img, Layers: layers, Tree: fs.tree}, nil
+}
 
+// stackLayers puts our built layers on the base, each with a history entry,
+// sets the config (config maps the base's to ours) and every time stamp to
+// the epoch, and annotates the image with its base.
+func stackLayers(base *baseImage, layers []layerBlob, epoch time.Time, config func(v1.Config) v1.Config, progress *progress) (v1.Image, error) {
 	adds := make([]mutate.Addendum, 0, len(layers))
 	for _, l := range layers {
+		progress.layer(l)
 		adds = append(adds, mutate.Addendum{
 			Layer: l.Layer,
 			History: v1.History{
-				Created:   v1.Time{Time: spec.Epoch},
+				Created:   v1.Time{Time: epoch},
 				CreatedBy: historyStamp + ": " + l.Description,
 				Comment:   fmt.Sprintf("%d files", l.Files),
 			},
 		})
 	}
-	img, err := mutate.Append(spec.Base.Image, adds...)
+	img, err := mutate.Append(base.Image, adds...)
 	if err != nil {
-		return builtImage{}, fmt.Errorf("append layers: %w", err)
+		return nil, fmt.Errorf("append layers: %w", err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return builtImage{}, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	cf = cf.DeepCopy()
 	cf.OS = imagePlatform.OS
 	cf.Architecture = imagePlatform.Architecture
 	cf.Author = "tt-model"
-	cf.Config = imageConfig(cf.Config, spec)
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return builtImage{}, fmt.Errorf("config: %w", err)
+	cf.Config = config(cf.Config)
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	img, err = mutate.CreatedAt(img, v1.Time{Time: spec.Epoch})
-	if err != nil {
-		return builtImage{}, fmt.Errorf("created: %w", err)
+	if img, err = mutate.CreatedAt(img, v1.Time{Time: epoch}); err != nil {
+		return nil, fmt.Errorf("created: %w", err)
 	}
-	if !spec.Base.Scratch() {
-		annotated, ok := mutate.Annotations(img, map[string]string{
-			"org.opencontainers.image.base.name":   spec.Base.Ref,
-			"org.opencontainers.image.base.digest": spec.Base.Digest,
-		}).(v1.Image)
-		if !ok {
-			return builtImage{}, fmt.Errorf("annotate the image with its base")
-		}
-		img = annotated
+	if base.Scratch() {
+		return img, nil
 	}
-	return builtImage{Image: img, Layers: layers, Tree: fs.tree}, nil
+	annotated, ok := mutate.Annotations(img, map[string]string{
+		"org.opencontainers.image.base.name":   base.Ref,
+		"org.opencontainers.image.base.digest": base.Digest,
+	}).(v1.Image)
+	if !ok {
+		return nil, fmt.Errorf("annotate the image with its base")
+	}
+	return annotated, nil
 }
 
 // addHostFile copies a host file into the layer with its mode normalised.

@@ -18,6 +18,9 @@ func imageLabels(m *manifest.Manifest, code stagedCode, manifestJSON, created, r
 	}
 	labels := map[string]string{
 		"org.tenstorrent.tt-model":          m.Name,
+		"org.tenstorrent.tt-model.kind":     m.Kind,
+		"org.tenstorrent.tt-model.arch":     m.Arch,
+		"org.tenstorrent.tt-model.repo":     m.Repo,
 		"org.tenstorrent.tt-model.profiles": strings.Join(names, ","),
 		"org.tenstorrent.tt-model.manifest": manifestJSON,
 		"org.tenstorrent.tt-model.weights":  weights,

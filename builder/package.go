@@ -1,7 +1,9 @@
-// Package builder turns a tt-model.yaml of kind tt-go-server into a staged
-// package (code/, an OCI image layout, the model card and the wire
-// manifest) with go-containerregistry and no daemon, verifies the image,
-// renders cards, and pushes images to OCI registries. The shape follows
+// Package builder turns a tt-model.yaml of any kind into a staged package
+// (code/, an OCI image layout, the model card and the wire manifest),
+// verifies the image, renders cards, and pushes images to OCI registries.
+// tt-go-server images and Python kinds with nothing to install are built
+// with go-containerregistry and no daemon; a kind that installs packages at
+// build time is built through the Docker engine's build API. The shape follows
 // go-containerregistry: stage → layers → image → sinks (layout, engine,
 // registry), each sink its own file.
 package builder
@@ -11,7 +13,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,9 +26,6 @@ import (
 
 	"github.com/ttmodel/tt-model/manifest"
 )
-
-// ErrKindNotBuilt marks a valid manifest of a kind this version cannot build.
-var ErrKindNotBuilt = errors.New("kind not built by this version")
 
 // Verify modes.
 const (
@@ -51,18 +49,30 @@ type Options struct {
 	// package's git checkout).
 	SourceDateEpoch string
 	Verify          string
-	Log             io.Writer // progress; nil = silent
+	// Base overrides runtime.base: a registry reference, an OCI layout
+	// directory, a docker-archive tarball or an image in the Docker engine.
+	Base string
+	// BuildNetwork is the network of the engine build's RUN steps (docker
+	// build --network: "default", "none", "host"); "" = the engine's default.
+	BuildNetwork string
+	// Context, when set, also receives the rendered build context of a
+	// Python kind (Dockerfile, code/, scripts, tt-model): `docker build` it
+	// to compare.
+	Context string
+	Log     io.Writer // progress; nil = silent
 }
 
 // Result is what Package made; it is also the --json summary.
 type Result struct {
 	Name            string        `json:"name"`
 	Dir             string        `json:"dir"`
+	Kind            string        `json:"kind"`
 	Image           string        `json:"image"`
 	Digest          string        `json:"digest"`
 	ConfigDigest    string        `json:"config_digest"`
 	Profile         string        `json:"profile"`
 	Base            string        `json:"base"`
+	BuiltWith       string        `json:"built_with"`
 	SourceDateEpoch int64         `json:"source_date_epoch"`
 	Layers          []LayerInfo   `json:"layers"`
 	Compressed      int64         `json:"compressed_bytes"`
@@ -94,189 +104,70 @@ type BinaryInfo struct {
 	Static    bool   `json:"static"`
 }
 
-// Package builds <out>/<name>/ for a tt-go-server manifest. Everything is
-// made in a temporary directory beside the output and renamed into place
-// only after verify passed, so a failure leaves the previous package intact.
+// Package builds <out>/<name>/ for a manifest of any kind: tt-go-server
+// around our own server binaries, the Python kinds from a rendered build
+// context (daemonless when nothing runs at build time, else through the
+// Docker engine). Everything is made in a temporary directory beside the
+// output and renamed into place only after verify passed, so a failure
+// leaves the previous package intact.
 func Package(ctx context.Context, opts Options) (*Result, error) {
 	start := time.Now()
-	m := opts.Manifest
-	if m.Kind != manifest.KindGoServer {
-		return nil, fmt.Errorf("kind %s is validated but not built by this version (it builds %s): %w", m.Kind, manifest.KindGoServer, ErrKindNotBuilt)
-	}
-	p := newProgress(opts.Log)
-	workDir := opts.WorkDir
-	if workDir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, err
-		}
-		workDir = wd
-	}
-	outDir := opts.OutDir
-	if outDir == "" {
-		outDir = "build"
-	}
-	if !filepath.IsAbs(outDir) {
-		outDir = filepath.Join(workDir, outDir)
-	}
-	profile, err := m.ResolveProfile(opts.Profile)
-	if err != nil {
-		return nil, fmt.Errorf("--profile: %w", err)
-	}
-	launch, err := manifest.LaunchFor(m.Kind, m.Runtime, m.Weights.Repo, profile)
+	j, err := newJob(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	epoch, err := sourceDateEpoch(ctx, opts.SourceDateEpoch, filepath.Dir(absPath(workDir, m.File)))
-	if err != nil {
-		return nil, err
-	}
-	p.stage("packaging %s (kind %s, profile %s, SOURCE_DATE_EPOCH=%d)", m.Name, m.Kind, profile.Name, epoch.Unix())
+	defer j.cleanup()
+	m, p := j.m, j.p
 
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", outDir, err)
-	}
-	for _, stale := range append(removeStaleTempDirs(outDir, "."+m.Name+".partial-"), removeStaleTempDirs(os.TempDir(), scratchPrefix)...) {
-		p.stage("removed %s, left by a package run that was killed", stale)
-	}
-	stagingDir, err := ownedTempDir(outDir, "."+m.Name+".partial-")
-	if err != nil {
-		return nil, fmt.Errorf("create staging directory: %w", err)
-	}
-	defer os.RemoveAll(stagingDir)
-	scratch, err := ownedTempDir(os.TempDir(), scratchPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("create scratch directory: %w", err)
-	}
-	defer os.RemoveAll(scratch)
-
-	// code/
 	p.stage("staging code/")
-	code, err := stageCode(ctx, m, sourceRoots{workDir: workDir, scratch: scratch}, filepath.Join(stagingDir, "code"))
-	if err != nil {
+	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch}, filepath.Join(j.stagingDir, "code")); err != nil {
 		return nil, err
 	}
-	if code.RecordedOnly {
+	if j.code.RecordedOnly {
 		p.stage("source.code: %d path(s) of %s recorded, not staged: kind %s ships no tt-metal and the tree is not a local checkout",
 			len(m.Source.Code), m.Source.TTMetal.String(), m.Kind)
 	}
-	for _, s := range code.Skipped {
+	for _, s := range j.code.Skipped {
 		p.stage("code/: skipped %s (build detritus or weights)", s)
 	}
 
-	// binaries
-	serverPath := stringOf(m.Runtime["server"])
-	if serverPath != "" && !filepath.IsAbs(serverPath) {
-		serverPath = filepath.Join(workDir, serverPath)
+	var b *built
+	if m.Kind == manifest.KindGoServer {
+		b, err = packageGoServer(ctx, j)
+	} else {
+		b, err = packageKind(ctx, j)
 	}
-	buildDir := filepath.Join(scratch, "bin")
-	if err := os.MkdirAll(buildDir, 0o755); err != nil {
-		return nil, err
-	}
-	p.stage("locating tt-model-server and tt-model")
-	server, tool, err := locateBinaries(ctx, binaryPlan{
-		ServerPath: serverPath, Executable: opts.Executable,
-		SearchDirs: []string{filepath.Dir(absPath(workDir, m.File)), workDir},
-		BuildDir:   buildDir, Log: p.writer(),
-	})
 	if err != nil {
 		return nil, err
-	}
-	search, err := newLibSearch("/")
-	if err != nil {
-		return nil, err
-	}
-	closure, binInfo, err := closureOf(search, []placedBinary{{tool, ImageToolPath}, {server, ImageServerPath}})
-	if err != nil {
-		return nil, err
-	}
-	for _, b := range binInfo {
-		p.stage("%s: %s, %s, static=%v", b.ImagePath, b.From, humanBytes(b.Size), b.Static)
 	}
 
-	// image
-	baseRef := stringOf(m.Runtime["base"])
-	baseAt := baseRef
-	if baseRef != "" && baseRef != "scratch" && isLocalPathRef(workDir, baseRef) && !filepath.IsAbs(baseRef) {
-		baseAt = filepath.Join(workDir, baseRef)
-	}
-	p.stage("base image: %s", orScratch(baseRef))
-	base, err := loadBase(ctx, baseRef, baseAt, filepath.Join(scratch, "base-layers"))
-	if err != nil {
-		return nil, err
-	}
-	env := map[string]string{"HF_HOME": ImageHFDir, "TT_METAL_CACHE": ImageCacheDir, "HOME": ImageHomeDir}
-	for k, v := range launch.Env {
-		env[k] = v
-	}
-	if extra := closure.extraLibraryPath(); len(extra) > 0 {
-		env["LD_LIBRARY_PATH"] = strings.Join(extra, ":")
-	}
-	cmd := append([]string{ImageServerPath}, launch.Argv[1:]...)
-
-	builtAt := epoch.UTC().Format(time.RFC3339)
-	built := map[string]any{
-		"repo":             m.Repo,
-		"tt_model_version": opts.ToolVersion,
-		"created_at":       builtAt,
-		"tt_metal":         code.TTMetal.asMap(),
-		"code_sha256":      code.SHA256,
-		"profile":          profile.Name,
-		"base":             map[string]any{"ref": base.Ref, "digest": base.Digest},
-		"server":           map[string]any{"from": binInfo[1].From, "sha256": binInfo[1].SHA256, "static": binInfo[1].Static},
-		"tool":             map[string]any{"from": binInfo[0].From, "sha256": binInfo[0].SHA256, "static": binInfo[0].Static},
-	}
-	// The label carries the resolved manifest without the image's own name
-	// and digest (they depend on the label) nor a host name.
-	labelWire := m.ToWire(manifest.WireInfo{TTMetalVersion: code.TTMetal.SCMVersion, ToolVersion: opts.ToolVersion,
-		CreatedAt: builtAt, Built: built})
-	manifestJSON, err := json.Marshal(labelWire)
-	if err != nil {
-		return nil, fmt.Errorf("encode the manifest label: %w", err)
-	}
-	spec := imageSpec{
-		Base: base, Server: server, Tool: tool, Closure: closure,
-		Entrypoint: []string{ImageToolPath, "supervise", "--"},
-		Cmd:        cmd,
-		Env:        env,
-		Port:       launch.Port,
-		Labels:     imageLabels(m, code, string(manifestJSON), builtAt, gitRevision(ctx, filepath.Dir(absPath(workDir, m.File)))),
-		Epoch:      epoch,
-	}
-	p.stage("assembling the image")
-	bi, err := assembleImage(spec, p)
-	if err != nil {
-		return nil, err
-	}
-	digest, err := bi.Image.Digest()
+	digest, err := b.image.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("image digest: %w", err)
 	}
-	configDigest, err := bi.Image.ConfigName()
+	configDigest, err := b.image.ConfigName()
 	if err != nil {
 		return nil, fmt.Errorf("config digest: %w", err)
 	}
-	tag := imageTag(m.Name, digest)
-	p.stage("image %s (%s)", tag, digest)
-
 	p.stage("writing the OCI layout")
-	if err := writeLayout(filepath.Join(stagingDir, "image"), bi.Image, tag); err != nil {
+	layoutDir := filepath.Join(j.stagingDir, "image")
+	if err := linkBlobs(layoutDir, b.blobFiles); err != nil {
 		return nil, err
 	}
-
-	// verify
-	where, err := verifyImage(ctx, opts.Verify, bi, tag, m.Verify, scratch, p)
-	if err != nil {
+	if err := writeLayout(layoutDir, b.image, b.tag); err != nil {
 		return nil, err
 	}
 
 	// wire manifest and card
-	built["image"] = tag
-	built["image_digest"] = digest.String()
+	b.record["image"] = b.tag
+	b.record["image_digest"] = digest.String()
 	hostname, _ := os.Hostname()
-	wire := m.ToWire(manifest.WireInfo{ImageTag: tag, Digest: digest.String(), TTMetalVersion: code.TTMetal.SCMVersion,
-		ToolVersion: opts.ToolVersion, CreatedAt: builtAt, Hostname: hostname, Built: built})
-	warnings, err := writeWireAndCard(stagingDir, wire)
+	wire := m.ToWire(manifest.WireInfo{ImageTag: b.tag, Digest: digest.String(), TTMetalVersion: j.code.TTMetal.SCMVersion,
+		ToolVersion: opts.ToolVersion, CreatedAt: j.builtAt(), Hostname: hostname, Built: b.record})
+	if b.runtime != nil {
+		wire.Container.Runtime = b.runtime
+	}
+	warnings, err := writeWireAndCard(j.stagingDir, wire)
 	if err != nil {
 		return nil, err
 	}
@@ -284,21 +175,164 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		p.stage("warning: %s", w)
 	}
 
-	final := filepath.Join(outDir, m.Name)
-	res, err := newResult(final, tag, digest, configDigest, profile.Name, base.Ref, epoch, binInfo, code, where, warnings, bi, closure)
+	final := filepath.Join(j.outDir, m.Name)
+	res, err := newResult(final, digest, configDigest, j, b, warnings)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(stagingDir, 0o755); err != nil { // MkdirTemp made it 0700
+	if err := os.Chmod(j.stagingDir, 0o755); err != nil { // MkdirTemp made it 0700
 		return nil, err
 	}
-	if err := replaceDir(stagingDir, final); err != nil {
+	if err := replaceDir(j.stagingDir, final); err != nil {
 		return nil, err
 	}
 	res.Elapsed = time.Since(start)
 	res.ElapsedSeconds = res.Elapsed.Seconds()
-	p.stage("wrote %s (image %s, %s compressed, %s uncompressed)", final, tag, humanBytes(res.Compressed), humanBytes(res.Uncompressed))
+	p.stage("wrote %s (image %s, %s compressed, %s uncompressed)", final, b.tag, humanBytes(res.Compressed), humanBytes(res.Uncompressed))
 	return res, nil
+}
+
+// job is one package build: the inputs resolved once, the staging and
+// scratch directories, and the staged code/, shared by the kinds' builders.
+type job struct {
+	opts       Options
+	m          *manifest.Manifest
+	p          *progress
+	workDir    string
+	outDir     string
+	profile    manifest.Profile
+	launch     manifest.Launch
+	epoch      time.Time
+	stagingDir string // becomes <out>/<name>/
+	scratch    string // removed at the end
+	code       stagedCode
+	// baseRef is --base, else runtime.base ("" when neither).
+	baseRef string
+}
+
+func newJob(ctx context.Context, opts Options) (*job, error) {
+	m := opts.Manifest
+	j := &job{opts: opts, m: m, p: newProgress(opts.Log), workDir: opts.WorkDir, outDir: opts.OutDir}
+	if j.workDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		j.workDir = wd
+	}
+	if j.outDir == "" {
+		j.outDir = "build"
+	}
+	if !filepath.IsAbs(j.outDir) {
+		j.outDir = filepath.Join(j.workDir, j.outDir)
+	}
+	var err error
+	if j.profile, err = m.ResolveProfile(opts.Profile); err != nil {
+		return nil, fmt.Errorf("--profile: %w", err)
+	}
+	if j.launch, err = manifest.LaunchFor(m.Kind, m.Runtime, m.Weights.Repo, j.profile); err != nil {
+		return nil, err
+	}
+	if j.epoch, err = sourceDateEpoch(ctx, opts.SourceDateEpoch, filepath.Dir(absPath(j.workDir, m.File))); err != nil {
+		return nil, err
+	}
+	j.baseRef = opts.Base
+	if j.baseRef == "" {
+		j.baseRef = stringOf(m.Runtime["base"])
+	}
+	j.p.stage("packaging %s (kind %s, profile %s, SOURCE_DATE_EPOCH=%d)", m.Name, m.Kind, j.profile.Name, j.epoch.Unix())
+	if err := os.MkdirAll(j.outDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", j.outDir, err)
+	}
+	for _, stale := range append(removeStaleTempDirs(j.outDir, "."+m.Name+".partial-"), removeStaleTempDirs(os.TempDir(), scratchPrefix)...) {
+		j.p.stage("removed %s, left by a package run that was killed", stale)
+	}
+	if j.stagingDir, err = ownedTempDir(j.outDir, "."+m.Name+".partial-"); err != nil {
+		return nil, fmt.Errorf("create staging directory: %w", err)
+	}
+	if j.scratch, err = ownedTempDir(os.TempDir(), scratchPrefix); err != nil {
+		os.RemoveAll(j.stagingDir)
+		return nil, fmt.Errorf("create scratch directory: %w", err)
+	}
+	return j, nil
+}
+
+func (j *job) cleanup() {
+	os.RemoveAll(j.stagingDir)
+	os.RemoveAll(j.scratch)
+}
+
+func (j *job) builtAt() string { return j.epoch.UTC().Format(time.RFC3339) }
+
+// baseField names where the base was given, for errors.
+func (j *job) baseField() string {
+	if j.opts.Base != "" {
+		return "--base"
+	}
+	return "runtime.base"
+}
+
+// baseAt is where to open the base: a relative path made absolute against
+// the working directory (the ref itself goes into labels unchanged).
+func (j *job) baseAt() string {
+	ref := j.baseRef
+	if ref != "" && ref != "scratch" && isLocalPathRef(j.workDir, ref) && !filepath.IsAbs(ref) {
+		return filepath.Join(j.workDir, ref)
+	}
+	return ref
+}
+
+// manifestLabel is the resolved manifest as the image label carries it,
+// without the image's own name and digest (they depend on the label) nor a
+// host name.
+func (j *job) manifestLabel(record, runtime map[string]any) (string, error) {
+	w := j.m.ToWire(manifest.WireInfo{TTMetalVersion: j.code.TTMetal.SCMVersion, ToolVersion: j.opts.ToolVersion,
+		CreatedAt: j.builtAt(), Built: record})
+	if runtime != nil {
+		w.Container.Runtime = runtime
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return "", fmt.Errorf("encode the manifest label: %w", err)
+	}
+	return string(b), nil
+}
+
+// record starts the wire manifest's built block: what every kind records
+// (the kind's builder adds its own).
+func (j *job) record(baseRef, baseDigest, builtWith string) map[string]any {
+	return map[string]any{
+		"repo":             j.m.Repo,
+		"tt_model_version": j.opts.ToolVersion,
+		"created_at":       j.builtAt(),
+		"tt_metal":         j.code.TTMetal.asMap(),
+		"code_sha256":      j.code.SHA256,
+		"profile":          j.profile.Name,
+		"base":             map[string]any{"ref": baseRef, "digest": baseDigest},
+		"built_with":       builtWith,
+	}
+}
+
+// built is what a kind's builder made, verified.
+type built struct {
+	image v1.Image
+	tag   string
+	// layers are ours (the base's are not listed).
+	layers     []layerBlob
+	baseRef    string
+	verifiedIn string
+	builtWith  string
+	// record is the wire manifest's built block, less image and digest.
+	record map[string]any
+	// runtime replaces the manifest's runtime in the wire manifest when the
+	// build pinned refs in it (nil: unchanged).
+	runtime   map[string]any
+	binaries  []BinaryInfo
+	libraries []string
+	// baseUncompressed is the base's size as tars (-1: count it).
+	baseUncompressed int64
+	// blobFiles are blobs of the image already on disk, by digest hex.
+	blobFiles map[string]string
 }
 
 // writeWireAndCard writes tt_kernel_manifest.json, then README.md rendered
@@ -323,14 +357,14 @@ func writeWireAndCard(dir string, wire *manifest.Wire) ([]string, error) {
 }
 
 // newResult summarises a finished package.
-func newResult(dir, tag string, digest, configDigest v1.Hash, profile, base string, epoch time.Time, bins []BinaryInfo,
-	code stagedCode, verifiedIn string, warnings []string, bi builtImage, closure elfClosure) (*Result, error) {
+func newResult(dir string, digest, configDigest v1.Hash, j *job, b *built, warnings []string) (*Result, error) {
 	res := &Result{
-		Name: filepath.Base(dir), Dir: dir, Image: tag, Digest: digest.String(), ConfigDigest: configDigest.String(),
-		Profile: profile, Base: base, SourceDateEpoch: epoch.Unix(), Binaries: bins,
-		CodeSHA256: code.SHA256, CodeSkipped: nonNilStrings(code.Skipped), VerifiedIn: verifiedIn, Warnings: nonNilStrings(warnings),
+		Name: filepath.Base(dir), Dir: dir, Kind: j.m.Kind, Image: b.tag, Digest: digest.String(), ConfigDigest: configDigest.String(),
+		Profile: j.profile.Name, Base: b.baseRef, BuiltWith: b.builtWith, SourceDateEpoch: j.epoch.Unix(),
+		Binaries: b.binaries, Libraries: nonNilStrings(b.libraries),
+		CodeSHA256: j.code.SHA256, CodeSkipped: nonNilStrings(j.code.Skipped), VerifiedIn: b.verifiedIn, Warnings: nonNilStrings(warnings),
 	}
-	for _, l := range bi.Layers {
+	for _, l := range b.layers {
 		d, err := l.Layer.Digest()
 		if err != nil {
 			return nil, err
@@ -338,16 +372,9 @@ func newResult(dir, tag string, digest, configDigest v1.Hash, profile, base stri
 		res.Layers = append(res.Layers, LayerInfo{Digest: d.String(), Description: l.Description, Compressed: l.Compressed, Uncompressed: l.Uncompressed})
 	}
 	var err error
-	if res.Compressed, res.Uncompressed, err = imageSizes(bi); err != nil {
+	if res.Compressed, res.Uncompressed, err = imageSizes(b.image, b.layers, b.baseUncompressed); err != nil {
 		return nil, err
 	}
-	if in := closure.Interpreter; in != nil {
-		res.Libraries = append(res.Libraries, in.ImagePath)
-	}
-	for _, l := range closure.Libraries {
-		res.Libraries = append(res.Libraries, l.ImagePath)
-	}
-	res.Libraries = nonNilStrings(res.Libraries)
 	return res, nil
 }
 
@@ -450,19 +477,23 @@ func replaceDir(staged, final string) error {
 }
 
 // imageSizes adds up the image's layers: ours from what building them
-// counted, the base's by reading them.
-func imageSizes(bi builtImage) (compressed, uncompressed int64, err error) {
-	layers, err := bi.Image.Layers()
+// counted, the others' compressed sizes from the manifest and their tar
+// sizes from baseUncompressed, or by reading them when it is -1.
+func imageSizes(img v1.Image, ours []layerBlob, baseUncompressed int64) (compressed, uncompressed int64, err error) {
+	layers, err := img.Layers()
 	if err != nil {
 		return 0, 0, err
 	}
-	baseLayers := len(layers) - len(bi.Layers)
+	baseLayers := len(layers) - len(ours)
 	for _, l := range layers[:baseLayers] {
 		n, err := l.Size()
 		if err != nil {
 			return 0, 0, err
 		}
 		compressed += n
+		if baseUncompressed >= 0 {
+			continue
+		}
 		rc, err := l.Uncompressed()
 		if err != nil {
 			return 0, 0, err
@@ -474,7 +505,10 @@ func imageSizes(bi builtImage) (compressed, uncompressed int64, err error) {
 		}
 		uncompressed += u
 	}
-	for _, l := range bi.Layers {
+	if baseUncompressed > 0 {
+		uncompressed += baseUncompressed
+	}
+	for _, l := range ours {
 		compressed += l.Compressed
 		uncompressed += l.Uncompressed
 	}

@@ -3,7 +3,6 @@ package builder
 import (
 	"archive/tar"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,14 +118,16 @@ func TestPackageFailuresKeepPrevious(t *testing.T) {
 	}
 }
 
-func TestPackageOtherKindsAreNotBuilt(t *testing.T) {
+// TestPackagePythonKindNeedsABase: a Python kind on scratch (no base) is
+// refused before anything is built, saying what the base must carry.
+func TestPackagePythonKindNeedsABase(t *testing.T) {
 	m, work := testPackage(t, func(y string) string {
 		y = strings.Replace(y, "kind: tt-go-server", "kind: tt-dit-server", 1)
 		return strings.Replace(y, "runtime:\n  model: rf-detr\n", "runtime:\n  app: models.demo.demo:app\n", 1)
 	})
 	_, err := Package(context.Background(), packageOpts(m, work, "", filepath.Join(work, "out"), VerifyRootfs))
-	if !errors.Is(err, ErrKindNotBuilt) || !strings.Contains(err.Error(), "kind tt-dit-server is validated but not built by this version") {
-		t.Errorf("Package of a tt-dit-server manifest: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "kind tt-dit-server needs a base image with bash and Python") {
+		t.Errorf("Package of a tt-dit-server manifest without a base: %v", err)
 	}
 }
 

@@ -32,8 +32,12 @@ func (p *progress) layer(l layerBlob) {
 		return
 	}
 	d, _ := l.Layer.Digest()
-	p.stage("layer %s: %s, %d files, %s (%s uncompressed)", shortHex(d.Hex), l.Description, l.Files,
-		humanBytes(l.Compressed), humanBytes(l.Uncompressed))
+	cached := ""
+	if l.Cached {
+		cached = " (unchanged: from the layer cache)"
+	}
+	p.stage("layer %s: %s, %d files, %s (%s uncompressed)%s", shortHex(d.Hex), l.Description, l.Files,
+		humanBytes(l.Compressed), humanBytes(l.Uncompressed), cached)
 }
 
 // writer is where child processes (go build, verify) print.

@@ -83,8 +83,13 @@ func (l *layerPlan) done() *layerPlan {
 
 // buildLayers writes the planned layers, compressing them concurrently:
 // gzip of the binaries is most of an image's assembly time, and each layer's
-// bytes depend on its own entries only.
+// bytes depend on its own entries only. A layer whose inputs did not change
+// since an earlier build comes from the layer cache.
 func buildLayers(plans []*layerPlan, epoch time.Time) ([]layerBlob, error) {
+	dir := userCacheDir("layers")
+	if dir != "" {
+		defer pruneCache(dir)
+	}
 	blobs := make([]layerBlob, len(plans))
 	errs := make([]error, len(plans))
 	var wg sync.WaitGroup
@@ -92,7 +97,7 @@ func buildLayers(plans []*layerPlan, epoch time.Time) ([]layerBlob, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			blobs[i], errs[i] = buildLayer(p.entries, epoch, p.description)
+			blobs[i], errs[i] = cachedBuildLayer(dir, p.entries, epoch, p.description)
 		}()
 	}
 	wg.Wait()
@@ -150,4 +155,24 @@ func ensureAccount(data []byte, file, want string, wantID int, line string, idFi
 		out = append(out, '\n')
 	}
 	return append(out, line+"\n"...), nil
+}
+
+// accountsLayer plans the layer of the tt account: /etc/passwd and
+// /etc/group with tt (uid and gid 1000) added, HOME with homeMode, /cache
+// and /hf writable by tt, and /tmp when the base has none.
+func accountsLayer(fs *rootfs, base *baseImage, description string, homeMode int64) (*layerPlan, error) {
+	l := fs.plan(description)
+	passwd, group, err := accountFiles(base)
+	if err != nil {
+		return nil, err
+	}
+	l.add(fileEntry("/etc/passwd", 0o644, passwd))
+	l.add(fileEntry("/etc/group", 0o644, group))
+	l.add(dirEntry(ImageHomeDir, homeMode, ImageUID, ImageGID))
+	l.add(dirEntry(ImageCacheDir, 0o775, ImageUID, ImageGID))
+	l.add(dirEntry(ImageHFDir, 0o775, ImageUID, ImageGID))
+	if !fs.tree.isDir("/tmp") {
+		l.add(dirEntry("/tmp", 0o1777, 0, 0))
+	}
+	return l.done(), nil
 }

@@ -55,6 +55,11 @@ type layerBlob struct {
 	Compressed   int64
 	Description  string
 	Files        int
+	// File holds the compressed blob when the layer cache has it (the OCI
+	// layout links it instead of copying); Cached says it was not rebuilt.
+	File   string
+	Cached bool
+	data   []byte // the compressed blob, when built here
 }
 
 // buildLayer writes entries as a reproducible gzip'd tar: entries sorted by
@@ -101,6 +106,7 @@ func buildLayer(entries []entry, epoch time.Time, description string) (layerBlob
 		Compressed:   int64(len(blob)),
 		Description:  description,
 		Files:        len(sorted),
+		data:         blob,
 	}, nil
 }
 

@@ -249,36 +249,42 @@ func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, st
 	if err != nil {
 		return "", err
 	}
-	var r runner
-	if mode == VerifyAuto || mode == VerifyDocker {
-		engine, err := connectDocker(ctx)
-		switch {
-		case err == nil:
-			p.stage("loading %s into the Docker engine", tag)
-			if err := engine.load(ctx, tag, img); err != nil {
-				engine.Close()
-				return "", err
-			}
-			r = dockerRunner{engine: engine, tag: tag}
-		case mode == VerifyDocker:
-			return "", fmt.Errorf("verify: %w", err)
-		default:
-			p.stage("no Docker engine (%v): verifying in the unpacked image", err)
-		}
-	}
-	if r == nil {
-		if mode != VerifyAuto && mode != VerifyRootfs {
-			return "", fmt.Errorf("verify mode %q: want %q, %q or empty", mode, VerifyDocker, VerifyRootfs)
-		}
-		cr, err := newChrootRunner(img, scratch)
-		if err != nil {
-			return "", err
-		}
-		r = cr
+	r, err := openVerifyRunner(ctx, mode, img, tag, true, scratch, p)
+	if err != nil {
+		return "", err
 	}
 	defer r.Close()
 	if err := runVerify(ctx, r, steps, p); err != nil {
 		return "", err
 	}
 	return r.Where(), nil
+}
+
+// openVerifyRunner is where the image's checks run: a container on the
+// Docker engine (mode docker, or auto when one answers), else the unpacked
+// image in a chroot. load says whether img must first be loaded into the
+// engine under tag (an engine build already has it).
+func openVerifyRunner(ctx context.Context, mode string, img v1.Image, tag string, load bool, scratch string, p *progress) (runner, error) {
+	if mode != VerifyAuto && mode != VerifyDocker && mode != VerifyRootfs {
+		return nil, fmt.Errorf("verify mode %q: want %q, %q or empty", mode, VerifyDocker, VerifyRootfs)
+	}
+	if mode == VerifyAuto || mode == VerifyDocker {
+		engine, err := connectDocker(ctx)
+		switch {
+		case err == nil:
+			if load {
+				p.stage("loading %s into the Docker engine", tag)
+				if err := engine.load(ctx, tag, img); err != nil {
+					engine.Close()
+					return nil, err
+				}
+			}
+			return dockerRunner{engine: engine, tag: tag}, nil
+		case mode == VerifyDocker:
+			return nil, fmt.Errorf("verify: %w", err)
+		default:
+			p.stage("no Docker engine (%v): verifying in the unpacked image", err)
+		}
+	}
+	return newChrootRunner(img, scratch)
 }

@@ -254,10 +254,17 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	for _, s := range spec.Weights {
 		fmt.Fprintf(w, "  weights  %s@%s\n", s.Repo, s.Commit)
 	}
-	fmt.Fprintf(w, "  try      curl -s %s/health\n", url)
-	fmt.Fprintf(w, "           curl -s %s/v1/models\n", url)
-	if spec.Package.Wire.Container.Runtime["model"] == "pi05" {
-		fmt.Fprintf(w, "           curl -s %s/v1/actions/metadata\n", url)
+	switch kind := spec.Package.Wire.Container.Kind; kind {
+	case manifest.KindGoServer:
+		fmt.Fprintf(w, "  try      curl -s %s/health\n", url)
+		fmt.Fprintf(w, "           curl -s %s/v1/models\n", url)
+		if spec.Package.Wire.Container.Runtime["model"] == "pi05" {
+			fmt.Fprintf(w, "           curl -s %s/v1/actions/metadata\n", url)
+		}
+	case "vllm-plugin", "vllm-fork":
+		fmt.Fprintf(w, "  try      curl -s %s/v1/models   (the OpenAI API)\n", url)
+	default:
+		fmt.Fprintf(w, "  api      the model's own routes (kind %s): see the package's README.md\n", kind)
 	}
 	if spec.Package.Wire.Container.Runtime["model"] == "rf-detr" {
 		fmt.Fprintf(w, "           curl -s %s/predict -H 'Content-Type: application/json' -d \"{\\\"image\\\": \\\"$(base64 -w0 photo.jpg)\\\"}\"\n", url)

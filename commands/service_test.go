@@ -141,6 +141,46 @@ func TestServiceInstallPrintArgv(t *testing.T) {
 	}
 }
 
+// The supervisor takes the hang marker and PI05_RESET_ON_START (auto, 1, 0) from the server's
+// environment: a --manifest profile's, else its own; the flags win.
+func TestSuperviseReadsServerHangSettings(t *testing.T) {
+	m, err := manifest.Load("../models/pi05/tt-model.yaml", manifest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), manifest.WireFile)
+	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: version.Version}).WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	config := func(args ...string) (supervisorConfig, error) {
+		var f superviseFlags
+		fs := pflag.NewFlagSet("supervise", pflag.ContinueOnError)
+		f.bind(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.config(fs, fs.Args())
+		return supervisorConfig{string(c.ResetOnStart), c.HangMarker}, err
+	}
+	if c, err := config("--manifest", path); err != nil || c != (supervisorConfig{"auto", "/cache/pi05_hang_marker"}) {
+		t.Errorf("pi05 manifest: %+v, %v; want the profile's auto and /cache/pi05_hang_marker", c, err)
+	}
+	t.Setenv("PI05_RESET_ON_START", "1")
+	t.Setenv("PI05_HANG_MARKER", "/state/marker")
+	if c, err := config("--", "server"); err != nil || c != (supervisorConfig{"always", "/state/marker"}) {
+		t.Errorf("PI05_RESET_ON_START=1 in the environment: %+v, %v", c, err)
+	}
+	if c, err := config("--reset-on-start", "0", "--hang-marker", "/m", "--", "server"); err != nil || c != (supervisorConfig{"never", "/m"}) {
+		t.Errorf("flags over the environment: %+v, %v", c, err)
+	}
+	t.Setenv("PI05_RESET_ON_START", "sometimes")
+	if _, err := config("--", "server"); err == nil || !strings.Contains(err.Error(), "PI05_RESET_ON_START") {
+		t.Errorf("PI05_RESET_ON_START=sometimes: %v, want an error naming it", err)
+	}
+}
+
+type supervisorConfig struct{ reset, marker string }
+
 // A server program that does not exist or cannot run is refused at install,
 // not found by systemd at each start.
 func TestServiceInstallRefusesMissingServer(t *testing.T) {

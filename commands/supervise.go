@@ -43,11 +43,11 @@ func (f *superviseFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.readyLine, "ready-line", "", "ready when the server's output contains this text (instead of the URL)")
 	fs.DurationVar(&f.startTimeout, "start-timeout", d.StartTimeout, "a server not ready by then is stopped and handled as a hang")
 	fs.DurationVar(&f.stopGrace, "stop-grace", d.StopGrace, "SIGKILL a server this long after SIGTERM")
-	fs.StringVar(&f.hangMarker, "hang-marker", "", "hang marker file (default $PI05_HANG_MARKER or ~/.cache/pi05/hang_marker)")
+	fs.StringVar(&f.hangMarker, "hang-marker", "", "hang marker file (default the server's PI05_HANG_MARKER — the --manifest profile's, else this environment's — or ~/.cache/pi05/hang_marker)")
 	fs.StringVar(&f.resetCmd, "reset-cmd", d.ResetCmd, "chip reset command; {chips} becomes the chip list (no shell)")
 	fs.DurationVar(&f.resetTimeout, "reset-timeout", d.ResetTimeout, "kill the reset command's process group after this long")
 	fs.StringVar(&f.chips, "chips", "", "chips the server uses, e.g. 0,1 or 0-3 (default every /dev/tenstorrent/N)")
-	fs.StringVar(&f.resetOnStart, "reset-on-start", string(d.ResetOnStart), "reset the chips before the first start: auto (when the hang marker exists), always or never")
+	fs.StringVar(&f.resetOnStart, "reset-on-start", string(d.ResetOnStart), "reset the chips before the first start: auto (when the hang marker exists), always (1) or never (0); default the server's PI05_RESET_ON_START, else auto")
 	fs.IntVar(&f.maxRestarts, "max-restarts", d.MaxRestarts, "give up after this many restarts within --restart-window")
 	fs.DurationVar(&f.restartWindow, "restart-window", d.RestartWindow, "window for --max-restarts")
 	fs.StringVar(&f.statusAddr, "status-addr", "", "serve the status JSON (GET /status, and / for machines) and the status page (/ in a browser) on this address, e.g. 127.0.0.1:9100 (default off)")
@@ -92,11 +92,30 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 		cfg.ReadyLine = f.readyLine
 	}
 	cfg.StartTimeout, cfg.StopGrace = f.startTimeout, f.stopGrace
-	if f.hangMarker != "" {
+	// The server's environment (a --manifest profile's, else this process's) says where the hang
+	// marker is and when to reset, as the seed's server reads them; the flags win.
+	serverEnv := func(k string) string {
+		if launch != nil && launch.Env[k] != "" {
+			return launch.Env[k]
+		}
+		return os.Getenv(k)
+	}
+	switch {
+	case f.hangMarker != "":
 		cfg.HangMarker = f.hangMarker
+	case serverEnv("PI05_HANG_MARKER") != "":
+		cfg.HangMarker = serverEnv("PI05_HANG_MARKER")
 	}
 	cfg.ResetCmd, cfg.ResetTimeout = f.resetCmd, f.resetTimeout
-	cfg.ResetOnStart = supervisor.ResetOnStart(f.resetOnStart)
+	reset, from := f.resetOnStart, "--reset-on-start"
+	if v := serverEnv("PI05_RESET_ON_START"); v != "" && !fs.Changed("reset-on-start") {
+		reset, from = v, "PI05_RESET_ON_START"
+	}
+	ros, err := supervisor.ParseResetOnStart(reset)
+	if err != nil {
+		return supervisor.Config{}, fmt.Errorf("%s=%w", from, err)
+	}
+	cfg.ResetOnStart = ros
 	cfg.MaxRestarts, cfg.RestartWindow = f.maxRestarts, f.restartWindow
 	cfg.StatusAddr, cfg.StateFile = f.statusAddr, f.stateFile
 	if f.chips != "" {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // IsCommit reports whether rev is a full commit sha (a pin that cannot move).
@@ -73,7 +75,7 @@ func (c Cache) WriteRef(repo, ref, commit string) error {
 		return nil
 	}
 	path := filepath.Join(c.RepoDir(repo), "refs", filepath.FromSlash(ref))
-	if err := writeFileAtomic(path, []byte(commit)); err != nil {
+	if err := atomicfile.Write(path, []byte(commit)); err != nil {
 		return fmt.Errorf("write ref %s of %s: %w", ref, repo, err)
 	}
 	return nil
@@ -116,30 +118,6 @@ func (c Cache) blobSize(repo, etag string) int64 {
 		return -1
 	}
 	return fi.Size()
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // EnsureDefaultRef points refs/main at commit when the cache has no

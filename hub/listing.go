@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // The file list of a commit is kept in the cache so a pinned commit can be
@@ -54,7 +56,7 @@ func (c Cache) writeListing(repo, commit string, files []RepoFile) error {
 	if err != nil {
 		return fmt.Errorf("encode the file list of %s@%s: %w", repo, commit, err)
 	}
-	if err := writeFileAtomic(c.listingPath(repo, commit), b); err != nil {
+	if err := atomicfile.Write(c.listingPath(repo, commit), b); err != nil {
 		return fmt.Errorf("save the file list of %s@%s: %w", repo, commit, err)
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // An LFS blob (the weights) is hashed in full once, when it is downloaded or
@@ -36,7 +38,7 @@ func (c Cache) recordVerified(repo, etag string) error {
 		return fmt.Errorf("record the verified blob %s of %s: %w", etag, repo, err)
 	}
 	rec := fmt.Sprintf("%d %d\n", fi.Size(), fi.ModTime().UnixNano())
-	if err := writeFileAtomic(c.verifiedPath(repo, etag), []byte(rec)); err != nil {
+	if err := atomicfile.Write(c.verifiedPath(repo, etag), []byte(rec)); err != nil {
 		return fmt.Errorf("record the verified blob %s of %s: %w", etag, repo, err)
 	}
 	return nil

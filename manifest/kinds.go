@@ -32,6 +32,9 @@ type kind struct {
 	meshShapeEnv func(runtime map[string]any) string
 	// meshDeviceEnv says whether MESH_DEVICE is exported.
 	meshDeviceEnv bool
+	// meshDeviceFirst puts MESH_DEVICE before HF_MODEL, the order upstream's
+	// vllm-plugin launcher writes them in.
+	meshDeviceFirst bool
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -39,18 +42,19 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // kinds is the closed table of launcher kinds: the four upstream ones and ours.
 var kinds = map[string]*kind{
 	"vllm-plugin": {
-		name:          "vllm-plugin",
-		required:      []string{"hardware", "mesh_device", "max_num_seqs", "block_size"},
-		runtimeKeys:   []string{"vllm", "plugin", "extension", "extra_models_dir", "lock", "overrides", "wheels"},
-		readyLine:     "Application startup complete",
-		validate:      validateVllmPlugin,
-		argv:          vllmPluginArgv,
-		meshDeviceEnv: true,
+		name:            "vllm-plugin",
+		required:        []string{"hardware", "mesh_device", "max_num_seqs", "block_size"},
+		runtimeKeys:     []string{"vllm", "plugin", "extension", "extra_models_dir", "lock", "overrides", "wheels", "base"},
+		readyLine:       "Application startup complete",
+		validate:        validateVllmPlugin,
+		argv:            vllmPluginArgv,
+		meshDeviceEnv:   true,
+		meshDeviceFirst: true,
 	},
 	"vllm-fork": {
 		name:        "vllm-fork",
 		required:    []string{"hardware", "mesh_device", "max_num_seqs", "block_size"},
-		runtimeKeys: []string{"vllm", "extension", "lock", "model_dir"},
+		runtimeKeys: []string{"vllm", "extension", "lock", "model_dir", "base"},
 		readyLine:   "Server ready at",
 		validate:    validateVllmFork,
 		argv:        vllmForkArgv,
@@ -58,7 +62,7 @@ var kinds = map[string]*kind{
 	"tt-dit-server": {
 		name:          "tt-dit-server",
 		required:      []string{"hardware", "mesh_device"},
-		runtimeKeys:   []string{"app", "packages", "lock", "mesh_shape_env"},
+		runtimeKeys:   []string{"app", "packages", "lock", "mesh_shape_env", "base"},
 		readyLine:     "Application startup complete",
 		validate:      validateTTDit,
 		argv:          ttDitArgv,
@@ -68,7 +72,7 @@ var kinds = map[string]*kind{
 	"http-server": {
 		name:          "http-server",
 		required:      []string{"hardware", "mesh_device"},
-		runtimeKeys:   []string{"command", "ready_line", "packages", "lock", "mesh_shape_env"},
+		runtimeKeys:   []string{"command", "ready_line", "packages", "lock", "mesh_shape_env", "base"},
 		validate:      validateHTTPServer,
 		argv:          httpServerArgv,
 		meshShapeEnv:  func(rt map[string]any) string { return stringOr(rt["mesh_shape_env"], "TT_MESH_SHAPE") },
@@ -101,8 +105,13 @@ func RequiredServeFields(kindName string) []string {
 
 // Launch is how a kind starts its server for one resolved profile.
 type Launch struct {
-	Argv      []string
-	Env       map[string]string
+	Argv []string
+	Env  map[string]string
+	// EnvOrder lists every key of Env once, in the kind's order: the
+	// variables the kind derives (HF_MODEL, MESH_DEVICE, the mesh shape),
+	// then the profile's env sorted by name. Generated scripts export them
+	// in this order.
+	EnvOrder  []string
 	Port      int
 	ReadyLine string // log substring that means ready ("" when ReadyPath is used)
 	ReadyPath string // HTTP path whose JSON "status" is "ok" when ready
@@ -122,27 +131,37 @@ func LaunchFor(kindName string, runtime map[string]any, weightsRepo string, p Pr
 	if err != nil {
 		return Launch{}, err
 	}
-	env := map[string]string{"HF_MODEL": weightsRepo}
-	if p.MeshDevice != "" {
-		if k.meshDeviceEnv {
-			env["MESH_DEVICE"] = p.MeshDevice
+	env := map[string]string{}
+	var order []string
+	set := func(key, v string) {
+		if _, ok := env[key]; !ok {
+			order = append(order, key)
 		}
-		if k.meshShapeEnv != nil {
-			r, c, err := MeshShape(p.MeshDevice)
-			if err != nil {
-				return Launch{}, err
-			}
-			env[k.meshShapeEnv(runtime)] = fmt.Sprintf("%dx%d", r, c)
-		}
-	}
-	for key, v := range p.Env {
 		env[key] = v
+	}
+	meshDevice := k.meshDeviceEnv && p.MeshDevice != ""
+	if meshDevice && k.meshDeviceFirst {
+		set("MESH_DEVICE", p.MeshDevice)
+	}
+	set("HF_MODEL", weightsRepo)
+	if meshDevice && !k.meshDeviceFirst {
+		set("MESH_DEVICE", p.MeshDevice)
+	}
+	if p.MeshDevice != "" && k.meshShapeEnv != nil {
+		r, c, err := MeshShape(p.MeshDevice)
+		if err != nil {
+			return Launch{}, err
+		}
+		set(k.meshShapeEnv(runtime), fmt.Sprintf("%dx%d", r, c))
+	}
+	for _, key := range sortedKeys(p.Env) {
+		set(key, p.Env[key])
 	}
 	ready := k.readyLine
 	if kindName == "http-server" {
 		ready = stringOr(runtime["ready_line"], "")
 	}
-	return Launch{Argv: argv, Env: env, Port: port, ReadyLine: ready, ReadyPath: k.readyPath}, nil
+	return Launch{Argv: argv, Env: env, EnvOrder: order, Port: port, ReadyLine: ready, ReadyPath: k.readyPath}, nil
 }
 
 func stringOr(v any, def string) string {
@@ -232,6 +251,7 @@ func coveredBySourceCode(m *Manifest, dir string) bool {
 }
 
 func validateVllmPlugin(c *collector, m *Manifest, k *kind) {
+	validateBase(c, m)
 	checkRuntimeKeys(c, m, k)
 	vllm := asMap(c, m.Runtime, "vllm")
 	if truthy(vllm["repo"]) {
@@ -264,6 +284,7 @@ func oneOf(c *collector, path, missing string, set map[string]bool) {
 }
 
 func validateVllmFork(c *collector, m *Manifest, k *kind) {
+	validateBase(c, m)
 	checkRuntimeKeys(c, m, k, "plugin")
 	vllm := asMap(c, m.Runtime, "vllm")
 	switch {
@@ -285,6 +306,7 @@ func validateVllmFork(c *collector, m *Manifest, k *kind) {
 }
 
 func validateTTDit(c *collector, m *Manifest, k *kind) {
+	validateBase(c, m)
 	checkRuntimeKeys(c, m, k)
 	app, ok := m.Runtime["app"].(string)
 	if !ok || !strings.Contains(app, ":") {
@@ -328,6 +350,7 @@ func validateMeshShapeEnv(c *collector, m *Manifest) {
 }
 
 func validateHTTPServer(c *collector, m *Manifest, k *kind) {
+	validateBase(c, m)
 	checkRuntimeKeys(c, m, k)
 	cmd, ok := m.Runtime["command"].([]any)
 	if !ok || len(cmd) == 0 {
@@ -345,6 +368,17 @@ func validateHTTPServer(c *collector, m *Manifest, k *kind) {
 	validateMeshShapeEnv(c, m)
 }
 
+// validateBase checks runtime.base, the base image the builder layers the
+// package on (every kind: upstream builds its own tt-metal image instead, so
+// a manifest meant for both tools gives the base with --base).
+func validateBase(c *collector, m *Manifest) {
+	if v, present := m.Runtime["base"]; present {
+		if s, isStr := v.(string); !isStr || s == "" {
+			c.addf("runtime.base", "must be a non-empty string, got %s", goTypeName(v))
+		}
+	}
+}
+
 func validateGoServer(c *collector, m *Manifest, k *kind) {
 	checkRuntimeKeys(c, m, k)
 	model, ok := m.Runtime["model"].(string)
@@ -355,11 +389,10 @@ func validateGoServer(c *collector, m *Manifest, k *kind) {
 	if !ok || !valid {
 		c.addf("runtime.model", "kind %s requires runtime.model, one of %s (got %v)", KindGoServer, strings.Join(GoServerModels(), ", "), m.Runtime["model"])
 	}
-	for _, key := range []string{"base", "server"} {
-		if v, present := m.Runtime[key]; present {
-			if s, isStr := v.(string); !isStr || s == "" {
-				c.addf("runtime."+key, "must be a non-empty string, got %s", goTypeName(v))
-			}
+	validateBase(c, m)
+	if v, present := m.Runtime["server"]; present {
+		if s, isStr := v.(string); !isStr || s == "" {
+			c.addf("runtime.server", "must be a non-empty string, got %s", goTypeName(v))
 		}
 	}
 }

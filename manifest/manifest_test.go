@@ -190,27 +190,27 @@ func TestLaunch(t *testing.T) {
 	tests := []struct {
 		file, profile string
 		argv          []string
-		env           map[string]string
+		env           []string // KEY=VALUE in the kind's export order
 		ready         string
 	}{
 		{"testdata/good/vllm-plugin.yaml", "latency",
 			[]string{"vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "1", "--block-size", "64",
 				"--additional-config", `{"tt": {"opts": {"a": 1, "b": 2}, "trace_mode": true}}`,
 				"--enable-auto-tool-choice", "--tool-call-parser", "llama3_json", "--enforce-eager", "--seed", "7", "--port", "8000"},
-			map[string]string{"HF_MODEL": "meta-llama/Llama-3.1-8B-Instruct", "MESH_DEVICE": "T3K", "VLLM_LOG": "info"},
+			[]string{"MESH_DEVICE=T3K", "HF_MODEL=meta-llama/Llama-3.1-8B-Instruct", "VLLM_LOG=info"},
 			"Application startup complete"},
 		{"testdata/good/vllm-fork.yaml", "",
 			[]string{"python", "-m", "models.common.readiness_check.run_vllm_server", "--stages", "serve",
 				"--model-dir", "models/autoports/qwen", "--hf-model", "Qwen/Qwen2.5-7B", "--mesh-device", "(1, 4)",
 				"--max-num-seqs", "8", "--block-size", "32", "--server-timeout", "900", "--port", "8010"},
-			map[string]string{"HF_MODEL": "Qwen/Qwen2.5-7B"}, "Server ready at"},
+			[]string{"HF_MODEL=Qwen/Qwen2.5-7B"}, "Server ready at"},
 		{"testdata/good/tt-dit-server.yaml", "",
 			[]string{"python", "-m", "uvicorn", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "on", "models.tt_dit.server.flux2.app:app"},
-			map[string]string{"HF_MODEL": "black-forest-labs/FLUX.2-dev", "MESH_DEVICE": "QB2", "FLUX2_MESH_SHAPE": "2x2"},
+			[]string{"HF_MODEL=black-forest-labs/FLUX.2-dev", "MESH_DEVICE=QB2", "FLUX2_MESH_SHAPE=2x2"},
 			"Application startup complete"},
 		{"testdata/good/http-server.yaml", "",
 			[]string{"python", "-m", "whisper_server", "--host", "0.0.0.0", "--port", "8000", "--beam", "5"},
-			map[string]string{"HF_MODEL": "openai/whisper-large-v3", "MESH_DEVICE": "N150", "TT_MESH_SHAPE": "1x1"},
+			[]string{"HF_MODEL=openai/whisper-large-v3", "MESH_DEVICE=N150", "TT_MESH_SHAPE=1x1"},
 			"Uvicorn running"},
 		{"../models/pi05/tt-model.yaml", "single-robot",
 			[]string{"tt-model-server", "--host", "0.0.0.0", "--port", "8000"}, nil, ""},
@@ -232,8 +232,15 @@ func TestLaunch(t *testing.T) {
 			if !reflect.DeepEqual(l.Argv, tt.argv) {
 				t.Errorf("argv\n got %q\nwant %q", l.Argv, tt.argv)
 			}
-			if tt.env != nil && !reflect.DeepEqual(l.Env, tt.env) {
-				t.Errorf("env\n got %v\nwant %v", l.Env, tt.env)
+			var env []string
+			for _, k := range l.EnvOrder {
+				env = append(env, k+"="+l.Env[k])
+			}
+			if len(env) != len(l.Env) {
+				t.Errorf("EnvOrder %q does not list the %d keys of Env", l.EnvOrder, len(l.Env))
+			}
+			if tt.env != nil && !reflect.DeepEqual(env, tt.env) {
+				t.Errorf("env\n got %q\nwant %q", env, tt.env)
 			}
 			if l.ReadyLine != tt.ready {
 				t.Errorf("ready line %q, want %q", l.ReadyLine, tt.ready)

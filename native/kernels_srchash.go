@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "78c32d4bd1c0806d5aa51296902ee15c09bc0c7c07423893c6511b70a19577fe"
+const kernelSourcesSHA256 = "7f511b0176135925752d7dcb6499be818a2364789530f0d3ebfe9e00e64e3710"

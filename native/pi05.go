@@ -244,6 +244,27 @@ func (p *Pi05Program) Threads() int { return int(C.pi05_program_threads(p.c)) }
 // ScratchBytes is the memory of the program's scratch.
 func (p *Pi05Program) ScratchBytes() int64 { return int64(C.pi05_program_bytes(p.c)) }
 
+// Pin pins the program's pool thread i (1..Threads()-1) to cpus[i % len(cpus)]; thread 0 is the
+// one that calls the stages, which pins itself (golang.org/x/sys/unix.SchedSetaffinity on a locked
+// OS thread).
+func (p *Pi05Program) Pin(cpus []int) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	cc := make([]C.int, len(cpus))
+	for i, c := range cpus {
+		cc[i] = C.int(c)
+	}
+	e := newCerr()
+	defer e.free()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if C.pi05_program_pin(p.c, &cc[0], C.int(len(cc)), e.p, errLen) != 0 {
+		return fmt.Errorf("pi05: %s", e)
+	}
+	return nil
+}
+
 // Close stops the threads and frees the scratch; its slabs must be closed first.
 func (p *Pi05Program) Close() {
 	p.mu.Lock()
@@ -283,24 +304,18 @@ func (s *Pi05Slab) Close() {
 func (s *Pi05Slab) Bytes() int64 { return int64(C.pi05_slab_bytes(s.c)) }
 
 // CopyFrom copies src's image tokens and prefix K/V into s: slabs of one program, or of two programs
-// of the same model and preset (the C side checks; other pairs are refused).
+// of the same model and preset (the C side checks; other pairs are refused), e.g. a prefix handed
+// from a prefix program to an expert program. Only s's program is locked: src's program may be
+// running on its other slabs (a disaggregated prefix device keeps working), but nothing may write
+// src meanwhile.
 func (s *Pi05Slab) CopyFrom(src *Pi05Slab) error {
 	if src == nil || src.c == nil || s.c == nil {
 		return fmt.Errorf("pi05 slab copy: closed slab")
 	}
 	e := newCerr()
 	defer e.free()
-	// Not while a run of either program uses its slab; the two locks in address order.
-	first, second := s.p, src.p
-	if uintptr(unsafe.Pointer(second)) < uintptr(unsafe.Pointer(first)) {
-		first, second = second, first
-	}
-	first.mu.Lock()
-	defer first.mu.Unlock()
-	if second != first {
-		second.mu.Lock()
-		defer second.mu.Unlock()
-	}
+	s.p.mu.Lock() // not while a run of this program uses s
+	defer s.p.mu.Unlock()
 	if C.pi05_slab_copy(s.c, src.c, e.p, errLen) != 0 {
 		return fmt.Errorf("pi05: %s", e)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -593,4 +594,54 @@ func countLayers(names []string, prefix string) int {
 		}
 	}
 	return len(seen)
+}
+
+// A prefix handed from one program to another of the same model (disaggregated serving) gives the
+// expert program exactly what the prefix program's own expert gives, pinned threads included; a
+// program of other cameras cannot take the slab.
+func TestPi05SlabAcrossPrograms(t *testing.T) {
+	m := loadTiny(t, BF16, ISABest)
+	g := pi05Goldens(t)[0]
+	slab, want := runGolden(t, m, g)
+	expert, err := m.NewProgram(presetFor(g, 2), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer expert.Close()
+	if err := expert.Pin([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := expert.NewSlab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if err := dst.CopyFrom(slab); err != nil {
+		t.Fatal(err)
+	}
+	got, err := expert.Expert(dst, g.Noise, g.Horizon, g.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Error("the expert program's actions on a copied prefix differ from the prefix program's own")
+	}
+	p := presetFor(g, 1)
+	p.Cams = p.Cams%4 + 1
+	if p.Cams == 2 && p.TextBucket == 192 {
+		p.TextBucket = 160
+	}
+	other, err := m.NewProgram(p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	o, err := other.NewSlab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if err := o.CopyFrom(slab); err == nil {
+		t.Error("a slab copied into a program of other cameras")
+	}
 }

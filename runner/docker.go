@@ -261,7 +261,8 @@ func chipDevices(chips []int) []container.DeviceMapping {
 }
 
 // supervisedEntrypoint tells an image whose entrypoint is our supervisor
-// (`tt-model supervise --`) how this profile's readiness is probed, and
+// (`tt-model supervise [--ready-line L] --`) how this profile's readiness is
+// probed, and
 // passes it extra flags; any other entrypoint is kept as it is, and extra
 // flags for it are an error.
 func supervisedEntrypoint(ep []string, l manifest.Launch, extra []string) ([]string, error) {
@@ -272,7 +273,19 @@ func supervisedEntrypoint(ep []string, l manifest.Launch, extra []string) ([]str
 		}
 		return ep, nil
 	}
-	out := append([]string{}, ep[:dash]...)
+	// The image's own readiness flags (the kind's ready line, baked in by
+	// package) give way to this launch's, which knows the chosen port.
+	var out []string
+	for i := 0; i < dash; i++ {
+		if ep[i] == "--ready-line" || ep[i] == "--ready-url" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(ep[i], "--ready-line=") || strings.HasPrefix(ep[i], "--ready-url=") {
+			continue
+		}
+		out = append(out, ep[i])
+	}
 	if l.ReadyLine != "" {
 		out = append(out, "--ready-line", l.ReadyLine)
 	} else if l.ReadyPath != "" {

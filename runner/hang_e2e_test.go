@@ -1,10 +1,8 @@
 package runner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +60,7 @@ func TestRFDETRHangChain(t *testing.T) {
 			t.Fatalf("/predict %d: %d detections, %v", hang, n, err)
 		}
 		logs := waitServerBack(t, d, inst, hang)
-		resets := readResets(t, record)
+		resets := runnertest.ReadResets(t, record)
 		if len(resets) != hang {
 			t.Fatalf("after hang %d the reset command ran %d times, want %d: %+v\n%s", hang, len(resets), hang, resets, logs)
 		}
@@ -117,35 +115,6 @@ func waitServerBack(t *testing.T, d *Docker, inst *Instance, hang int) string {
 			t.Fatalf("the server did not come back after hang %d:\n%s", hang, out.String())
 		}
 	}
-}
-
-// testReset is one line of test-reset's record.
-type testReset struct {
-	Argv   []string `json:"argv"`
-	At     string   `json:"at"`
-	Marker bool     `json:"marker"`
-}
-
-// readResets reads test-reset's record; none when it does not exist yet.
-func readResets(t *testing.T, path string) []testReset {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []testReset
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; sc.Scan(); n++ {
-		var r testReset
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s line %d: %v", path, n, err)
-		}
-		out = append(out, r)
-	}
-	return out
 }
 
 // writeResetBase writes a docker-archive tarball (what `docker save`

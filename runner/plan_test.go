@@ -177,6 +177,9 @@ func TestSupervisedEntrypoint(t *testing.T) {
 		{"our supervisor, ready line, extra flags", []string{"tt-model", "supervise", "--"}, manifest.Launch{ReadyLine: "Application startup complete"},
 			[]string{"--reset-cmd", "/opt/reset {chips}"},
 			[]string{"tt-model", "supervise", "--ready-line", "Application startup complete", "--reset-cmd", "/opt/reset {chips}", "--"}},
+		{"the image's ready line gives way", []string{"/usr/local/bin/tt-model", "supervise", "--ready-line", "old", "--ready-url=http://x/", "--"},
+			manifest.Launch{ReadyLine: `"event": "ready"`}, nil,
+			[]string{"/usr/local/bin/tt-model", "supervise", "--ready-line", `"event": "ready"`, "--"}},
 		{"another entrypoint", []string{"/entrypoint.sh", "--"}, manifest.Launch{ReadyPath: "/health"}, nil, []string{"/entrypoint.sh", "--"}},
 		{"none", nil, manifest.Launch{ReadyPath: "/health"}, nil, nil},
 	}

@@ -90,7 +90,7 @@ func (s *Server) statusSection(m console.Model) console.Status {
 // stats is the console's feed: /health's state, uptime, and the model
 // requests of the last hour.
 func (s *Server) stats(now time.Time) console.Stats {
-	status, _ := s.state()
+	status, _, _ := s.state()
 	st := console.Stats{Model: s.model.Name(), Status: status, Now: now, Started: s.started,
 		UptimeS: now.Sub(s.started).Seconds()}
 	if at := s.readySince.Load(); at != 0 {

@@ -16,7 +16,9 @@ type metrics struct {
 	stages   *prometheus.HistogramVec // handler-reported stage seconds
 	ready    prometheus.Gauge
 	loadSecs prometheus.Gauge
-	queued   prometheus.Gauge // model requests waiting for the lock
+	// disconnects counts requests whose client went away before the answer
+	// (labelled 499 in requests, never 500).
+	disconnects *prometheus.CounterVec
 	// window is the last hour per minute, for the console.
 	window *minuteWindow
 }
@@ -43,11 +45,11 @@ func newMetrics(model string) *metrics {
 		loadSecs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tt_model_load_seconds", Help: "Seconds spent loading and warming up the model.", ConstLabels: labels,
 		}),
-		queued: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tt_model_requests_waiting", Help: "Model requests waiting for the previous one to finish.", ConstLabels: labels,
-		}),
+		disconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tt_model_client_disconnects_total", Help: "Requests whose client went away before its answer (counted as code 499).", ConstLabels: labels,
+		}, []string{"route"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.stages, m.ready, m.loadSecs, m.queued,
+	m.registry.MustRegister(m.requests, m.latency, m.stages, m.ready, m.loadSecs, m.disconnects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,5 +1,5 @@
 // Package server is the model server's HTTP layer, shared by every model:
-// /health, /info, /v1/models and /metrics (api.Common), request serialisation, per-request
+// /health, /info, /v1/models and /metrics (api.Common), bounded body reading, per-request
 // panic recovery, JSON errors in FastAPI's shape ({"detail": …}), graceful
 // shutdown. Each model plugs in through the Model interface from its own
 // route file (rfdetr_routes.go, …); this file and server.go know no model.
@@ -34,7 +34,8 @@ type Model interface {
 	ModelCards() []ModelCard
 	// Routes are the model's own endpoints: a served model's come from its
 	// kind's route table (bindRoutes). Their handlers run only once the
-	// model is loaded, one request at a time across all model routes.
+	// model is loaded, concurrently: a model serialises (or schedules) its
+	// own device use, after a request's body has been read and checked.
 	Routes() []Route
 	// Close releases the model at shutdown.
 	Close() error
@@ -54,13 +55,11 @@ type Route struct {
 	Handler RouteHandler
 }
 
-// Turns is the Recorder a Stream route's handler gets: each request it serves on its connection
-// takes the server's turn, as every HTTP model request does (one model request at a time).
-type Turns interface {
+// PredictionCounter is the Recorder a Stream route's handler gets: each request it answers on its
+// connection counts as a prediction for the exit fault switch, as an HTTP request does.
+type PredictionCounter interface {
 	Recorder
-	// Turn waits for the turn; done ends it, counting a prediction for the fault switch when ok
-	// and the route counts.
-	Turn() (done func(ok bool))
+	Predicted()
 }
 
 // MetricsSource is a Model with series of its own for /metrics (e.g. a cache's hits).
@@ -113,4 +112,22 @@ func bind(table []api.Route, handlers map[string]RouteHandler) ([]Route, error) 
 // of /metrics).
 type Recorder interface {
 	Stage(name string, d time.Duration)
+}
+
+// HealthReporter is a model whose devices can fail: /health reports
+// Health() ("ok", "degraded" or "hung"; hung answers 503) once loaded, with
+// HealthDetail's keys added.
+type HealthReporter interface {
+	Health() string
+	HealthDetail() map[string]any
+}
+
+// HangWatcher is a model with a hang watchdog: Exit delivers the exit code
+// once a hang makes the process exit (after the model drained); Hung says a
+// device is stuck, so the model must not be closed and a stop signal exits
+// with HangExitCode.
+type HangWatcher interface {
+	Exit() <-chan int
+	Hung() bool
+	HangExitCode() int
 }

@@ -25,8 +25,9 @@ type actionRequest struct {
 	outputFormat   string // "list" | "numpy" ("" = the wire's default)
 	responseFormat string // "envelope" | "raw" ("" = envelope)
 	returnTiming   bool
-	prefixCache    bool // the request allows the prefix cache (SGLang's default "auto": yes)
-	msgpackOut     bool // the reply is msgpack (numpy actions possible)
+	prefixCache    bool   // the request allows the prefix cache (SGLang's default "auto": yes)
+	msgpackOut     bool   // the reply is msgpack (numpy actions possible)
+	robot          string // robot_id of the body ("" = none: the header's, the connection's, or anonymous)
 	field          func(string) string
 }
 
@@ -51,8 +52,9 @@ func sglangField(f string) string {
 
 // generationsBody is SGLang's POST /v1/actions/generations request in JSON.
 type generationsBody struct {
-	Model string `json:"model"`
-	Input struct {
+	Model   string          `json:"model"`
+	RobotID json.RawMessage `json:"robot_id"`
+	Input   struct {
 		Task        *string         `json:"task"`
 		Prompt      *string         `json:"prompt"`
 		Tokens      json.RawMessage `json:"tokens"`
@@ -90,15 +92,15 @@ type rtcBody struct {
 
 func (b *rtcBody) decode() (*pi05.RTC, *apiError) {
 	if b.InferenceDelay == nil {
-		return nil, &apiError{http.StatusBadRequest, "parameters.rtc.inference_delay: required with rtc"}
+		return nil, &apiError{status: http.StatusBadRequest, detail: "parameters.rtc.inference_delay: required with rtc"}
 	}
 	if len(b.PrevChunkLeftOver) == 0 || isNull(b.PrevChunkLeftOver) {
-		return nil, &apiError{http.StatusBadRequest, "parameters.rtc.prev_chunk_left_over: required with rtc"}
+		return nil, &apiError{status: http.StatusBadRequest, detail: "parameters.rtc.prev_chunk_left_over: required with rtc"}
 	}
 	r := &pi05.RTC{InferenceDelay: *b.InferenceDelay, ExecutionHorizon: b.ExecutionHorizon, MaxGuidance: b.MaxGuidanceWeight}
 	var err error
 	if r.Prev, r.PrevRows, r.PrevCols, err = floatMatrix(b.PrevChunkLeftOver); err != nil {
-		return nil, &apiError{http.StatusBadRequest, "parameters.rtc.prev_chunk_left_over: " + err.Error()}
+		return nil, &apiError{status: http.StatusBadRequest, detail: "parameters.rtc.prev_chunk_left_over: " + err.Error()}
 	}
 	return r, nil
 }
@@ -112,6 +114,10 @@ func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool) (*actionRequest, *
 	ar := &actionRequest{model: b.Model, horizon: b.Parameters.ActionHorizon, adim: b.Parameters.ActionDim,
 		outputFormat: b.Runtime.OutputFormat, responseFormat: b.Runtime.ResponseFormat, returnTiming: true,
 		prefixCache: true, msgpackOut: msgpackOut, field: sglangField}
+	var aerr *apiError
+	if ar.robot, aerr = robotIDValue(b.RobotID); aerr != nil {
+		return nil, aerr
+	}
 	if aerr := m.checkAction(ar); aerr != nil {
 		return nil, aerr
 	}
@@ -127,7 +133,7 @@ func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool) (*actionRequest, *
 			ar.prefixCache = false
 		case "auto":
 		default:
-			return nil, &apiError{http.StatusBadRequest, fmt.Sprintf("runtime.prefix_cache: %s is not true, false or \"auto\"", pc)}
+			return nil, &apiError{status: http.StatusBadRequest, detail: fmt.Sprintf("runtime.prefix_cache: %s is not true, false or \"auto\"", pc)}
 		}
 	}
 	task := ""
@@ -142,13 +148,11 @@ func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool) (*actionRequest, *
 		return nil, aerr
 	}
 	if b.Parameters.RTC != nil {
-		var aerr *apiError
 		if ar.req.RTC, aerr = b.Parameters.RTC.decode(); aerr != nil {
 			return nil, aerr
 		}
 	}
 	p, _ := m.current()
-	var aerr *apiError
 	if ar.req.Images, aerr = observationImages(p, b.Input.Observation.Images); aerr != nil {
 		return nil, aerr
 	}
@@ -159,7 +163,7 @@ func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool) (*actionRequest, *
 // (slots by camera name, pi05.Policy.ResolveCameras) or a list of frames in slot order.
 func observationImages(p *pi05.Policy, raw json.RawMessage) ([]pi05.RGB, *apiError) {
 	bad := func(format string, args ...any) *apiError {
-		return &apiError{http.StatusBadRequest, "input.observation.images" + fmt.Sprintf(format, args...)}
+		return &apiError{status: http.StatusBadRequest, detail: "input.observation.images" + fmt.Sprintf(format, args...)}
 	}
 	if len(raw) == 0 || isNull(raw) {
 		return nil, bad(": missing (an object camera -> HxWx3 uint8 array or base64 PNG/JPEG)")
@@ -213,27 +217,27 @@ func observationImages(p *pi05.Policy, raw json.RawMessage) ([]pi05.RGB, *apiErr
 func (m *PI05) checkAction(ar *actionRequest) *apiError {
 	p, _ := m.current()
 	if ar.model != "" && ar.model != m.srv.HFModel {
-		return &apiError{http.StatusNotFound, fmt.Sprintf("model: %q is not served here (this server serves %q)", ar.model, m.srv.HFModel)}
+		return &apiError{status: http.StatusNotFound, detail: fmt.Sprintf("model: %q is not served here (this server serves %q)", ar.model, m.srv.HFModel)}
 	}
 	switch ar.outputFormat {
 	case "", "list":
 	case "numpy":
 		if !ar.msgpackOut {
-			return &apiError{http.StatusBadRequest, "runtime.output_format: numpy arrays need a msgpack response (Accept: application/msgpack); use list for JSON"}
+			return &apiError{status: http.StatusBadRequest, detail: "runtime.output_format: numpy arrays need a msgpack response (Accept: application/msgpack); use list for JSON"}
 		}
 	default:
-		return &apiError{http.StatusBadRequest, fmt.Sprintf("runtime.output_format: %q is not list or numpy", ar.outputFormat)}
+		return &apiError{status: http.StatusBadRequest, detail: fmt.Sprintf("runtime.output_format: %q is not list or numpy", ar.outputFormat)}
 	}
 	switch ar.responseFormat {
 	case "", "envelope", "raw":
 	default:
-		return &apiError{http.StatusBadRequest, fmt.Sprintf("runtime.response_format: %q is not envelope or raw", ar.responseFormat)}
+		return &apiError{status: http.StatusBadRequest, detail: fmt.Sprintf("runtime.response_format: %q is not envelope or raw", ar.responseFormat)}
 	}
 	if h := ar.horizon; h != 0 && h != m.srv.ActionHorizon {
-		return &apiError{http.StatusBadRequest, fmt.Sprintf("parameters.action_horizon: %d differs from this server's PI05_ACTION_HORIZON %d (presets are fixed at start)", h, m.srv.ActionHorizon)}
+		return &apiError{status: http.StatusBadRequest, detail: fmt.Sprintf("parameters.action_horizon: %d differs from this server's PI05_ACTION_HORIZON %d (presets are fixed at start)", h, m.srv.ActionHorizon)}
 	}
 	if d := ar.adim; d != 0 && d != p.Dims.ActionDim {
-		return &apiError{http.StatusBadRequest, fmt.Sprintf("parameters.action_dim: %d differs from the checkpoint's padded action dimension %d", d, p.Dims.ActionDim)}
+		return &apiError{status: http.StatusBadRequest, detail: fmt.Sprintf("parameters.action_dim: %d differs from the checkpoint's padded action dimension %d", d, p.Dims.ActionDim)}
 	}
 	return nil
 }
@@ -242,11 +246,11 @@ func (m *PI05) checkAction(ar *actionRequest) *apiError {
 // (SGLang), unless the request asks for lists.
 func (ar *actionRequest) numpyOut() bool { return ar.msgpackOut && ar.outputFormat != "list" }
 
-// act runs a checked request.
+// act runs a checked request for its robot.
 func (m *PI05) act(ctx context.Context, start time.Time, ar *actionRequest, rec Recorder) (*inference, *apiError) {
 	p, _ := m.current()
 	ar.req.PrefixCache = ar.prefixCache && p.Cache != nil
-	return m.infer(ctx, start, &ar.req, ar.field, rec)
+	return m.infer(ctx, start, ar.robot, &ar.req, ar.field, rec)
 }
 
 // actionValues is the action chunk as a list of rows or, for msgpack clients, a numpy array.

@@ -30,7 +30,7 @@ func BenchmarkPI05Protocols(b *testing.B) {
 	}
 	direct := func() error {
 		r := req
-		if _, aerr := m.infer(context.Background(), time.Now(), &r, identityField, nopRecorder{}); aerr != nil {
+		if _, aerr := m.infer(context.Background(), time.Now(), "", &r, identityField, nopRecorder{}); aerr != nil {
 			return fmt.Errorf("%s", aerr.detail)
 		}
 		return nil

@@ -6,8 +6,9 @@ import (
 	"github.com/ttmodel/tt-model/models/pi05"
 )
 
-// Collectors are pi0.5's own /metrics series: the prefix cache (PI05_PREFIX_CACHE_MB; all zero when
-// off) and the open websockets, read at scrape time.
+// Collectors are pi0.5's own /metrics series: the serving engine's per device (once loaded), the
+// prefix cache (PI05_PREFIX_CACHE_MB; all zero when off) and the open websockets, read at scrape
+// time.
 func (m *PI05) Collectors() []prometheus.Collector {
 	labels := prometheus.Labels{"model": m.srv.HFModel}
 	stats := func() pi05.PrefixCacheStats {
@@ -36,6 +37,7 @@ func (m *PI05) Collectors() []prometheus.Collector {
 		gauge("tt_model_pi05_prefix_cache_bytes", "Bytes held by the prefix cache.",
 			func(s pi05.PrefixCacheStats) int64 { return s.Bytes }),
 	}
+	out = append(out, engineCollector{m})
 	for _, proto := range []string{"realtime", "openpi"} {
 		open := m.ws.counter(proto)
 		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -44,4 +46,18 @@ func (m *PI05) Collectors() []prometheus.Collector {
 		}, func() float64 { return float64(open.Load()) }))
 	}
 	return out
+}
+
+// engineCollector hands on the serving engine's series once Load has made the engine. It describes
+// nothing up front (an unchecked collector): the devices are only known after loading.
+type engineCollector struct{ m *PI05 }
+
+func (engineCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
+	if e := c.m.running(); e != nil {
+		for _, col := range e.Collectors() {
+			col.Collect(ch)
+		}
+	}
 }

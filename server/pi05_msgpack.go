@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tinylib/msgp/msgp"
@@ -29,7 +30,7 @@ const maxStateValues = 1024
 
 // wireAPIError turns a decoding error into a 400 naming the key.
 func wireAPIError(err error) *apiError {
-	return &apiError{http.StatusBadRequest, err.Error()}
+	return &apiError{status: http.StatusBadRequest, detail: err.Error()}
 }
 
 // decodeActionMsgpack decodes a msgpack action API body (the reply is msgpack too when msgpackOut).
@@ -55,6 +56,9 @@ func (m *PI05) decodeActionMsgpack(body []byte, msgpackOut bool) (*actionRequest
 		if ar.model, err = readText(raw, "model"); err != nil {
 			return nil, wireAPIError(err)
 		}
+	}
+	if ar.robot, err = readRobotID(root); err != nil {
+		return nil, wireAPIError(err)
 	}
 	if err := decodeParameters(root, ar); err != nil {
 		return nil, wireAPIError(err)
@@ -516,4 +520,20 @@ func pixel(a ndarray, i int) (uint8, error) {
 		return uint8(float32(255) * float32(v)), nil
 	}
 	return uint8(255 * v), nil
+}
+
+// readRobotID reads robot_id of a msgpack request: a string or an integer ("" when absent).
+func readRobotID(root mpMap) (string, error) {
+	raw, ok := root.get("robot_id")
+	if !ok {
+		return "", nil
+	}
+	if s, err := readText(raw, "robot_id"); err == nil && s != "" {
+		return s, nil
+	}
+	n, err := readInt(raw, "robot_id")
+	if err != nil {
+		return "", wireErr("robot_id", "want a non-empty string or an integer")
+	}
+	return strconv.Itoa(n), nil
 }

@@ -5,17 +5,18 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ttmodel/tt-model/models/pi05"
+	"github.com/ttmodel/tt-model/models/pi05/serving"
 	"github.com/ttmodel/tt-model/server/api"
 )
 
@@ -24,45 +25,104 @@ const PI05MaxBodyBytes = 64 << 20
 
 // PI05Options configure the pi0.5 model behind the server.
 type PI05Options struct {
-	Getenv func(string) string // os.Getenv in production: PI05_*, HF_MODEL, HF cache
+	Getenv func(string) string // os.Getenv in production: PI05_*, TT_*, HF_MODEL, HF cache
+	// Environ lists the environment (os.Environ in production): a PI05_* variable nobody reads
+	// is refused at start, a TT_* one is named as having no effect. nil skips the check.
+	Environ func() []string
 	// Build packs the weights (pi05native.Builder: the C megakernels).
 	Build pi05.Builder
 	// Precision names the kernels' arithmetic Build uses (PI05_PRECISION), for /info.
 	Precision string
-	Version   string // the server binary's version, reported by /info
+	// Fault is the test-only fault switch's device part (hang, delay).
+	Fault Fault
+	// CPUs are the CPUs the devices may use (default: this process's affinity mask).
+	CPUs    []int
+	Version string // the server binary's version, reported by /info
 }
 
 // PI05 serves the original pi0.5 package's API (POST /predict) and SGLang's action API
-// (POST /v1/actions/generations, GET /v1/actions/metadata) with JSON bodies.
+// (POST /v1/actions/generations, GET /v1/actions/metadata, JSON or msgpack, and its websocket),
+// and OpenPI's websocket, on the serving engine's devices (models/pi05/serving).
 type PI05 struct {
-	opts PI05Options
-	srv  pi05.ServerConfig
-	log  *slog.Logger
+	opts    PI05Options
+	srv     pi05.ServerConfig
+	cfg     serving.Config
+	log     *slog.Logger
+	slots   chan struct{} // PI05_HTTP_THREADS: requests being prepared or run at once
+	exit    chan int      // the engine's exit code, once it has an engine
+	notices []string      // settings without effect here, said at start and on /info
 
-	mu     sync.Mutex // guards policy, device and dir, which Load sets while /info reads
-	policy *pi05.Policy
-	device *pi05.Device
-	dir    string
+	mu      sync.Mutex // guards what Load sets while /info and /health read
+	policy  *pi05.Policy
+	devices []*pi05.Device
+	engine  *serving.Engine
+	dir     string
 
 	ws *wsHub // the open websockets
 }
 
-// NewPI05 reads the PI05_* environment (every bad value named); nothing is loaded until Load.
+// NewPI05 reads the PI05_* and TT_* environment (every bad value named); nothing is loaded until
+// Load.
 func NewPI05(opts PI05Options) (*PI05, error) {
-	srv, err := pi05.ServerConfigFromEnv(opts.Getenv)
+	if opts.CPUs == nil {
+		opts.CPUs = processCPUs()
+	}
+	read := map[string]bool{}
+	getenv := func(k string) string { read[k] = true; return opts.Getenv(k) }
+	srv, err := pi05.ServerConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	return &PI05{opts: opts, srv: srv, log: slog.Default(), ws: newWSHub()}, nil
+	_, _ = srv.ResolveWeightsDir(getenv) // only to learn the variables it reads
+	cfg, err := serving.FromEnv(serving.Env{Getenv: getenv, CPUs: opts.CPUs, ActionRows: pi05.ActionRows(srv.ActionHorizon)})
+	if err != nil {
+		return nil, err
+	}
+	if opts.Fault.Kind == "hang" && opts.Fault.Device >= cfg.Devices || opts.Fault.Kind == "delay" && opts.Fault.Device >= cfg.Devices {
+		return nil, fmt.Errorf("TT_MODEL_FAULT=%s: there are %d devices (0..%d)", opts.Fault, cfg.Devices, cfg.Devices-1)
+	}
+	m := &PI05{opts: opts, srv: srv, cfg: cfg, log: slog.Default(), slots: make(chan struct{}, cfg.HTTPThreads),
+		exit: make(chan int, 1), notices: cfg.Notices, ws: newWSHub()}
+	if opts.Environ != nil {
+		notices, err := pi05Env(read).check(opts.Environ())
+		if err != nil {
+			return nil, err
+		}
+		m.notices = append(m.notices, notices...)
+	}
+	return m, nil
+}
+
+// processCPUs is this process's affinity mask.
+func processCPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return []int{0}
+	}
+	var out []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Name is the served repository, as the original package's /health reports it.
 func (m *PI05) Name() string { return m.srv.HFModel }
 
-// Load finds the weights (PI05_WEIGHTS_DIR or the HF cache), checks and packs them, and runs one
-// warm-up request.
+// Load finds the weights (PI05_WEIGHTS_DIR or the HF cache), checks and packs them once, makes the
+// layout's devices (each its own threads, scratch and slabs), warms every device up, calibrates
+// them under an SLO, and opens the scheduler.
 func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
+	start := time.Now()
 	m.log = log
+	for _, n := range m.notices {
+		log.Warn("configuration notice", "notice", n)
+	}
+	if m.opts.Fault.Kind == "hang" || m.opts.Fault.Kind == "delay" {
+		log.Warn("test-only fault switch armed", "TT_MODEL_FAULT", m.opts.Fault.String())
+	}
 	dir, err := m.srv.ResolveWeightsDir(m.opts.Getenv)
 	if err != nil {
 		return err
@@ -71,31 +131,90 @@ func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 	m.dir = dir
 	m.mu.Unlock()
 	log.Info("loading pi05", "dir", dir, "precision", m.opts.Precision, "cameras", m.srv.NumImages,
-		"horizon", m.srv.ActionHorizon, "steps", m.srv.NumSteps)
+		"horizon", m.srv.ActionHorizon, "steps", m.srv.NumSteps, "layout", m.cfg.Layout, "devices", m.cfg.Devices,
+		"threads_per_device", m.cfg.Threads)
 	p, err := pi05.LoadPolicy(ctx, m.srv, dir, m.opts.Build, log)
 	if err != nil {
 		return err
 	}
-	d, err := p.NewDevice(0, 1)
+	devs, err := m.newDevices(p)
 	if err != nil {
 		p.Close()
 		return err
 	}
-	start := time.Now()
-	if err := warmup(ctx, p, d); err != nil {
-		d.Close()
-		p.Close()
-		return fmt.Errorf("warm-up: %w", err)
+	f := m.opts.Fault
+	fault := serving.Fault{DelayDevice: -1}
+	switch f.Kind {
+	case "hang":
+		fault.HangDevice, fault.HangAfter = f.Device, f.After
+	case "delay":
+		fault.DelayDevice, fault.Delay = f.Device, f.Delay
 	}
-	log.Info("warm-up complete", "seconds", time.Since(start).Seconds())
+	sdevs := make([]serving.Device, len(devs))
+	for i, d := range devs {
+		if d != nil {
+			sdevs[i] = serving.PolicyDevice(d)
+		}
+	}
+	eng, err := serving.New(m.cfg, sdevs, fault, log)
+	if err != nil {
+		closeDevices(devs)
+		p.Close()
+		return err
+	}
 	m.mu.Lock()
-	m.policy, m.device = p, d
+	m.policy, m.devices, m.engine = p, devs, eng
 	m.mu.Unlock()
+	go func() {
+		if code, ok := <-eng.Exit(); ok {
+			m.exit <- code
+		}
+	}()
+	sample, host, err := warmupRequest(p)
+	if err != nil {
+		return fmt.Errorf("warm-up request: %w", err)
+	}
+	if err := eng.Start(ctx, sample, host, time.Since(start)); err != nil {
+		return err
+	}
 	return nil
 }
 
-// warmup runs one full request (all cameras, a short prompt, seeded noise).
-func warmup(ctx context.Context, p *pi05.Policy, d *pi05.Device) error {
+// newDevices makes the layout's devices from the policy's weights (nil for a device the layout
+// leaves idle), each pinned to its CPUs when the configuration gives them.
+func (m *PI05) newDevices(p *pi05.Policy) ([]*pi05.Device, error) {
+	devs := make([]*pi05.Device, m.cfg.Devices)
+	for i := range devs {
+		used, maxBatch, slots := m.cfg.DeviceShape(i)
+		if !used {
+			continue
+		}
+		d, err := p.NewDevice(m.cfg.Threads, maxBatch, slots)
+		if err == nil && m.cfg.CPUs != nil {
+			err = d.Pin(m.cfg.CPUs[i])
+		}
+		if err != nil {
+			closeDevices(devs)
+			return nil, fmt.Errorf("device %d: %w", i, err)
+		}
+		devs[i] = d
+		m.log.Info("pi05 device", "device", i, "threads", d.Threads(), "cpus", m.cfg.CPUs != nil, "max_batch", maxBatch,
+			"slots", d.Slots(), "scratch_bytes", d.ScratchBytes())
+	}
+	return devs, nil
+}
+
+func closeDevices(devs []*pi05.Device) {
+	for _, d := range devs {
+		if d != nil {
+			d.Close()
+		}
+	}
+}
+
+// warmupRequest prepares one full request (all cameras, a short prompt, seeded noise) and
+// measures the host time of preparing it (the median of 5), for the SLO's predictions.
+func warmupRequest(p *pi05.Policy) (*pi05.Prepared, time.Duration, error) {
 	side := p.Dims.Image
 	frame := pi05.RGB{H: side, W: side, Pix: make([]uint8, 3*side*side)}
 	imgs := make([]pi05.RGB, p.Server.NumImages)
@@ -103,12 +222,18 @@ func warmup(ctx context.Context, p *pi05.Policy, d *pi05.Device) error {
 		imgs[i] = frame
 	}
 	seed := uint64(0)
-	in, err := p.Prepare(&pi05.Request{Images: imgs, Prompt: "warm up", Seed: &seed})
-	if err != nil {
-		return err
+	var times []time.Duration
+	var in *pi05.Prepared
+	for range 5 {
+		t0 := time.Now()
+		var err error
+		if in, err = p.Prepare(&pi05.Request{Images: imgs, Prompt: "warm up", Seed: &seed}); err != nil {
+			return nil, 0, err
+		}
+		times = append(times, time.Since(t0))
 	}
-	_, err = d.Run(ctx, in)
-	return err
+	slices.Sort(times)
+	return in, times[len(times)/2], nil
 }
 
 func (m *PI05) current() (*pi05.Policy, string) {
@@ -117,19 +242,59 @@ func (m *PI05) current() (*pi05.Policy, string) {
 	return m.policy, m.dir
 }
 
-// Device describes where inference runs; "" until loaded.
-func (m *PI05) Device() string {
+// running is the serving engine, nil until Load made it.
+func (m *PI05) running() *serving.Engine {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.policy == nil {
-		return ""
-	}
-	k := m.policy.Kernels()
-	return fmt.Sprintf("cpu (%s, %s, %d threads)", k.ISA, k.Precision, m.device.Threads())
+	return m.engine
 }
 
-// Close ends the websockets (each after its request in progress), then releases the device and the
-// policy.
+// Device describes where inference runs; "" until loaded.
+func (m *PI05) Device() string {
+	p, _ := m.current()
+	if p == nil {
+		return ""
+	}
+	k := p.Kernels()
+	return fmt.Sprintf("cpu (%s, %s, %s: %d devices x %d threads)", k.ISA, k.Precision, m.cfg.Layout, m.cfg.Devices, m.cfg.Threads)
+}
+
+// Health is the engine's: ok, degraded (a dp device quarantined) or hung.
+func (m *PI05) Health() string {
+	if e := m.running(); e != nil {
+		return e.Health()
+	}
+	return "ok"
+}
+
+// HealthDetail lists the devices' states and the hangs seen.
+func (m *PI05) HealthDetail() map[string]any {
+	e := m.running()
+	if e == nil {
+		return nil
+	}
+	in := e.Info()
+	devs := make([]map[string]any, len(in.Devices))
+	for i, d := range in.Devices {
+		devs[i] = map[string]any{"id": d.ID, "role": d.Role, "state": d.State}
+	}
+	return map[string]any{"layout": in.Layout, "devices": devs, "hangs": in.Watchdog.Hangs}
+}
+
+// Exit delivers the hang exit code once the engine has drained after a hang.
+func (m *PI05) Exit() <-chan int { return m.exit }
+
+// Hung reports whether a device hung (its stuck call keeps the devices from being closed).
+func (m *PI05) Hung() bool {
+	e := m.running()
+	return e != nil && e.Quarantined()
+}
+
+// HangExitCode is PI05_HANG_EXIT_CODE.
+func (m *PI05) HangExitCode() int { return m.cfg.Hang.ExitCode }
+
+// Close ends the websockets (each after its request in progress), then stops the engine and frees
+// the devices and the weights.
 func (m *PI05) Close() error {
 	m.ws.shutdown()
 	if !m.ws.wait(time.Minute) {
@@ -138,10 +303,14 @@ func (m *PI05) Close() error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.engine != nil {
+		m.engine.Close()
+	}
+	closeDevices(m.devices)
 	if m.policy != nil {
-		m.device.Close()
 		m.policy.Close()
 	}
+	m.engine, m.devices, m.policy = nil, nil, nil
 	return nil
 }
 
@@ -157,9 +326,24 @@ func (m *PI05) ModelCards() []ModelCard {
 	return []ModelCard{{ID: m.srv.HFModel, Object: "model", OwnedBy: m.owner()}}
 }
 
+// megakernelInfo is /info's megakernel: the kernels, the preset, and the serving engine (layout,
+// devices, megakernel.slo, the watchdog, the chip-program settings recorded).
+type megakernelInfo struct {
+	Backend     string      `json:"backend"`
+	ISA         string      `json:"isa"`
+	Precision   string      `json:"precision"`
+	PackedBytes int64       `json:"packed_weight_bytes"`
+	Preset      pi05.Preset `json:"preset"`
+	Stages      []string    `json:"stages"`
+	Threads     int         `json:"threads_per_device"`
+	Scratch     []int64     `json:"device_scratch_bytes"`
+	serving.Info
+}
+
 // Info is the body of GET /info.
 func (m *PI05) Info() map[string]any {
 	p, dir := m.current()
+	e := m.running()
 	presets := []map[string]any{}
 	for _, b := range pi05.PromptBuckets(m.srv.NumImages) {
 		presets = append(presets, map[string]any{"cameras": m.srv.NumImages, "prompt_bucket": b, "action_rows": pi05.ActionRows(m.srv.ActionHorizon)})
@@ -171,26 +355,36 @@ func (m *PI05) Info() map[string]any {
 			"PI05_NUM_IMAGES": m.srv.NumImages, "PI05_ACTION_HORIZON": m.srv.ActionHorizon,
 			"PI05_NUM_STEPS": m.srv.NumSteps, "PI05_TOKEN_LEN": nilIfZero(m.srv.TokenLen), "PI05_PRECISION": m.opts.Precision,
 			"HF_MODEL": m.srv.HFModel, "TT_WEIGHTS_REVISION": nilIfEmpty(m.srv.Revision), "PI05_WEIGHTS_DIR": nilIfEmpty(m.srv.WeightsDir),
+			"PI05_LAYOUT": m.cfg.Layout, "devices": m.cfg.Devices, "threads_per_device": m.cfg.Threads,
 		},
+		"notices":  m.notices,
 		"presets":  presets,
 		"weights":  map[string]any{"dir": nilIfEmpty(dir), "revision": nilIfEmpty(m.srv.Revision)},
 		"hardware": "cpu",
 		"server":   map[string]any{"name": "tt-model-server", "version": m.opts.Version},
 	}
-	if p != nil {
-		d := p.Dims
-		info["status"] = "ok"
+	if p != nil && e != nil {
+		info["status"] = e.Health()
 		info["device"] = m.Device()
-		info["dims"] = d
+		info["dims"] = p.Dims
 		info["cameras"] = p.Config.Cameras()
 		info["action_dim"] = p.Config.ActionDim()
 		info["token_len"] = p.Server.TokenLen
 		info["normalization"] = map[string]any{"normalized_actions": p.Norm.Action == nil, "files": p.Norm.Files}
 		info["tokenizer"] = map[string]any{"path": m.srv.TokenizerPath(dir), "pieces": p.Tokenizer.Size(), "bos": p.Tokenizer.BOS()}
-		info["megakernel"] = map[string]any{
-			"backend": "cpu", "preset": p.Preset, "stages": []string{"vision", "prefix", "expert"},
-			"note": "one process, one program: requests are served one at a time; sp_placement and slo are multi-chip features of the tt-metal package and do not apply to the CPU build",
+		k := p.Kernels()
+		mk := megakernelInfo{Backend: "cpu", ISA: k.ISA, Precision: k.Precision, PackedBytes: k.PackedBytes, Preset: p.Preset,
+			Stages: []string{"vision", "prefix", "expert"}, Threads: m.cfg.Threads, Info: e.Info()}
+		m.mu.Lock()
+		for _, d := range m.devices {
+			var b int64
+			if d != nil {
+				b = d.ScratchBytes()
+			}
+			mk.Scratch = append(mk.Scratch, b)
 		}
+		m.mu.Unlock()
+		info["megakernel"] = mk
 	}
 	return info
 }
@@ -202,87 +396,6 @@ func (m *PI05) Routes() []Route {
 		"actions_realtime": m.realtime, "openpi_policy": m.openpi, "openpi_policy_root": m.openpi,
 		"openpi_healthz": m.healthz,
 	})
-}
-
-// apiError is an HTTP error with its status.
-type apiError struct {
-	status int
-	detail string
-}
-
-// readPI05Body reads a request body within the limit.
-func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, PI05MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the %d-byte limit", PI05MaxBodyBytes)}
-		}
-		return nil, &apiError{http.StatusBadRequest, "cannot read request body: " + err.Error()}
-	}
-	return body, nil
-}
-
-// decodeObject decodes a JSON object body, rejecting trailing data.
-func decodeObject(body []byte, v any) *apiError {
-	if err := json.Unmarshal(body, v); err != nil {
-		return &apiError{http.StatusBadRequest, "invalid JSON body: " + err.Error()}
-	}
-	return nil
-}
-
-// inference is one answered request.
-type inference struct {
-	prep       *pi05.Prepared
-	res        *pi05.Result
-	preprocess time.Duration
-	imageSize  int // the side frames were resized to (224 for pi05_base)
-}
-
-// infer validates, pre-processes and runs req. fieldName maps the canonical field names of
-// pi05.RequestError to the API's own keys.
-func (m *PI05) infer(ctx context.Context, start time.Time, req *pi05.Request, fieldName func(string) string, rec Recorder) (*inference, *apiError) {
-	p, _ := m.current()
-	prep, err := p.Prepare(req)
-	if err != nil {
-		var re *pi05.RequestError
-		if errors.As(err, &re) {
-			return nil, &apiError{http.StatusBadRequest, fieldName(re.Field) + ": " + re.Msg}
-		}
-		return nil, &apiError{http.StatusBadRequest, err.Error()}
-	}
-	pre := time.Since(start)
-	m.mu.Lock()
-	d := m.device
-	m.mu.Unlock()
-	res, err := runGuarded(ctx, d, prep)
-	if err != nil {
-		var pe *PanicError
-		if errors.As(err, &pe) {
-			m.log.Error("pi05 inference panicked", "panic", pe.Error(), "stack", pe.Stack)
-		}
-		return nil, &apiError{http.StatusInternalServerError, fmt.Sprintf("inference failed: %s: %v", errorKind(err), err)}
-	}
-	for r, row := range res.Actions {
-		if !finite(row) {
-			return nil, &apiError{http.StatusInternalServerError, fmt.Sprintf("inference failed: NonFiniteOutput: action row %d contains NaN or Inf", r)}
-		}
-	}
-	rec.Stage("preprocess", pre)
-	rec.Stage("vision", res.Timing.Vision)
-	rec.Stage("prefix", res.Timing.Prefix)
-	rec.Stage("expert", res.Timing.Expert)
-	return &inference{prep: prep, res: res, preprocess: pre, imageSize: p.Dims.Image}, nil
-}
-
-// runGuarded turns a panic inside inference into an error so the request gets a 500.
-func runGuarded(ctx context.Context, d *pi05.Device, in *pi05.Prepared) (res *pi05.Result, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: string(debug.Stack())}
-		}
-	}()
-	return d.Run(ctx, in)
 }
 
 func (inf *inference) inferenceTime() time.Duration {
@@ -301,6 +414,7 @@ func nilIfZero(n int) any {
 
 // predictBody is the original pi0.5 package's POST /predict request.
 type predictBody struct {
+	RobotID      json.RawMessage   `json:"robot_id"`
 	Images       []json.RawMessage `json:"images"`
 	Prompt       string            `json:"prompt"`
 	State        json.RawMessage   `json:"state"`
@@ -335,11 +449,11 @@ type predictResult struct {
 func commonRequest(req *pi05.Request, state, tokens, noise json.RawMessage, field func(string) string) *apiError {
 	var err error
 	if req.State, err = floatList(state); err != nil {
-		return &apiError{http.StatusBadRequest, field("state") + ": " + err.Error()}
+		return badRequest(field("state") + ": " + err.Error())
 	}
 	if len(tokens) > 0 && !isNull(tokens) {
 		if req.Tokens, err = intList(tokens); err != nil {
-			return &apiError{http.StatusBadRequest, field("tokens") + ": " + err.Error()}
+			return badRequest(field("tokens") + ": " + err.Error())
 		}
 		if req.Tokens == nil {
 			req.Tokens = []int{}
@@ -347,7 +461,7 @@ func commonRequest(req *pi05.Request, state, tokens, noise json.RawMessage, fiel
 	}
 	if len(noise) > 0 && !isNull(noise) {
 		if req.Noise, req.NoiseRows, req.NoiseCols, err = floatMatrix(noise); err != nil {
-			return &apiError{http.StatusBadRequest, field("noise") + ": " + err.Error()}
+			return badRequest(field("noise") + ": " + err.Error())
 		}
 	}
 	return nil
@@ -362,17 +476,22 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	}
 	body, aerr := readPI05Body(w, r)
 	if aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
+		aerr.write(w)
 		return
 	}
 	var b predictBody
 	if aerr := decodeObject(quoteNonFinite(body), &b); aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
+		aerr.write(w)
+		return
+	}
+	robot, aerr := robotID(b.RobotID, r)
+	if aerr != nil {
+		aerr.write(w)
 		return
 	}
 	req := &pi05.Request{Prompt: b.Prompt, NumSteps: b.NumSteps, Seed: b.Seed, PromptBucket: b.PromptBucket}
 	if aerr := commonRequest(req, b.State, b.Tokens, b.Noise, identityField); aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
+		aerr.write(w)
 		return
 	}
 	for i, raw := range b.Images {
@@ -383,11 +502,12 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		}
 		req.Images = append(req.Images, img)
 	}
-	inf, aerr := m.infer(r.Context(), start, req, identityField, rec)
+	inf, aerr := m.infer(r.Context(), start, robot, req, identityField, rec)
 	if aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
+		aerr.write(w)
 		return
 	}
+	answerHeaders(w, inf)
 	var prompt *string
 	if req.Tokens == nil {
 		prompt = &inf.prep.Prompt.Text
@@ -397,7 +517,7 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		Normalized: inf.res.Normalized, DenoisingSteps: inf.prep.Steps, Prompt: prompt,
 		NumTokens: len(inf.prep.Prompt.Tokens), TokenLen: inf.prep.Bucket, PromptTruncated: inf.prep.Prompt.Truncated,
 		ImagesUsed: inf.prep.ImagesUsed, ImagesPadded: inf.prep.ImagesPadded, OriginalSizes: inf.prep.OriginalSizes,
-		ImageSize: inf.imageSize, Seed: inf.prep.Seed, BatchedAs: 1,
+		ImageSize: inf.imageSize, Seed: inf.prep.Seed, BatchedAs: inf.res.BatchedAs,
 		TimingMS: map[string]float64{"preprocess": ms(inf.preprocess), "inference": ms(inf.inferenceTime()), "total": ms(time.Since(start))},
 	})
 }
@@ -408,7 +528,7 @@ func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
 	body, aerr := readPI05Body(w, r)
 	if aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
+		aerr.write(w)
 		return
 	}
 	var ar *actionRequest
@@ -418,14 +538,18 @@ func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		ar, aerr = m.decodeActionJSON(quoteNonFinite(body), wantsMsgpack(r))
 	}
 	if aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
+		aerr.write(w)
 		return
+	}
+	if ar.robot == "" {
+		ar.robot = robotHeader(r)
 	}
 	inf, aerr := m.act(r.Context(), start, ar, rec)
 	if aerr != nil {
-		writeDetail(w, aerr.status, aerr.detail)
+		aerr.write(w)
 		return
 	}
+	answerHeaders(w, inf)
 	out := m.envelope(ar, inf, start)
 	if ar.responseFormat == "raw" {
 		out = m.rawPayload(ar, inf, start)

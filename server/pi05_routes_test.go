@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -34,6 +35,12 @@ var pi05TestEnv = map[string]string{
 // websockets are ended at cleanup.
 func newPI05TestModel(t testing.TB, overrides map[string]string) *PI05 {
 	t.Helper()
+	return loadPI05(t, overrides, Fault{Device: -1})
+}
+
+// loadPI05 is newPI05TestModel with a fault switch.
+func loadPI05(t testing.TB, overrides map[string]string, fault Fault) *PI05 {
+	t.Helper()
 	env := map[string]string{}
 	for k, v := range pi05TestEnv {
 		env[k] = v
@@ -42,14 +49,18 @@ func newPI05TestModel(t testing.TB, overrides map[string]string) *PI05 {
 		env[k] = v
 	}
 	m, err := NewPI05(PI05Options{Getenv: func(k string) string { return env[k] }, Version: "test",
-		Build: pi05native.Builder(pi05native.Options{Precision: native.FP32}), Precision: "fp32"})
+		Build: pi05native.Builder(pi05native.Options{Precision: native.FP32}), Precision: "fp32", Fault: fault})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Load(context.Background(), discardLog()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.Close() })
+	t.Cleanup(func() {
+		if !m.Hung() { // a stuck device is never closed
+			_ = m.Close()
+		}
+	})
 	return m
 }
 
@@ -59,16 +70,40 @@ func newPI05TestServer(t *testing.T, overrides map[string]string) *httptest.Serv
 	return ts
 }
 
-// startPI05 serves the tiny checkpoint; the websockets are ended before the server is closed.
+// startPI05 serves the tiny checkpoint through the handler alone (no Run: a hang ends nothing and
+// /health can be watched); the websockets are ended before the model is closed.
 func startPI05(t testing.TB, overrides map[string]string) (*httptest.Server, *PI05) {
 	t.Helper()
 	m := newPI05TestModel(t, overrides)
+	return pi05Handler(t, m), m
+}
+
+func pi05Handler(t testing.TB, m *PI05) *httptest.Server {
+	t.Helper()
 	s := New(m, Options{Log: discardLog()})
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(m.ws.shutdown)
-	return ts, m
+	return ts
+}
+
+// loadedPI05 is a loaded pi0.5 model: Run's Load has nothing to do.
+type loadedPI05 struct{ *PI05 }
+
+func (loadedPI05) Load(context.Context, *slog.Logger) error { return nil }
+
+// runPI05 serves the tiny checkpoint through Server.Run on a real socket.
+func runPI05(t *testing.T, overrides map[string]string, opts Options) (string, *Server) {
+	t.Helper()
+	m := newPI05TestModel(t, overrides)
+	opts.Log = discardLog()
+	s := New(loadedPI05{m}, opts)
+	s.ready.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	base, done := startRun(t, ctx, s)
+	t.Cleanup(func() { cancel(); <-done })
+	return base, s
 }
 
 // pi05Frame is a w x h frame as a base64 PNG and as the HxWx3 array SGLang clients send.

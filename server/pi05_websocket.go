@@ -26,7 +26,8 @@ type wsProtocol struct {
 	closeReason string // the close reason after an error frame
 	// handle answers one binary frame; prevTotal is the previous request's receive-to-sent time
 	// (0 on the first). An error becomes the error frame.
-	handle func(ctx context.Context, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError)
+	// handle answers one frame of robot's connection.
+	handle func(ctx context.Context, robot string, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError)
 }
 
 // wsHub tracks the open websockets: a count per protocol for /metrics, and a channel closed at
@@ -63,12 +64,12 @@ func (h *wsHub) wait(limit time.Duration) bool {
 	}
 }
 
-// takeTurn waits for the server's turn when rec offers one (Turns); tests pass plain Recorders.
-func takeTurn(rec Recorder) (done func(ok bool)) {
-	if t, ok := rec.(Turns); ok {
-		return t.Turn()
+// countPrediction counts an answered request when rec counts them (PredictionCounter); tests pass
+// plain Recorders.
+func countPrediction(rec Recorder) {
+	if c, ok := rec.(PredictionCounter); ok {
+		c.Predicted()
 	}
-	return func(bool) {}
 }
 
 // robotID is the identity of the robot behind a connection: the client's own (header X-Robot-ID or
@@ -157,11 +158,11 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 		start := time.Now()
 		reply, aerr := []byte(nil), (*apiError)(nil)
 		if f.typ != websocket.MessageBinary {
-			aerr = &apiError{http.StatusBadRequest, "a text frame: send each request as a binary msgpack frame"}
+			aerr = &apiError{status: http.StatusBadRequest, detail: "a text frame: send each request as a binary msgpack frame"}
 		} else {
-			done := takeTurn(rec)
-			reply, aerr = proto.handle(ctx, f.data, prevTotal, rec)
-			done(aerr == nil)
+			if reply, aerr = proto.handle(ctx, robot, f.data, prevTotal, rec); aerr == nil {
+				countPrediction(rec)
+			}
 		}
 		if aerr != nil {
 			if ctx.Err() != nil { // the client left while its request waited
@@ -211,21 +212,24 @@ func (m *PI05) realtime(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	m.serveWebsocket(w, r, rec, wsProtocol{name: "realtime", closeReason: "Internal server error", handle: m.realtimeFrame})
 }
 
-func (m *PI05) realtimeFrame(ctx context.Context, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError) {
-	return m.actOnFrame(ctx, frame, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
+func (m *PI05) realtimeFrame(ctx context.Context, robot string, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError) {
+	return m.actOnFrame(ctx, robot, frame, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
 		out := m.envelope(ar, inf, start)
 		out["server_timing"] = serverTiming(time.Since(start), prevTotal)
 		return out
 	})
 }
 
-// actOnFrame decodes one websocket frame as an action request (msgpack out), runs it and packs the
-// reply that reply builds.
-func (m *PI05) actOnFrame(ctx context.Context, frame []byte, rec Recorder, reply func(*actionRequest, *inference, time.Time) map[string]any) ([]byte, *apiError) {
+// actOnFrame decodes one websocket frame as an action request (msgpack out), runs it for the
+// connection's robot and packs the reply that reply builds.
+func (m *PI05) actOnFrame(ctx context.Context, robot string, frame []byte, rec Recorder, reply func(*actionRequest, *inference, time.Time) map[string]any) ([]byte, *apiError) {
 	start := time.Now()
 	ar, aerr := m.decodeActionMsgpack(frame, true)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if ar.robot == "" {
+		ar.robot = robot
 	}
 	inf, aerr := m.act(ctx, start, ar, rec)
 	if aerr != nil {
@@ -233,7 +237,7 @@ func (m *PI05) actOnFrame(ctx context.Context, frame []byte, rec Recorder, reply
 	}
 	b, err := packMsgpack(reply(ar, inf, start))
 	if err != nil {
-		return nil, &apiError{http.StatusInternalServerError, "cannot encode response: " + err.Error()}
+		return nil, &apiError{status: http.StatusInternalServerError, detail: "cannot encode response: " + err.Error()}
 	}
 	return b, nil
 }

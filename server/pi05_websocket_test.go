@@ -240,10 +240,9 @@ func TestPI05PythonRobotClients(t *testing.T) {
 	}
 }
 
-// Websocket and HTTP requests at once take turns on the one device: every reply is the
-// observation's own (a request running over another's would mix their prefixes), and websocket
-// predictions count for the fault switch.
-func TestPI05WebsocketAndHTTPTakeTurns(t *testing.T) {
+// Websocket and HTTP requests at once go through the one scheduler to the device: every reply is
+// the observation's own (a request running over another's would mix their prefixes).
+func TestPI05WebsocketAndHTTPShareTheScheduler(t *testing.T) {
 	ts := newPI05TestServer(t, nil)
 	o := newTestObservation(t)
 	var want [][]uint32

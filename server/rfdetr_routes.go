@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -27,6 +26,9 @@ type RFDETROptions struct {
 	Warmup int                 // forwards before ready; 0 means 2
 	// Version is the server binary's version, reported by /info.
 	Version string
+	// Notices are said at start and on /info: the environment's settings without effect here
+	// (RFDETREnvironment).
+	Notices []string
 }
 
 // RFDETR serves the original RF-DETR package's API: POST /predict on one image.
@@ -37,6 +39,7 @@ type RFDETR struct {
 	mu     sync.Mutex // guards det and source, which Load sets while /info reads
 	det    *rfdetr.Detector
 	source rfdetr.Source
+	run    sync.Mutex // one forward at a time: the detector has one set of buffers
 }
 
 // NewRFDETR prepares the model; nothing is read until Load.
@@ -47,12 +50,20 @@ func NewRFDETR(opts RFDETROptions) *RFDETR {
 	return &RFDETR{opts: opts}
 }
 
+// RFDETREnvironment checks the PI05_* and TT_* variables of environ for an RF-DETR server: the
+// notices to say for those without effect, or an error naming a bad value of one the supervisor
+// reads.
+func RFDETREnvironment(environ []string) ([]string, error) { return rfdetrEnv().check(environ) }
+
 func (m *RFDETR) Name() string { return RFDETRName }
 
 // Load finds the weights, checks and compiles them, and runs the warm-up
 // forwards.
 func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.log = log
+	for _, n := range m.opts.Notices {
+		log.Warn("configuration notice", "notice", n)
+	}
 	src, err := rfdetr.FindWeights(m.opts.Getenv)
 	if err != nil {
 		return err
@@ -143,6 +154,7 @@ func (m *RFDETR) Info() map[string]any {
 		"labels":     labels,
 		"server":     map[string]any{"name": "tt-model-server", "version": m.opts.Version},
 		"serialized": true,
+		"notices":    m.opts.Notices,
 	}
 }
 
@@ -199,18 +211,12 @@ func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) 
 // "inference failed: <Type>: <text>" when the forward fails.
 func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	if r.ContentLength > MaxBodyBytes {
-		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("request body is %d bytes; the limit is %d (32 MiB)", r.ContentLength, MaxBodyBytes))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeDetail(w, http.StatusBadRequest, fmt.Sprintf("request body exceeds the %d-byte (32 MiB) limit", MaxBodyBytes))
-			return
+	body, berr := readBody(w, r, MaxBodyBytes, fmt.Sprintf("%d bytes (32 MiB)", MaxBodyBytes))
+	if berr != nil {
+		if berr.status == http.StatusRequestEntityTooLarge {
+			berr.status = http.StatusBadRequest // the seed's contract: a larger body is a 400
 		}
-		writeDetail(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+		berr.write(w)
 		return
 	}
 	req, ferrs := parsePredict(body)
@@ -233,7 +239,10 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	}
 	decode := time.Since(t0)
 
-	res, err := detect(r.Context(), m.detector(), pic, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
+	res, err := m.detect(r.Context(), pic, rfdetr.Options{Threshold: float32(req.Threshold), MaxDetections: req.MaxDetections})
+	if r.Context().Err() != nil {
+		return // the client left while it waited: nobody reads an answer
+	}
 	if err != nil {
 		var bad *rfdetr.BadImageError
 		if errors.As(err, &bad) { // a streamed PNG's pixel data was corrupt
@@ -279,15 +288,22 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// detect runs the detector, turning a panic in the forward into an error so
-// the request is answered as an inference failure.
-func detect(ctx context.Context, det *rfdetr.Detector, pic *rfdetr.Picture, opt rfdetr.Options) (res rfdetr.Result, err error) {
+// detect runs the detector, one request at a time (it has one set of
+// buffers), turning a panic in the forward into an error so the request is
+// answered as an inference failure. It is called with a checked picture
+// only: a slow client never holds the detector.
+func (m *RFDETR) detect(ctx context.Context, pic *rfdetr.Picture, opt rfdetr.Options) (res rfdetr.Result, err error) {
+	m.run.Lock()
+	defer m.run.Unlock()
+	if err := ctx.Err(); err != nil {
+		return rfdetr.Result{}, err
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = &rfdetr.InferenceError{Err: &PanicError{Value: p, Stack: string(debug.Stack())}}
 		}
 	}()
-	return det.Detect(ctx, pic, opt)
+	return m.detector().Detect(ctx, pic, opt)
 }
 
 // PanicError is a recovered panic.

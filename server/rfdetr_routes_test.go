@@ -233,7 +233,7 @@ func TestPredictBodyLimit(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 400 || !strings.Contains(string(b), "exceeds the 33554432-byte") {
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "exceeds the limit of 33554432 bytes") {
 		t.Errorf("chunked oversize: %d %s", resp.StatusCode, b)
 	}
 }

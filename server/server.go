@@ -28,22 +28,24 @@ const ExitFault = 75
 // Options configure a Server.
 type Options struct {
 	Log *slog.Logger
-	// FaultExitAfter, when > 0, makes Run return a *FaultExit after that
-	// many predictions have been answered: a test-only switch that simulates
-	// a device hang for the supervisor's reset-and-restart path
-	// (TT_MODEL_FAULT_EXIT_AFTER in tt-model-server).
-	FaultExitAfter int
+	// Fault is the test-only fault switch (TT_MODEL_FAULT); its exit kind is
+	// the server's own: Run returns an *ExitError after that many predictions.
+	Fault Fault
 	// ShutdownGrace bounds how long in-flight requests may finish after a
 	// stop signal (default 30 s).
 	ShutdownGrace time.Duration
+	// Body bounds how request bodies are read (defaults: DefaultBodyLimits).
+	Body BodyLimits
 }
 
-// FaultExit is returned by Run when the fault switch fires.
-type FaultExit struct{ Predictions int }
-
-func (e *FaultExit) Error() string {
-	return fmt.Sprintf("fault switch: simulated device hang after %d predictions (exit %d)", e.Predictions, ExitFault)
+// ExitError is returned by Run when the process must exit with Code: a
+// device hang (the model's watchdog) or the fault switch.
+type ExitError struct {
+	Code   int
+	Reason string
 }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("%s (exit %d)", e.Reason, e.Code) }
 
 // Server serves one Model.
 type Server struct {
@@ -59,7 +61,6 @@ type Server struct {
 	started     time.Time
 	readySince  atomic.Int64 // unix nanoseconds the model became ready at; 0 before
 	ready       atomic.Bool
-	exclusive   sync.Mutex // one model request at a time (the program has one set of buffers)
 	predictions atomic.Int64
 	fault       chan struct{}
 	faultOnce   sync.Once
@@ -72,6 +73,9 @@ func New(m Model, opts Options) *Server {
 	}
 	if opts.ShutdownGrace == 0 {
 		opts.ShutdownGrace = 30 * time.Second
+	}
+	if opts.Body == (BodyLimits{}) {
+		opts.Body = DefaultBodyLimits
 	}
 	pages, err := console.NewRenderer()
 	if err != nil {
@@ -221,7 +225,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// Unwrap lets http.ResponseController and websocket upgrades reach the connection.
+// Unwrap lets http.ResponseController (read deadlines) and websocket upgrades reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
@@ -230,6 +234,10 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	}
 	return w.ResponseWriter.Write(b)
 }
+
+// statusClientClosed labels requests whose client went away before its
+// answer (nginx's 499): their own outcome on /metrics, never a 500.
+const statusClientClosed = 499
 
 // instrument adds metrics, an access log line and panic recovery: a panic
 // in one request is logged with its stack and answered 500; the server
@@ -249,18 +257,26 @@ func (s *Server) instrument(name string, h http.HandlerFunc) http.HandlerFunc {
 				}
 			}
 			d := time.Since(start)
-			s.metrics.requests.WithLabelValues(name, strconv.Itoa(sw.status)).Inc()
+			status := sw.status
+			if r.Context().Err() != nil {
+				status = statusClientClosed
+				s.metrics.disconnects.WithLabelValues(name).Inc()
+			}
+			s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
 			s.metrics.latency.WithLabelValues(name).Observe(d.Seconds())
 			if name != "health" && name != "metrics" {
-				s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "ms", float64(d.Microseconds())/1000)
+				s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", status, "ms", float64(d.Microseconds())/1000)
 			}
 		}()
 		h(sw, r)
 	}
 }
 
-// modelRoute gates a model handler: 503 until loaded, then one request at a
-// time; counted requests feed the fault switch.
+// modelRoute gates a model handler: 503 until loaded; answered predictions
+// feed the exit fault switch. The server does not serialise requests: a
+// model takes its device only once a request's body is read and checked
+// (RF-DETR one at a time, pi0.5 through its scheduler), so a slow client
+// never holds it.
 func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready.Load() {
@@ -269,11 +285,11 @@ func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w}
-		if rt.Stream { // a websocket takes the turn per request (Turns)
+		r = r.WithContext(context.WithValue(r.Context(), bodyLimitsKey{}, s.opts.Body))
+		if rt.Stream { // a websocket counts each request it answers (PredictionCounter)
 			rt.Handler(sw, r, streamRecorder{stageRecorder{s.metrics}, s, rt.Counts})
 			return
 		}
-		defer s.turn()()
 		rt.Handler(sw, r, stageRecorder{s.metrics})
 		if rt.Counts && sw.status == http.StatusOK {
 			s.predicted()
@@ -281,51 +297,57 @@ func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 	}
 }
 
-// turn waits for the one-model-request-at-a-time lock and returns its release.
-func (s *Server) turn() (release func()) {
-	s.metrics.queued.Inc()
-	s.exclusive.Lock()
-	s.metrics.queued.Dec()
-	return s.exclusive.Unlock
-}
-
-// predicted counts an answered prediction; the fault switch fires at its count.
+// predicted counts an answered prediction; the exit fault switch fires at its count.
 func (s *Server) predicted() {
 	n := s.predictions.Add(1)
-	if s.opts.FaultExitAfter > 0 && n >= int64(s.opts.FaultExitAfter) {
+	if s.opts.Fault.Kind == "exit" && n >= int64(s.opts.Fault.After) {
 		s.faultOnce.Do(func() { close(s.fault) })
 	}
 }
 
-// streamRecorder is a Stream route's Turns.
+// streamRecorder is a Stream route's PredictionCounter.
 type streamRecorder struct {
 	stageRecorder
 	s      *Server
 	counts bool
 }
 
-func (r streamRecorder) Turn() func(ok bool) {
-	release := r.s.turn()
-	return func(ok bool) {
-		release()
-		if ok && r.counts {
-			r.s.predicted()
-		}
+func (r streamRecorder) Predicted() {
+	if r.counts {
+		r.s.predicted()
 	}
 }
 
+// health is "starting" until loaded, then the model's health: "ok", or for
+// a model with a watchdog "degraded" (serving on fewer devices) or "hung"
+// (503: about to exit for a chip reset).
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ Recorder) {
-	status, device := s.state()
-	writeJSON(w, http.StatusOK, map[string]any{"status": status, "model": s.model.Name(), "device": device})
+	status, device, detail := s.state()
+	code := http.StatusOK
+	if status == "hung" {
+		code = http.StatusServiceUnavailable
+	}
+	body := map[string]any{"model": s.model.Name()}
+	for k, v := range detail {
+		body[k] = v
+	}
+	body["status"], body["device"] = status, device
+	writeJSON(w, code, body)
 }
 
 // state is what /health and the console report: "starting" until the model
-// is loaded (no device yet), then "ok" and the device.
-func (s *Server) state() (status string, device any) {
+// is loaded (no device yet), then "ok" and the device, or for a model with a
+// watchdog its health ("degraded": serving on fewer devices; "hung": about
+// to exit for a chip reset) and its details.
+func (s *Server) state() (status string, device any, detail map[string]any) {
 	if !s.ready.Load() {
-		return "starting", nil
+		return "starting", nil, nil
 	}
-	return "ok", s.model.Device()
+	status, device = "ok", s.model.Device()
+	if h, ok := s.model.(HealthReporter); ok {
+		status, detail = h.Health(), h.HealthDetail()
+	}
+	return status, device, detail
 }
 
 // info is the model's Info with "routes": every route this server answers.
@@ -345,12 +367,16 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 
 // Run serves on ln, loads the model in the background, and returns when ctx
 // is cancelled (graceful shutdown: nil), when loading fails (its error), or
-// when the fault switch fires (*FaultExit, after the last response is out).
+// with an *ExitError when the process must exit with a code: a device hang
+// (after the model's drain, with the model's hang code; also on a stop
+// signal after a hang) or the exit fault switch (after the last response is
+// out). After a hang the model is not closed: a stuck device call never
+// returns.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute, // a 32 MB body over a slow link
+		ReadTimeout:       5 * time.Minute, // a 64 MB body at the minimum rate; bodies are also bounded by Options.Body
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
@@ -371,6 +397,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}
 		loadErr <- err
 	}()
+	var hangExit <-chan int
+	hw, watched := s.model.(HangWatcher)
+	if watched {
+		hangExit = hw.Exit()
+	}
 
 	var result error
 	loading := loadErr
@@ -387,17 +418,30 @@ wait:
 			result = fmt.Errorf("serve: %w", err)
 			break wait
 		case <-s.fault:
-			result = &FaultExit{Predictions: int(s.predictions.Load())}
+			result = &ExitError{Code: ExitFault, Reason: fmt.Sprintf("fault switch: simulated device hang after %d predictions", s.predictions.Load())}
+			break wait
+		case code := <-hangExit:
+			result = &ExitError{Code: code, Reason: "device hang: exiting for a chip reset and restart"}
 			break wait
 		case <-ctx.Done():
 			s.log.Info("stop signal: shutting down", "grace", s.opts.ShutdownGrace)
+			if watched && hw.Hung() {
+				result = &ExitError{Code: hw.HangExitCode(), Reason: "stop signal after a device hang: exiting with the hang code, the stuck device left as it is"}
+			}
 			break wait
 		}
 	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+	hung := watched && hw.Hung()
+	grace := s.opts.ShutdownGrace
+	if hung {
+		grace = min(grace, 5*time.Second) // the model has drained; only answers still being written remain
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := hs.Shutdown(shutCtx)
 	switch {
+	case hung:
+		s.log.Warn("a device hung: the model is not closed (its stuck call never returns)")
 	case err != nil && !errors.Is(err, http.ErrServerClosed):
 		// A request may still be inside the program: freeing it now could
 		// crash that request, and the process is exiting anyway.

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/chips"
+	"github.com/ttmodel/tt-model/internal/hangmarker"
 )
 
 // HangExitCode is the exit code a server uses to say its chips hung
@@ -31,6 +31,20 @@ const (
 	ResetAlways ResetOnStart = "always" // before the first start
 	ResetNever  ResetOnStart = "never"
 )
+
+// ParseResetOnStart reads --reset-on-start or PI05_RESET_ON_START: auto, always or never, or
+// the seed's values auto, 1 and 0.
+func ParseResetOnStart(s string) (ResetOnStart, error) {
+	switch s {
+	case "auto":
+		return ResetAuto, nil
+	case "always", "1":
+		return ResetAlways, nil
+	case "never", "0":
+		return ResetNever, nil
+	}
+	return "", fmt.Errorf("%q: want auto, 1 (always) or 0 (never)", s)
+}
 
 // Config is everything a supervisor run needs. Durations are data, so tests
 // use short ones; Defaults gives the production values.
@@ -101,7 +115,7 @@ func Defaults(port int) Config {
 		ProbeTimeout:      5 * time.Second,
 		StartTimeout:      7 * time.Minute,
 		StopGrace:         120 * time.Second,
-		HangMarker:        DefaultHangMarker(),
+		HangMarker:        hangmarker.Default(os.Getenv),
 		ResetCmd:          DefaultResetCmd,
 		ResetTimeout:      180 * time.Second,
 		ResetOnStart:      ResetAuto,
@@ -119,18 +133,6 @@ func Defaults(port int) Config {
 		BackoffReset:      10 * time.Minute,
 		ExtendInterval:    30 * time.Second,
 	}
-}
-
-// DefaultHangMarker is $PI05_HANG_MARKER or ~/.cache/pi05/hang_marker.
-func DefaultHangMarker() string {
-	if p := os.Getenv("PI05_HANG_MARKER"); p != "" {
-		return p
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "/root"
-	}
-	return filepath.Join(home, ".cache", "pi05", "hang_marker")
 }
 
 // DefaultLockDir is /run/lock when this user can write there (shared by every

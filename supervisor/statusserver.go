@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/hangmarker"
 	"github.com/ttmodel/tt-model/internal/webui"
 )
 
@@ -103,7 +104,7 @@ func markerStatus(path string) *MarkerStatus {
 	if b, err := os.ReadFile(path); err == nil {
 		m.Present, m.Content = true, strings.TrimSpace(string(b))
 	} else if !os.IsNotExist(err) {
-		m.Present, m.Content = markerExists(path), "unreadable: "+err.Error()
+		m.Present, m.Content = hangmarker.Exists(path), "unreadable: "+err.Error()
 	}
 	return m
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/hangmarker"
 	"github.com/ttmodel/tt-model/internal/procfs"
 	"github.com/ttmodel/tt-model/internal/readiness"
 )
@@ -163,7 +164,7 @@ func (s *Supervisor) loop(ctx context.Context) (int, error) {
 	switch {
 	case s.cfg.ResetOnStart == ResetAlways:
 		resetWhy = "--reset-on-start always"
-	case s.cfg.ResetOnStart == ResetAuto && markerExists(s.cfg.HangMarker):
+	case s.cfg.ResetOnStart == ResetAuto && hangmarker.Exists(s.cfg.HangMarker):
 		resetWhy = "hang marker " + s.cfg.HangMarker + " exists"
 	}
 	for {
@@ -496,7 +497,7 @@ func (s *Supervisor) recordExit(st exitStatus) {
 }
 
 func (s *Supervisor) markHang(why string) {
-	if err := writeMarker(s.cfg.HangMarker, why); err != nil {
+	if err := hangmarker.Write(s.cfg.HangMarker, "tt-model supervise: "+why); err != nil {
 		s.log.Error("cannot write the hang marker", "err", err)
 		return
 	}

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"fmt"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/hangmarker"
 )
 
 // The status board's timeline: what happened to the server and its chips,
@@ -140,8 +142,8 @@ func (s *Supervisor) noteCheck(err error) {
 
 // clearMarker removes the hang marker (after a good reset) and notes it.
 func (s *Supervisor) clearMarker() {
-	present := markerExists(s.cfg.HangMarker)
-	if err := removeMarker(s.cfg.HangMarker); err != nil {
+	present := hangmarker.Exists(s.cfg.HangMarker)
+	if err := hangmarker.Remove(s.cfg.HangMarker); err != nil {
 		s.log.Error("cannot remove the hang marker", "err", err)
 		return
 	}

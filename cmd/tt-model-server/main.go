@@ -5,9 +5,9 @@
 // "starting" until the weights are loaded and warmed up.
 //
 // Exit codes: 0 after SIGTERM/SIGINT, 1 when loading or serving fails,
-// 2 for a bad flag or setting, 75 when the test-only fault switch
-// TT_MODEL_FAULT_EXIT_AFTER=<n> fires after n predictions (it simulates a
-// device hang for the supervisor's reset-and-restart path).
+// 2 for a bad flag or setting, 75 (pi0.5: PI05_HANG_EXIT_CODE) after a
+// device hang, so the supervisor resets the chips and restarts the server;
+// the test-only fault switch TT_MODEL_FAULT makes that happen on a CPU.
 package main
 
 import (
@@ -33,7 +33,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], environment{get: os.Getenv, list: os.Environ}, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -45,8 +45,14 @@ type config struct {
 	precision         native.Precision
 	precisionVar      string // the variable precision came from
 	threads           int
-	faultAfter        int
+	fault             server.Fault
 	logLevel          slog.Level
+}
+
+// environment is the process environment: one variable, and all of them.
+type environment struct {
+	get  func(string) string
+	list func() []string
 }
 
 // precisionVars are each model's precision variable, default and choices.
@@ -59,7 +65,8 @@ var precisionVars = map[string]struct {
 	api.KindPI05:   {"PI05_PRECISION", native.BF16, []native.Precision{native.BF16, native.FP32, native.Ref}},
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, env environment, stdout, stderr io.Writer) int {
+	getenv := env.get
 	fs := flag.NewFlagSet("tt-model-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
@@ -89,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	return serve(ctx, cfg, getenv, log)
+	return serve(ctx, cfg, env, log)
 }
 
 // resolve checks flags and settings; an unresolvable model is kept as
@@ -120,12 +127,14 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 		}
 	}
 	c.threads = native.DefaultThreads()
-	if v := getenv("TT_MODEL_FAULT_EXIT_AFTER"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return fmt.Errorf("TT_MODEL_FAULT_EXIT_AFTER=%q: want a positive number of predictions", v)
-		}
-		c.faultAfter = n
+	if getenv("TT_MODEL_FAULT_EXIT_AFTER") != "" {
+		return fmt.Errorf("TT_MODEL_FAULT_EXIT_AFTER was replaced by TT_MODEL_FAULT=exit:after=N")
+	}
+	if c.fault, err = server.ParseFault(getenv("TT_MODEL_FAULT")); err != nil {
+		return err
+	}
+	if kind == api.KindRFDETR && (c.fault.Kind == "hang" || c.fault.Kind == "delay") {
+		return fmt.Errorf("TT_MODEL_FAULT=%s needs the pi0.5 serving engine's devices; RF-DETR takes exit:after=N", getenv("TT_MODEL_FAULT"))
 	}
 	return nil
 }
@@ -152,39 +161,46 @@ func (c *config) print(w io.Writer) {
 	fmt.Fprintln(w, "weights:   not opened (--verify)")
 }
 
-func serve(ctx context.Context, c config, getenv func(string) string, log *slog.Logger) int {
+func serve(ctx context.Context, c config, env environment, log *slog.Logger) int {
+	getenv := env.get
 	var m server.Model
 	switch c.kind {
 	case api.KindRFDETR:
+		notices, err := server.RFDETREnvironment(env.list())
+		if err != nil {
+			log.Error("rf-detr settings", "err", err)
+			return 2
+		}
 		m = server.NewRFDETR(server.RFDETROptions{
+			Notices: notices,
 			Getenv:  getenv,
 			Build:   rfdetrnative.Builder(native.RFDETROptions{Precision: c.precision, Threads: c.threads}),
 			Device:  c.device(),
 			Version: version.Version,
 		})
 	case api.KindPI05:
-		pm, err := pi05Model(getenv, c.precision)
+		pm, err := pi05Model(env, c.precision, c.fault)
 		if err != nil {
 			log.Error("pi05 settings", "err", err)
 			return 2
 		}
 		m = pm
 	}
-	if c.faultAfter > 0 {
-		log.Warn("test-only fault switch armed: the server exits 75 after this many predictions", "TT_MODEL_FAULT_EXIT_AFTER", c.faultAfter)
+	if c.fault.Kind == "exit" {
+		log.Warn("test-only fault switch armed", "TT_MODEL_FAULT", c.fault.String())
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, c.port))
 	if err != nil {
 		log.Error("listen", "err", err)
 		return 1
 	}
-	srv := server.New(m, server.Options{Log: log, FaultExitAfter: c.faultAfter})
+	srv := server.New(m, server.Options{Log: log, Fault: c.fault})
 	err = srv.Run(ctx, ln)
-	var fault *server.FaultExit
+	var exit *server.ExitError
 	switch {
-	case errors.As(err, &fault):
-		log.Error(fault.Error())
-		return server.ExitFault
+	case errors.As(err, &exit):
+		log.Error(exit.Error())
+		return exit.Code
 	case err != nil:
 		log.Error("server stopped", "err", err)
 		return 1

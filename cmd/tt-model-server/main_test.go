@@ -59,12 +59,23 @@ type running struct {
 	log  *syncBuffer
 }
 
+// mapEnv is an environment holding exactly m.
+func mapEnv(m map[string]string) environment {
+	return environment{get: func(k string) string { return m[k] }, list: func() []string {
+		var out []string
+		for k, v := range m {
+			out = append(out, k+"="+v)
+		}
+		return out
+	}}
+}
+
 func start(t *testing.T, ctx context.Context, env map[string]string) running {
 	t.Helper()
 	port := freePort(t)
 	r := running{base: "http://127.0.0.1:" + port, code: make(chan int, 1), log: &syncBuffer{}}
 	go func() {
-		r.code <- run(ctx, []string{"--host", "127.0.0.1", "--port", port}, func(k string) string { return env[k] }, io.Discard, r.log)
+		r.code <- run(ctx, []string{"--host", "127.0.0.1", "--port", port}, mapEnv(env), io.Discard, r.log)
 	}()
 	return r
 }
@@ -121,7 +132,7 @@ func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	if err := (rfdetr.RandomCheckpoint{Seed: 3}).Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_MODEL_FAULT_EXIT_AFTER": "2"})
+	r := start(t, context.Background(), map[string]string{"TT_RF_DETR_WEIGHTS": dir, "TT_MODEL_FAULT": "exit:after=2"})
 	r.waitOK(t, "RF-DETR-base")
 
 	for i, extra := range []string{`,"threshold":0.0,"max_detections":300`, `,"return_raw":true`} {
@@ -204,12 +215,14 @@ func TestFlags(t *testing.T) {
 		{[]string{"--verify", "--model", "pi05"}, nil, 0, "precision: bf16 (PI05_PRECISION)"},
 		{[]string{"--verify", "--model", "rf-detr"}, nil, 0, "precision: fp32 (RFDETR_PRECISION)"},
 		{[]string{"--port", "x"}, nil, 2, "--port"},
-		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT_EXIT_AFTER": "-1"}, 2, "TT_MODEL_FAULT_EXIT_AFTER"},
+		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT_EXIT_AFTER": "1"}, 2, "replaced by TT_MODEL_FAULT=exit:after=N"},
+		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT": "exit:after=0"}, 2, "TT_MODEL_FAULT"},
+		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT": "hang:after=1"}, 2, "needs the pi0.5 serving engine"},
 		{[]string{}, nil, 2, "no model to serve"},
 	}
 	for _, c := range cases {
 		var out bytes.Buffer
-		code := run(context.Background(), c.args, func(k string) string { return c.env[k] }, &out, &out)
+		code := run(context.Background(), c.args, mapEnv(c.env), &out, &out)
 		if code != c.code || !strings.Contains(out.String(), c.out) {
 			t.Errorf("%v %v: exit %d, output %q; want %d containing %q", c.args, c.env, code, out.String(), c.code, c.out)
 		}

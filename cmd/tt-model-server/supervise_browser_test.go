@@ -55,7 +55,7 @@ func TestSupervisorPageInBrowser(t *testing.T) {
 		"--", server, "--model", "pi05", "--host", "127.0.0.1", "--port", port)
 	cmd.Env = append(os.Environ(), "PI05_WEIGHTS_DIR="+abs(pi05TinyDir), "PI05_TOKENIZER="+abs(pi05Tokenizer),
 		"PI05_PRECISION=fp32", "PI05_ACTION_HORIZON=6", "PI05_NUM_STEPS=3", "PI05_NUM_IMAGES=1",
-		"PI05_HANG_MARKER="+marker, "TT_MODEL_FAULT_EXIT_AFTER=1")
+		"PI05_HANG_MARKER="+marker, "TT_MODEL_FAULT=exit:after=1")
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

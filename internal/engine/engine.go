@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -69,4 +70,31 @@ func Load(ctx context.Context, c *client.Client, tag string, img v1.Image) error
 			return fmt.Errorf("docker load %s: %s", tag, msg.Error)
 		}
 	}
+}
+
+// Save exports image ref from the engine (`docker save`) into a file under
+// dir and opens it. A docker-save archive holds uncompressed layers; the
+// image compresses them when its layers are read.
+func Save(ctx context.Context, c *client.Client, ref, dir string) (v1.Image, error) {
+	rc, err := c.ImageSave(ctx, []string{ref})
+	if err != nil {
+		return nil, fmt.Errorf("docker save %s: %w", ref, err)
+	}
+	defer rc.Close()
+	f, err := os.CreateTemp(dir, "docker-save-*.tar")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("docker save %s: %w", ref, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	img, err := tarball.ImageFromPath(f.Name(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("docker save %s: read the archive: %w", ref, err)
+	}
+	return img, nil
 }

@@ -134,6 +134,19 @@ void tt_pool_destroy(tt_pool *p)
 
 int tt_pool_threads(const tt_pool *p) { return p == NULL ? 1 : p->nthreads; }
 
+int tt_pool_pin(tt_pool *p, const int *cpus, int ncpus)
+{
+    if (p == NULL || cpus == NULL || ncpus <= 0) return 0;
+    for (int i = 1; i < p->nthreads; i++) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpus[i % ncpus], &set);
+        int rc = pthread_setaffinity_np(p->threads[i], sizeof set, &set);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
 void tt_pool_run(tt_pool *p, int ntasks, tt_task_fn fn, void *arg)
 {
     if (ntasks <= 0) return;

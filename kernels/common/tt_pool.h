@@ -24,6 +24,10 @@ tt_pool *tt_pool_create(int nthreads);
 void tt_pool_destroy(tt_pool *p);
 int tt_pool_threads(const tt_pool *p);
 
+/* Pins worker i (1..nthreads-1) to cpus[i % ncpus]; thread 0 is the caller's, which pins itself.
+ * Returns 0, or the errno of the first pthread_setaffinity_np that failed. At start-up only. */
+int tt_pool_pin(tt_pool *p, const int *cpus, int ncpus);
+
 /* Runs fn on every task and returns when all are done. Not reentrant: a task
  * must not call tt_pool_run on the same pool. p == NULL runs serially. */
 void tt_pool_run(tt_pool *p, int ntasks, tt_task_fn fn, void *arg);

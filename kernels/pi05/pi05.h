@@ -116,6 +116,9 @@ int pi05_preset_valid(const pi05_preset *p);
 pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *p, int threads, char *err,
                                 size_t errlen);
 size_t pi05_program_bytes(const pi05_program *p); /* scratch bytes */
+/* Pins the program's pool thread i (1..threads-1) to cpus[i % ncpus]; thread 0 is the caller's, which
+ * pins itself. At start-up, never during a run. */
+int pi05_program_pin(pi05_program *p, const int *cpus, int ncpus, char *err, size_t errlen);
 int pi05_program_threads(const pi05_program *p);
 void pi05_program_free(pi05_program *p);
 

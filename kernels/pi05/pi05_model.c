@@ -563,6 +563,16 @@ oom:
 }
 
 size_t pi05_program_bytes(const pi05_program *p) { return p->bytes; }
+
+int pi05_program_pin(pi05_program *p, const int *cpus, int ncpus, char *err, size_t errlen)
+{
+    int rc = tt_pool_pin(p->pool, cpus, ncpus);
+    if (rc != 0) {
+        p5_err(err, errlen, "pin %d threads to %d CPUs: error %d", p->nthreads, ncpus, rc);
+        return PI05_EINVAL;
+    }
+    return 0;
+}
 int pi05_program_threads(const pi05_program *p) { return p->nthreads; }
 
 void pi05_program_free(pi05_program *p)

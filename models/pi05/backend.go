@@ -61,6 +61,9 @@ type Program interface {
 	// CopySlab copies src's image tokens and prefix K/V into dst, a slab of this program; src may
 	// belong to another program of the same Kernels and preset (a prefix handed to an expert).
 	CopySlab(dst, src Slab) error
+	// Pin pins the program's pool thread i (1..Threads()-1) to cpus[i % len(cpus)]; thread 0 is
+	// the caller's, which pins itself.
+	Pin(cpus []int) error
 	Threads() int
 	ScratchBytes() int64
 	Close() error

@@ -35,7 +35,7 @@ func loadTiny(t *testing.T, cams, horizon int) *Policy {
 
 func TestPolicyWithoutWeightsHasNoDevice(t *testing.T) {
 	p := loadTiny(t, 2, 10)
-	if _, err := p.NewDevice(1, 1); err == nil {
+	if _, err := p.NewDevice(1, 1, 1); err == nil {
 		t.Fatal("NewDevice on a policy loaded without a Builder: want an error")
 	}
 	if p.Preset != (Preset{Cams: 2, TextBucket: 224, ActionRows: 32, MaxBatch: 1}) {

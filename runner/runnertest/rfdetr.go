@@ -13,7 +13,7 @@ serve_profiles:
   - name: hang
     description: test only; the server exits 75 after each prediction
     env:
-      TT_MODEL_FAULT_EXIT_AFTER: "1"
+      TT_MODEL_FAULT: "exit:after=1"
 `
 	for _, e := range env {
 		out += "      " + e + "\n"

@@ -6,7 +6,10 @@ package runnertest
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -157,4 +160,34 @@ func WeightsHub(t testing.TB) (*hubtest.Server, string) {
 		{Path: "model.safetensors", Data: bytes.Repeat([]byte{1, 2, 3, 4}, 10_000), LFS: true},
 	})
 	return srv, commit
+}
+
+// Reset is one line of test-reset's record (runner/testdata/hang/testreset): its argv, when it ran
+// and whether the hang marker existed then.
+type Reset struct {
+	Argv   []string `json:"argv"`
+	At     string   `json:"at"`
+	Marker bool     `json:"marker"`
+}
+
+// ReadResets reads test-reset's record; none when it does not exist yet.
+func ReadResets(t testing.TB, path string) []Reset {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Reset
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		var r Reset
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s line %d: %v", path, n, err)
+		}
+		out = append(out, r)
+	}
+	return out
 }

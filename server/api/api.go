@@ -53,10 +53,10 @@ type Route struct {
 // Common are the routes every model's server answers, whatever the model.
 func Common() []Route {
 	return []Route{
-		{Method: http.MethodGet, Path: "/health", Name: "health", What: "`{\"status\": \"ok\" | \"starting\"}`, 200 always"},
+		{Method: http.MethodGet, Path: "/health", Name: "health", What: "`{\"status\": \"ok\" | \"starting\"}` (pi0.5 also `degraded`, and `hung` with a 503), else 200"},
 		{Method: http.MethodGet, Path: "/info", Name: "info", What: "the model, its settings and weights, and this list of routes"},
 		{Method: http.MethodGet, Path: "/v1/models", Name: "models", What: "the served model id (OpenAI's list shape)"},
-		{Method: http.MethodGet, Path: "/metrics", Name: "metrics", What: "Prometheus metrics: requests, latency, stage times, queue, load time"},
+		{Method: http.MethodGet, Path: "/metrics", Name: "metrics", What: "Prometheus metrics: requests by code (499: the client left), latency, stage times, load time; pi0.5 per device"},
 		{Method: http.MethodGet, Path: "/", Name: "console", What: "the web console (HTML): status, latency per minute, and a form that tries the model"},
 		{Method: http.MethodGet, Path: "/console/status", Name: "console_status", What: "the console's status section alone (HTML), which the page reloads every few seconds"},
 		{Method: http.MethodGet, Path: "/console/stats", Name: "console_stats", What: "JSON: uptime, model requests by status code, and per minute over the last hour their p50/p99 latency and mean stage times"},

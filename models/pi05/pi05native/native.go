@@ -159,8 +159,9 @@ func (p *program) CopySlab(dst, src pi05.Slab) error {
 	return d.CopyFrom(s)
 }
 
-func (p *program) Threads() int        { return p.p.Threads() }
-func (p *program) ScratchBytes() int64 { return p.p.ScratchBytes() }
+func (p *program) Pin(cpus []int) error { return p.p.Pin(cpus) }
+func (p *program) Threads() int         { return p.p.Threads() }
+func (p *program) ScratchBytes() int64  { return p.p.ScratchBytes() }
 func (p *program) Close() error {
 	p.p.Close()
 	return nil

@@ -36,7 +36,7 @@ func loadTiny(t *testing.T, cams, horizon int, prec native.Precision) (*pi05.Pol
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	d, err := p.NewDevice(2, 1)
+	d, err := p.NewDevice(2, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestPrefixCacheHitEqualsMiss(t *testing.T) {
 		t.Run(string(prec), func(t *testing.T) {
 			p, d := loadTiny(t, 2, 10, prec)
 			p.Cache = pi05.NewPrefixCache(64 << 20)
-			other, err := p.NewDevice(1, 1)
+			other, err := p.NewDevice(1, 1, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

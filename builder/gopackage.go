@@ -1,0 +1,101 @@
+package builder
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// builtDaemonless names the daemonless build path in results and cards.
+const builtDaemonless = "daemonless (go-containerregistry)"
+
+// packageGoServer builds a tt-go-server image: tt-model (the supervisor,
+// PID 1) and tt-model-server with their shared-library closure on the base,
+// assembled without a daemon, then verified (tt-model-server --verify and
+// the manifest's verify list, shell commands).
+func packageGoServer(ctx context.Context, j *job) (*built, error) {
+	m, p := j.m, j.p
+	serverPath := stringOf(m.Runtime["server"])
+	if serverPath != "" && !filepath.IsAbs(serverPath) {
+		serverPath = filepath.Join(j.workDir, serverPath)
+	}
+	buildDir := filepath.Join(j.scratch, "bin")
+	if err := os.MkdirAll(buildDir, 0o755); err != nil {
+		return nil, err
+	}
+	p.stage("locating tt-model-server and tt-model")
+	server, tool, err := locateBinaries(ctx, binaryPlan{
+		ServerPath: serverPath, Executable: j.opts.Executable,
+		SearchDirs: []string{filepath.Dir(absPath(j.workDir, m.File)), j.workDir},
+		BuildDir:   buildDir, Log: p.writer(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	search, err := newLibSearch("/")
+	if err != nil {
+		return nil, err
+	}
+	closure, binInfo, err := closureOf(search, []placedBinary{{tool, ImageToolPath}, {server, ImageServerPath}})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range binInfo {
+		p.stage("%s: %s, %s, static=%v", b.ImagePath, b.From, humanBytes(b.Size), b.Static)
+	}
+
+	p.stage("base image: %s", orScratch(j.baseRef))
+	base, err := loadBase(ctx, j.baseField(), j.baseRef, j.baseAt(), filepath.Join(j.scratch, "base"))
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{"HF_HOME": ImageHFDir, "TT_METAL_CACHE": ImageCacheDir, "HOME": ImageHomeDir}
+	for k, v := range j.launch.Env {
+		env[k] = v
+	}
+	if extra := closure.extraLibraryPath(); len(extra) > 0 {
+		env["LD_LIBRARY_PATH"] = strings.Join(extra, ":")
+	}
+	record := j.record(base.Ref, base.Digest, builtDaemonless)
+	record["server"] = map[string]any{"from": binInfo[1].From, "sha256": binInfo[1].SHA256, "static": binInfo[1].Static}
+	record["tool"] = map[string]any{"from": binInfo[0].From, "sha256": binInfo[0].SHA256, "static": binInfo[0].Static}
+	manifestJSON, err := j.manifestLabel(record, nil)
+	if err != nil {
+		return nil, err
+	}
+	spec := imageSpec{
+		Base: base, Server: server, Tool: tool, Closure: closure,
+		Entrypoint: []string{ImageToolPath, "supervise", "--"},
+		Cmd:        append([]string{ImageServerPath}, j.launch.Argv[1:]...),
+		Env:        env,
+		Port:       j.launch.Port,
+		Labels:     imageLabels(m, j.code, manifestJSON, j.builtAt(), gitRevision(ctx, filepath.Dir(absPath(j.workDir, m.File)))),
+		Epoch:      j.epoch,
+	}
+	p.stage("assembling the image")
+	bi, err := assembleImage(spec, p)
+	if err != nil {
+		return nil, err
+	}
+	digest, err := bi.Image.Digest()
+	if err != nil {
+		return nil, err
+	}
+	tag := imageTag(m.Name, digest)
+	p.stage("image %s (%s)", tag, digest)
+	where, err := verifyImage(ctx, j.opts.Verify, bi, tag, m.Verify, j.scratch, p)
+	if err != nil {
+		return nil, err
+	}
+	var libs []string
+	if in := closure.Interpreter; in != nil {
+		libs = append(libs, in.ImagePath)
+	}
+	for _, l := range closure.Libraries {
+		libs = append(libs, l.ImagePath)
+	}
+	return &built{image: bi.Image, tag: tag, layers: bi.Layers, baseRef: base.Ref, verifiedIn: where,
+		builtWith: builtDaemonless, record: record, binaries: binInfo, libraries: libs,
+		baseUncompressed: base.Uncompressed, blobFiles: blobFiles(base, bi.Layers)}, nil
+}

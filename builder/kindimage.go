@@ -1,0 +1,148 @@
+package builder
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// assembleKindImage is the daemonless build of a Python kind's context:
+// the Dockerfile's steps as layers on the base, nothing run. The account
+// step is computed from the base's files (as accountsShell would change
+// them); the COPY steps become one layer each, the one that changes most
+// (code/) last. Every time stamp is the epoch, so equal inputs give equal
+// digests.
+func assembleKindImage(c *kindContext, base *baseImage, tool binary, codeDir string, epoch time.Time, p *progress) (builtImage, error) {
+	if !base.Tree.isFile("/bin/bash") {
+		return builtImage{}, fmt.Errorf("base %s has no /bin/bash: kind %s runs bash scripts (serve-<profile>.sh, verify.sh); base it on an image with bash and Python", base.Ref, c.Kind)
+	}
+	fs := newRootfs(base)
+	var plans []*layerPlan
+
+	// HOME is writable by any uid: `serve` runs the container as the host's.
+	accounts, err := accountsLayer(fs, base, "the tt user (uid 1000), HOME, /cache and /hf", 0o1777)
+	if err != nil {
+		return builtImage{}, err
+	}
+	plans = append(plans, accounts)
+
+	toolLayer := fs.plan(fmt.Sprintf("%s (%s)", ImageToolPath, tool.From))
+	toolLayer.add(hostFileEntry(ImageToolPath, 0o755, tool.HostPath))
+	plans = append(plans, toolLayer.done())
+
+	scripts := fs.plan("verify.sh and the serve scripts")
+	scripts.add(fileEntry(verifyImagePath, 0o755, c.Files["verify.sh"]))
+	for _, name := range c.ServeScripts {
+		scripts.add(fileEntry(path.Join(serveScriptDir, name), 0o755, c.Files[name]))
+	}
+	plans = append(plans, scripts.done())
+
+	code := fs.plan("code/ at " + codeImageDir)
+	if err := addTree(code, codeDir, codeImageDir); err != nil {
+		return builtImage{}, err
+	}
+	plans = append(plans, code.done())
+
+	layers, err := buildLayers(plans, epoch)
+	if err != nil {
+		return builtImage{}, err
+	}
+	img, err := stackLayers(base, layers, epoch, func(cfg v1.Config) v1.Config { return kindImageConfig(cfg, c.Config) }, p)
+	if err != nil {
+		return builtImage{}, err
+	}
+	return builtImage{Image: img, Layers: layers, Tree: fs.tree}, nil
+}
+
+// kindImageConfig applies the Dockerfile's ENV, LABEL, EXPOSE, USER, WORKDIR,
+// ENTRYPOINT and CMD to the base's config, as a build would: env and labels
+// by key over the base's, the rest replaced.
+func kindImageConfig(base v1.Config, c kindConfig) v1.Config {
+	cfg := base
+	env := map[string]string{}
+	var order []string
+	for _, kv := range base.Env {
+		k, v, _ := cutEnv(kv)
+		if _, seen := env[k]; !seen {
+			order = append(order, k)
+		}
+		env[k] = v
+	}
+	for _, kv := range c.Env {
+		if _, seen := env[kv[0]]; !seen {
+			order = append(order, kv[0])
+		}
+		env[kv[0]] = kv[1]
+	}
+	cfg.Env = make([]string, 0, len(order))
+	for _, k := range order {
+		cfg.Env = append(cfg.Env, k+"="+env[k])
+	}
+	labels := map[string]string{}
+	for k, v := range base.Labels {
+		labels[k] = v
+	}
+	for k, v := range c.Labels {
+		labels[k] = v
+	}
+	cfg.Labels = labels
+	cfg.ExposedPorts = map[string]struct{}{strconv.Itoa(c.Port) + "/tcp": {}}
+	cfg.User, cfg.WorkingDir = c.User, c.WorkDir
+	cfg.Entrypoint, cfg.Cmd = c.Entrypoint, c.Cmd
+	return cfg
+}
+
+func cutEnv(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+// addTree adds every directory and file under host dir to the layer at
+// imageDir, as COPY dir/ imageDir/ would: root-owned, modes normalised.
+func addTree(l *layerPlan, dir, imageDir string) error {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return fmt.Errorf("code/%s is not a regular file or directory", filepath.ToSlash(rel))
+		}
+		files = append(files, p)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	sort.Strings(files)
+	l.mkdirAll(imageDir)
+	for _, p := range files {
+		rel, _ := filepath.Rel(dir, p)
+		target := path.Join(imageDir, filepath.ToSlash(rel))
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if info.IsDir() {
+			l.mkdirAll(target)
+			continue
+		}
+		l.add(hostFileEntry(target, hostFileMode(info), p))
+	}
+	return nil
+}

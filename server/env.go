@@ -1,0 +1,130 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Every PI05_* and TT_* variable a profile can set is acted on, or refused at start, or named at
+// start as having no effect on this build (and what acts instead): none is accepted silently.
+
+// envRules say what a model's server does with the PI05_* and TT_* variables of its environment.
+type envRules struct {
+	// read are the variables the model's configuration reads (pi0.5: recorded while NewPI05 runs).
+	read map[string]bool
+	// elsewhere are read by another part of the program (main, the kernels, the supervisor); a
+	// non-empty note is said at start.
+	elsewhere map[string]string
+	// noEffect are known variables this server does not use, with why.
+	noEffect map[string]string
+	// refuse is the prefix of the variables refused when nobody reads them (pi0.5: "PI05_": a typo
+	// or a setting of another build); other unknown PI05_* and TT_* ones are named as no effect.
+	refuse string
+}
+
+// The supervisor's and the runner's variables, and those of chips, the same for every model.
+var (
+	supervisorVars = map[string]string{
+		"PI05_RESET_ON_START": "is read by tt-model supervise, which resets the chips before starting this server " +
+			"(auto: when the hang marker exists; 1: always; 0: never); the server itself opens no chips",
+	}
+	chipVars = map[string]string{
+		"TT_METAL_CACHE":            "there is no tt-metal in this build (its kernels are compiled in)",
+		"TT_METAL_HOME":             "there is no tt-metal in this build (its kernels are compiled in)",
+		"TT_METAL_VISIBLE_DEVICES":  "this build computes on the CPU; the supervisor locks and resets the chips",
+		"TT_VISIBLE_DEVICES":        "this build computes on the CPU; the supervisor locks and resets the chips",
+		"TT_DEVICE_ID":              "this build computes on the CPU; the supervisor locks and resets the chips",
+		"MESH_DEVICE":               "this build computes on the CPU (pi0.5's devices come from TT_MESH_SHAPE / TT_CPU_DEVICES)",
+		"TT_MODEL_FAULT_EXIT_AFTER": "", // refused by main: replaced by TT_MODEL_FAULT=exit:after=N
+	}
+)
+
+// pi05Env are pi0.5's rules: what NewPI05 reads, plus these.
+func pi05Env(read map[string]bool) envRules {
+	return envRules{read: read, refuse: "PI05_",
+		elsewhere: merge(supervisorVars, map[string]string{
+			"PI05_PRECISION": "", // main: the kernels' precision
+			"TT_ISA":         "", // the kernels: a cap on the kernel family
+			"TT_MODEL_FAULT": "", // main: the test-only fault switch
+		}),
+		noEffect: merge(chipVars, map[string]string{
+			"TT_RF_DETR_WEIGHTS": "it locates RF-DETR's weights; this server serves pi0.5",
+			"RFDETR_PRECISION":   "it is RF-DETR's precision; pi0.5's is PI05_PRECISION",
+		})}
+}
+
+// rfdetrEnv are RF-DETR's rules.
+func rfdetrEnv() envRules {
+	return envRules{
+		read: map[string]bool{"TT_RF_DETR_WEIGHTS": true, "TT_WEIGHTS_REVISION": true},
+		elsewhere: merge(supervisorVars, map[string]string{
+			"RFDETR_PRECISION": "", "TT_ISA": "", "TT_NUM_THREADS": "", "TT_MODEL_FAULT": "", // main and the kernels
+			"PI05_HANG_MARKER": "is read by tt-model supervise: the hang marker it writes on exit 75",
+		}),
+		noEffect: chipVars,
+	}
+}
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// check returns the notices to say at start for environ's PI05_* and TT_* variables that have no
+// effect here or are read by another program, and refuses unknown ones with the refuse prefix.
+func (r envRules) check(environ []string) ([]string, error) {
+	vals := map[string]string{}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		vals[k] = v
+	}
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var notices []string
+	var errs []error
+	for _, k := range keys {
+		v := vals[k]
+		if r.read[k] {
+			continue
+		}
+		if note, ok := r.elsewhere[k]; ok {
+			if k == "PI05_RESET_ON_START" {
+				switch v {
+				case "auto", "1", "0", "always", "never":
+				default:
+					errs = append(errs, fmt.Errorf("PI05_RESET_ON_START=%q: want auto, 1 or 0", v))
+					continue
+				}
+			}
+			if note != "" {
+				notices = append(notices, fmt.Sprintf("%s=%s %s", k, v, note))
+			}
+			continue
+		}
+		if why, ok := r.noEffect[k]; ok {
+			if why != "" {
+				notices = append(notices, fmt.Sprintf("%s=%s has no effect: %s", k, v, why))
+			}
+			continue
+		}
+		switch {
+		case r.refuse != "" && strings.HasPrefix(k, r.refuse):
+			errs = append(errs, fmt.Errorf("%s=%s: this server reads no such variable (a typo, or a setting of another build?); see docs/pi05.md for the variables it takes", k, v))
+		case strings.HasPrefix(k, "PI05_"):
+			notices = append(notices, fmt.Sprintf("%s=%s has no effect: it is a pi0.5 setting and this server serves RF-DETR", k, v))
+		case strings.HasPrefix(k, "TT_"):
+			notices = append(notices, fmt.Sprintf("%s=%s has no effect: tt-model-server does not read it", k, v))
+		}
+	}
+	return notices, errors.Join(errs...)
+}
