@@ -180,3 +180,32 @@ func TestMinuteWindow(t *testing.T) {
 		t.Error("a minute over the sample bound is not marked sampled")
 	}
 }
+
+// healthModel is a model whose devices can fail (HealthReporter).
+type healthModel struct {
+	tableModel
+	health string
+}
+
+func (m *healthModel) Health() string               { return m.health }
+func (m *healthModel) HealthDetail() map[string]any { return map[string]any{"devices": "1 quarantined"} }
+
+// The console reports the model's own health, as /health does: degraded,
+// and hung (which /health answers with a 503).
+func TestConsoleShowsTheModelsHealth(t *testing.T) {
+	for _, h := range []string{"degraded", "hung"} {
+		s := New(&healthModel{health: h}, Options{Log: discardLog()})
+		s.ready.Store(true)
+		ts := httptest.NewServer(s.Handler())
+		_, page := get(t, ts.URL+"/")
+		_, stats := get(t, ts.URL+"/console/stats")
+		resp, _ := get(t, ts.URL+"/health")
+		ts.Close()
+		if !strings.Contains(page, `<span class="state state-`+h+`" id="state">`+h+`</span>`) || !strings.Contains(stats, `"status":"`+h+`"`) {
+			t.Errorf("%s: the console does not say so:\n%s\n%s", h, page, stats)
+		}
+		if want := map[string]int{"degraded": 200, "hung": 503}[h]; resp.StatusCode != want {
+			t.Errorf("%s: /health %d, want %d", h, resp.StatusCode, want)
+		}
+	}
+}
