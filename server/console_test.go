@@ -187,8 +187,10 @@ type healthModel struct {
 	health string
 }
 
-func (m *healthModel) Health() string               { return m.health }
-func (m *healthModel) HealthDetail() map[string]any { return map[string]any{"devices": "1 quarantined"} }
+func (m *healthModel) Health() string { return m.health }
+func (m *healthModel) HealthDetail() map[string]any {
+	return map[string]any{"devices": "1 quarantined"}
+}
 
 // The console reports the model's own health, as /health does: degraded,
 // and hung (which /health answers with a 503).
