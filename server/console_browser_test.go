@@ -106,6 +106,9 @@ type drawnBox struct {
 	Score                             float64
 	X, Y, W, H                        float64
 	LabelText, TableLabel, TableScore string
+	// OnScreen is the box's rendered width in CSS pixels: 0 when the
+	// overlay is in the DOM but not drawn (hidden, or outside the picture).
+	OnScreen float64
 }
 
 const readBoxes = `[...document.querySelectorAll('#boxes rect')].map((r, i) => ({
@@ -114,6 +117,7 @@ const readBoxes = `[...document.querySelectorAll('#boxes rect')].map((r, i) => (
 	LabelText: r.parentNode.querySelector('text').textContent,
 	TableLabel: document.querySelectorAll('#detections tbody tr')[i]?.cells[1].textContent,
 	TableScore: document.querySelectorAll('#detections tbody tr')[i]?.cells[2].textContent,
+	OnScreen: r.getBoundingClientRect().width,
 }))`
 
 // waitDrawn waits until the page has drawn the answer to a request after
@@ -154,6 +158,9 @@ func sameBoxes(t *testing.T, drawn []drawnBox, want predictResponse) {
 				t.Errorf("box %d drawn at %v, /predict says %v", i, box, d.Box)
 				break
 			}
+		}
+		if d.Box[2] > d.Box[0] && g.OnScreen <= 0 {
+			t.Errorf("box %d is in the page but not drawn on screen (rendered width %v)", i, g.OnScreen)
 		}
 		score := strconv.FormatFloat(float64(d.Score), 'f', 2, 64)
 		if g.Label != d.Label || math.Abs(g.Score-float64(d.Score)) > 1e-6 || g.LabelText != d.Label+" "+score ||

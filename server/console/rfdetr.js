@@ -67,13 +67,13 @@ function draw(answer, threshold) {
   const result = $('result');
   result.dataset.threshold = String(threshold);
   if (!answer) {
-    svg.hidden = true;
+    svg.toggleAttribute('hidden', true); // an SVG element has no .hidden property
     $('shown').hidden = true;
     return;
   }
   const { width, height } = answer.image_size;
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
-  svg.hidden = false;
+  svg.toggleAttribute('hidden', false);
   // Labels stay readable whatever the picture's size on screen.
   const shown = $('shown').getBoundingClientRect().width || width;
   const font = Math.max(10, 15 * (width / shown));
