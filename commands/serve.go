@@ -243,6 +243,9 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	url := inst.URL()
 	fmt.Fprintf(w, "%s %s: profile %s, %s\n", spec.Package.Wire.Name, state, spec.Profile.Name, where)
 	fmt.Fprintf(w, "  url      %s\n", url)
+	if spec.Package.Wire.Container.Kind == manifest.KindGoServer {
+		fmt.Fprintf(w, "  console  %s/  (in a browser: status, latency, a form that tries the model)\n", url)
+	}
 	if len(spec.Chips) > 0 {
 		fmt.Fprintf(w, "  chips    %s\n", runner.FormatChips(spec.Chips))
 	} else {

@@ -50,7 +50,7 @@ func (f *superviseFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.resetOnStart, "reset-on-start", string(d.ResetOnStart), "reset the chips before the first start: auto (when the hang marker exists), always (1) or never (0); default the server's PI05_RESET_ON_START, else auto")
 	fs.IntVar(&f.maxRestarts, "max-restarts", d.MaxRestarts, "give up after this many restarts within --restart-window")
 	fs.DurationVar(&f.restartWindow, "restart-window", d.RestartWindow, "window for --max-restarts")
-	fs.StringVar(&f.statusAddr, "status-addr", "", "serve the status JSON on this address, e.g. 127.0.0.1:9100 (default off)")
+	fs.StringVar(&f.statusAddr, "status-addr", "", "serve the status JSON (GET /status, and / for machines) and the status page (/ in a browser) on this address, e.g. 127.0.0.1:9100 (default off)")
 	fs.StringVar(&f.stateFile, "state-file", "", "keep the status JSON (pids and start times, state, exit code at the end) in this file (default off)")
 }
 

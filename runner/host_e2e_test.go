@@ -95,6 +95,15 @@ func TestHostKilledSupervisor(t *testing.T) {
 			t.Fatalf("the server (pid %d) outlived its SIGKILLed supervisor", server.PID)
 		}
 	}
+	// The kernel sends the server its death signal while the supervisor is
+	// still exiting, so the server can be gone a moment before the
+	// supervisor's own /proc entry turns into a zombie: wait for that too.
+	supervisorProc := sup.Supervisor
+	for deadline := time.Now().Add(time.Minute); supervisorProc.Alive(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the supervisor (pid %d) is still alive after SIGKILL", supervisorProc.PID)
+		}
+	}
 	cur, err := h.Find(ctx, inst.Name)
 	if err != nil || cur == nil || cur.Running || cur.State != "died" {
 		t.Fatalf("Find after the kill = %+v, %v; want a died instance", cur, err)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make demo: package the RF-DETR model, serve it on this machine's CPU (Docker engine when one answers,
-# else the bare host), send it a picture, print the detections, stop it. Run from the repository root.
+# else the bare host; its ready card names the web console's URL), send it a picture, print the
+# detections, stop it (DEMO_KEEP=1: once Enter is pressed, so the console can be tried). Run from the
+# repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tt=$PWD/bin/tt-model
@@ -60,6 +62,11 @@ url=$(awk '$1 == "url" {print $2; exit}' "$work/serve.txt")
 
 step "POST a sample picture to $url/predict"
 go run ./tools/demo --image "$work/sample.png" --predict "$url"
+
+if [ "${DEMO_KEEP:-}" = 1 ]; then
+  printf '\n  The server stays up for the console at %s/ : press Enter to stop it.\n' "$url"
+  read -r _
+fi
 
 step "stop"
 $tt stop rf-detr

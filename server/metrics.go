@@ -19,11 +19,14 @@ type metrics struct {
 	// disconnects counts requests whose client went away before the answer
 	// (labelled 499 in requests, never 500).
 	disconnects *prometheus.CounterVec
+	// window is the last hour per minute, for the console.
+	window *minuteWindow
 }
 
 func newMetrics(model string) *metrics {
 	labels := prometheus.Labels{"model": model}
 	m := &metrics{
+		window:   newMinuteWindow(),
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tt_model_http_requests_total", Help: "HTTP requests by route and status code.", ConstLabels: labels,
@@ -51,9 +54,11 @@ func newMetrics(model string) *metrics {
 	return m
 }
 
-// stageRecorder feeds a handler's stage timings to the histogram.
+// stageRecorder feeds a handler's stage timings to the histogram and to the
+// console's window.
 type stageRecorder struct{ m *metrics }
 
 func (r stageRecorder) Stage(name string, d time.Duration) {
 	r.m.stages.WithLabelValues(name).Observe(d.Seconds())
+	r.m.window.stage(time.Now(), name, d)
 }

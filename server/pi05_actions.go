@@ -318,10 +318,7 @@ func (m *PI05) rawPayload(ar *actionRequest, inf *inference, start time.Time) ma
 // websockets.
 func (m *PI05) actionMetadata() map[string]any {
 	p, _ := m.current()
-	stateDim := p.Config.MaxStateDim
-	if p.Norm.State != nil {
-		stateDim = len(p.Norm.State.Q01)
-	}
+	stateDim := stateDim(p)
 	cache := map[string]any{"enabled": p.Cache != nil}
 	if p.Cache != nil {
 		cache["limit_bytes"] = p.Cache.Stats().Limit

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ttmodel/tt-model/server/api"
+	"github.com/ttmodel/tt-model/server/console"
 )
 
 // ExitFault is the exit code of a device hang: the supervisor resets the
@@ -54,8 +55,11 @@ type Server struct {
 	metrics *metrics
 	handler http.Handler
 
-	table []api.Route // what routes() registered, in order
+	table   []api.Route // what routes() registered, in order
+	console *console.Renderer
 
+	started     time.Time
+	readySince  atomic.Int64 // unix nanoseconds the model became ready at; 0 before
 	ready       atomic.Bool
 	predictions atomic.Int64
 	fault       chan struct{}
@@ -73,7 +77,12 @@ func New(m Model, opts Options) *Server {
 	if opts.Body == (BodyLimits{}) {
 		opts.Body = DefaultBodyLimits
 	}
-	s := &Server{model: m, opts: opts, log: opts.Log, metrics: newMetrics(m.Name()), fault: make(chan struct{})}
+	pages, err := console.NewRenderer()
+	if err != nil {
+		panic(err) // the templates are embedded: a parse error is a bug every test meets
+	}
+	s := &Server{model: m, opts: opts, log: opts.Log, metrics: newMetrics(m.Name()), fault: make(chan struct{}),
+		console: pages, started: time.Now()}
 	if src, ok := m.(MetricsSource); ok {
 		s.metrics.registry.MustRegister(src.Collectors()...)
 	}
@@ -92,47 +101,74 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 func (s *Server) Routes() []api.Route { return append([]api.Route(nil), s.table...) }
 
 // routes builds the dispatch table from the common routes (api.Common, bound
-// here by name) and the model's. Dispatch is by exact path, then method, so
-// unknown paths and wrong methods get JSON 404/405. A route declared twice,
-// or a common route without a handler here, panics: the route table and the
-// server would disagree.
+// here by name) and the model's. Dispatch is by exact path, then by the
+// longest Prefix route, then method, so unknown paths and wrong methods get
+// JSON 404/405. A route declared twice, or a common route without a handler
+// here, panics: the route table and the server would disagree.
 func (s *Server) routes() http.Handler {
 	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	common, err := bind(api.Common(), map[string]RouteHandler{
 		"health": s.health, "info": s.info, "models": s.models,
-		"metrics": func(w http.ResponseWriter, r *http.Request, _ Recorder) { metricsHandler.ServeHTTP(w, r) },
+		"metrics":        func(w http.ResponseWriter, r *http.Request, _ Recorder) { metricsHandler.ServeHTTP(w, r) },
+		"console":        s.consolePage,
+		"console_status": s.consoleStatus,
+		"console_stats":  s.consoleStats,
+		"console_assets": s.consoleAsset,
 	})
 	if err != nil {
 		panic("server: common routes: " + err.Error())
 	}
-	table := map[string]map[string]http.HandlerFunc{} // path -> method -> handler
+	table := map[string]map[string]*endpoint{} // path -> method -> handlers
+	var folders []string                       // Prefix routes' paths, longest first
 	add := func(r Route, h http.HandlerFunc) {
 		if table[r.Path] == nil {
-			table[r.Path] = map[string]http.HandlerFunc{}
+			table[r.Path] = map[string]*endpoint{}
+			if r.Prefix {
+				folders = append(folders, r.Path)
+				sort.Slice(folders, func(i, j int) bool { return len(folders[i]) > len(folders[j]) })
+			}
 		}
-		if table[r.Path][r.Method] != nil {
+		e := table[r.Path][r.Method]
+		if e == nil {
+			e = &endpoint{}
+			table[r.Path][r.Method] = e
+		}
+		slot := &e.plain
+		if r.Stream {
+			slot = &e.stream
+		}
+		if *slot != nil {
 			panic(fmt.Sprintf("server: route %s %s declared twice", r.Method, r.Path))
 		}
-		table[r.Path][r.Method] = s.instrument(r.Name, h)
+		*slot = s.instrument(r.Name, h)
 		s.table = append(s.table, r.Route)
 	}
 	for _, r := range common {
 		add(r, func(w http.ResponseWriter, req *http.Request) { r.Handler(w, req, stageRecorder{s.metrics}) })
 	}
 	for _, r := range s.model.Routes() {
-		add(r, s.modelRoute(r))
+		h := s.modelRoute(r)
+		if !r.Stream {
+			h = s.timed(h)
+		}
+		add(r, h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		methods := table[r.URL.Path]
+		for i := 0; methods == nil && i < len(folders); i++ {
+			if strings.HasPrefix(r.URL.Path, folders[i]) {
+				methods = table[folders[i]]
+			}
+		}
 		if methods == nil {
 			writeDetail(w, http.StatusNotFound, "Not Found")
 			return
 		}
-		h := methods[r.Method]
-		if h == nil && r.Method == http.MethodHead {
-			h = methods[http.MethodGet]
+		e := methods[r.Method]
+		if e == nil && r.Method == http.MethodHead {
+			e = methods[http.MethodGet]
 		}
-		if h == nil {
+		if e == nil {
 			allowed := make([]string, 0, len(methods))
 			for m := range methods {
 				allowed = append(allowed, m)
@@ -142,8 +178,38 @@ func (s *Server) routes() http.Handler {
 			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 			return
 		}
-		h(w, r)
+		e.serve(w, r)
 	})
+}
+
+// endpoint is what one method of one path answers: a plain handler, a
+// websocket (Stream) handler, or both (pi0.5's /: the console for a
+// browser, OpenPI's policy for a websocket client).
+type endpoint struct{ plain, stream http.HandlerFunc }
+
+func (e *endpoint) serve(w http.ResponseWriter, r *http.Request) {
+	if e.stream != nil && (e.plain == nil || isWebsocket(r)) {
+		e.stream(w, r)
+		return
+	}
+	e.plain(w, r)
+}
+
+// isWebsocket reports whether r asks to become a websocket (RFC 6455 4.1:
+// Connection lists "upgrade" and Upgrade lists "websocket").
+func isWebsocket(r *http.Request) bool {
+	return headerHas(r.Header, "Connection", "upgrade") && headerHas(r.Header, "Upgrade", "websocket")
+}
+
+func headerHas(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // statusWriter remembers the status code for metrics and recovery.
@@ -256,22 +322,32 @@ func (r streamRecorder) Predicted() {
 // a model with a watchdog "degraded" (serving on fewer devices) or "hung"
 // (503: about to exit for a chip reset).
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ Recorder) {
-	status, device, code := "starting", any(nil), http.StatusOK
+	status, device, detail := s.state()
+	code := http.StatusOK
+	if status == "hung" {
+		code = http.StatusServiceUnavailable
+	}
 	body := map[string]any{"model": s.model.Name()}
-	if s.ready.Load() {
-		status, device = "ok", s.model.Device()
-		if h, ok := s.model.(HealthReporter); ok {
-			status = h.Health()
-			for k, v := range h.HealthDetail() {
-				body[k] = v
-			}
-		}
-		if status == "hung" {
-			code = http.StatusServiceUnavailable
-		}
+	for k, v := range detail {
+		body[k] = v
 	}
 	body["status"], body["device"] = status, device
 	writeJSON(w, code, body)
+}
+
+// state is what /health and the console report: "starting" until the model
+// is loaded (no device yet), then "ok" and the device, or for a model with a
+// watchdog its health ("degraded": serving on fewer devices; "hung": about
+// to exit for a chip reset) and its details.
+func (s *Server) state() (status string, device any, detail map[string]any) {
+	if !s.ready.Load() {
+		return "starting", nil, nil
+	}
+	status, device = "ok", s.model.Device()
+	if h, ok := s.model.(HealthReporter); ok {
+		status, detail = h.Health(), h.HealthDetail()
+	}
+	return status, device, detail
 }
 
 // info is the model's Info with "routes": every route this server answers.
@@ -315,6 +391,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		if err == nil {
 			s.metrics.loadSecs.Set(time.Since(start).Seconds())
 			s.metrics.ready.Set(1)
+			s.readySince.Store(time.Now().UnixNano())
 			s.ready.Store(true)
 			s.log.Info("ready", "model", s.model.Name(), "device", s.model.Device(), "seconds", time.Since(start).Seconds())
 		}

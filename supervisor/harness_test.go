@@ -118,8 +118,15 @@ func newHarness(t testing.TB) *harness {
 // tickHeartbeats makes the fake firmware alive until the test ends.
 func (h *harness) tickHeartbeats() {
 	ctx, cancel := context.WithCancel(context.Background())
-	h.t.Cleanup(cancel)
+	done := make(chan struct{})
+	// Wait for the last write: one landing after TempDir's cleanup began
+	// would leave it a file to trip on ("directory not empty").
+	h.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 	go func() {
+		defer close(done)
 		for n := 2; ; n++ {
 			for _, id := range []int{0, 1} {
 				os.WriteFile(filepath.Join(h.cfg.SysfsDir, fmt.Sprintf("tenstorrent!%d", id), "tt_heartbeat"),

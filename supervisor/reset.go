@@ -9,8 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/ttmodel/tt-model/internal/hangmarker"
 )
 
 // reset brings the chips back after a hang: the reset command, then the
@@ -21,14 +19,15 @@ import (
 // (see Config.resetsWithoutChips).
 func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 	info := &ResetInfo{At: time.Now(), Reason: why}
-	defer func() { s.board.update(func(st *Status) { st.LastReset = info }) }()
+	defer func() {
+		info.DurationS = time.Since(info.At).Seconds()
+		s.board.update(func(st *Status) { st.LastReset = info })
+	}()
 	noChips := len(s.chips) == 0
 	if noChips && !s.cfg.resetsWithoutChips() {
 		s.log.Info("no chips and the default reset command: skipping the reset and the chip check", "reason", why, "reset_cmd", s.cfg.ResetCmd)
-		if err := hangmarker.Remove(s.cfg.HangMarker); err != nil {
-			s.log.Error("cannot remove the hang marker", "err", err)
-		}
-		info.OK = true
+		s.clearMarker()
+		info.OK, info.Skipped = true, true
 		return true, false
 	}
 	if noChips {
@@ -41,21 +40,29 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 
 	for attempt := 1; attempt <= s.cfg.ResetAttempts; attempt++ {
 		info.Attempts = attempt
-		stop, err := s.runReset(ctx, extend)
+		stop, output, err := s.runReset(ctx, extend)
+		info.Output = output
 		if stop {
 			info.Error = "stopped during the reset"
 			return false, true
+		}
+		info.ChipCheck = ""
+		if err == nil && noChips {
+			info.ChipCheck = "skipped (no chips on this host)"
 		}
 		if err == nil && !noChips {
 			if stop, err = s.checkChips(ctx, extend); stop {
 				info.Error = "stopped during the chip check"
 				return false, true
 			}
+			s.noteCheck(err)
+			info.ChipCheck = "passed"
+			if err != nil {
+				info.ChipCheck = "failed: " + err.Error()
+			}
 		}
 		if err == nil {
-			if err := hangmarker.Remove(s.cfg.HangMarker); err != nil {
-				s.log.Error("chips are back but the hang marker stays", "err", err)
-			}
+			s.clearMarker()
 			if noChips {
 				s.log.Info("reset command done; no chips on this host, so the chip check is skipped", "attempt", attempt)
 			} else {
@@ -129,17 +136,28 @@ func resetArgv(cmd string, ids []int) []string {
 // runReset runs the reset command once in its own process group under
 // ResetTimeout, killing the group on expiry. Signals that arrive meanwhile
 // are held back except stop signals, which abort the reset.
-func (s *Supervisor) runReset(ctx context.Context, extend *time.Ticker) (stopped bool, err error) {
+func (s *Supervisor) runReset(ctx context.Context, extend *time.Ticker) (stopped bool, output string, err error) {
 	argv := resetArgv(s.cfg.ResetCmd, s.chips)
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
-		return false, fmt.Errorf("open %s: %w", os.DevNull, err)
+		return false, "", fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
-	c, err := s.reaper.start(argv, childEnv(os.Environ(), nil), [3]*os.File{devNull, s.stderr, s.stderr})
-	devNull.Close()
+	defer devNull.Close()
+	out, err := newOutputTail(s.stderr)
 	if err != nil {
-		return false, fmt.Errorf("reset command: %w", err)
+		return false, "", fmt.Errorf("reset command output: %w", err)
 	}
+	c, err := s.reaper.start(argv, childEnv(os.Environ(), nil), [3]*os.File{devNull, out.w, out.w})
+	out.started()
+	if err != nil {
+		return false, out.text(), fmt.Errorf("reset command: %w", err)
+	}
+	stopped, err = s.waitReset(ctx, extend, c, argv)
+	return stopped, out.text(), err
+}
+
+// waitReset waits for the reset command c under ResetTimeout.
+func (s *Supervisor) waitReset(ctx context.Context, extend *time.Ticker, c *child, argv []string) (stopped bool, err error) {
 	s.log.Info("reset command started", "pid", c.pid, "argv", argv)
 	timeout := time.NewTimer(s.cfg.ResetTimeout)
 	defer timeout.Stop()

@@ -84,11 +84,20 @@ type ExitInfo struct {
 
 // ResetInfo is the last chip reset in the status JSON.
 type ResetInfo struct {
-	At       time.Time `json:"at"`
-	Reason   string    `json:"reason"`
-	Attempts int       `json:"attempts"`
-	OK       bool      `json:"ok"`
-	Error    string    `json:"error,omitempty"`
+	At        time.Time `json:"at"`
+	Reason    string    `json:"reason"`
+	Attempts  int       `json:"attempts"`
+	OK        bool      `json:"ok"`
+	Error     string    `json:"error,omitempty"`
+	DurationS float64   `json:"duration_s"`
+	// Skipped: no chips on this host and the default reset command, so
+	// nothing ran.
+	Skipped bool `json:"skipped,omitempty"`
+	// ChipCheck is the last attempt's check: "passed", "failed: …", or
+	// "skipped (no chips on this host)".
+	ChipCheck string `json:"chip_check,omitempty"`
+	// Output is the tail of the last attempt's reset command output.
+	Output string `json:"output,omitempty"`
 }
 
 // Status is a snapshot of the supervisor, served as JSON on --status-addr
@@ -104,12 +113,26 @@ type Status struct {
 	ServerStartTick string     `json:"server_start_tick,omitempty"`
 	Starts          int        `json:"starts"`
 	Restarts        int        `json:"restarts"`
+	Resets          int        `json:"resets"`   // reset commands run (skipped ones not counted)
 	UptimeS         float64    `json:"uptime_s"` // seconds since the current server became ready
 	LastExit        *ExitInfo  `json:"last_exit,omitempty"`
 	LastReset       *ResetInfo `json:"last_reset,omitempty"`
 	Chips           []int      `json:"chips"`
 	// ExitCode is set when the supervisor has finished: the code it exits with.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// HangMarker is the marker file and whether it is there now (the status
+	// server looks when asked; the state file does not have it).
+	HangMarker *MarkerStatus `json:"hang_marker,omitempty"`
+	// Timeline is what happened, oldest first (the last 200 entries).
+	Timeline []Event `json:"timeline"`
+}
+
+// MarkerStatus is the hang marker in the status JSON.
+type MarkerStatus struct {
+	Path    string `json:"path"`
+	Present bool   `json:"present"`
+	// Content is the marker's line (when, which pid, why), when present.
+	Content string `json:"content,omitempty"`
 }
 
 // statusBoard holds the snapshot that the status server reads while the
@@ -125,13 +148,20 @@ type statusBoard struct {
 func (b *statusBoard) update(f func(st *Status)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	before := b.st
 	f(&b.st)
+	b.record(before)
 	if b.st.State == StateReady && b.readyAt.IsZero() {
 		b.readyAt = time.Now()
 	}
 	if b.st.State != StateReady {
 		b.readyAt = time.Time{}
 	}
+	b.save()
+}
+
+// save writes the state file, if there is one. The caller holds mu.
+func (b *statusBoard) save() {
 	if b.file != "" {
 		if err := writeStateFile(b.file, b.st); err != nil && b.log != nil {
 			b.log.Warn("cannot write the state file", "err", err)
@@ -174,6 +204,7 @@ func (b *statusBoard) snapshot() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.st
+	st.Timeline = append([]Event(nil), st.Timeline...)
 	if !b.readyAt.IsZero() {
 		st.UptimeS = time.Since(b.readyAt).Seconds()
 	}

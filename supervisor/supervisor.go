@@ -502,6 +502,8 @@ func (s *Supervisor) markHang(why string) {
 		return
 	}
 	s.log.Info("hang marker written", "path", s.cfg.HangMarker, "reason", why)
+	written := false // the chips may be hung
+	s.board.note(Event{Kind: EventMarker, Detail: "hang marker written: " + why, OK: &written})
 }
 
 // pingWatchdog sends WATCHDOG=1 at half the systemd interval for the
@@ -540,12 +542,12 @@ func (s *Supervisor) serveStatus(addr string) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--status-addr %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: statusHandler(&s.board), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: statusHandler(&s.board, s.cfg), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("status server stopped", "err", err)
 		}
 	}()
-	s.log.Info("status JSON served", "addr", ln.Addr().String())
+	s.log.Info("status served: JSON on /status, the page on / in a browser", "addr", ln.Addr().String())
 	return func() { hs.Close() }, nil
 }

@@ -40,8 +40,14 @@ type Route struct {
 	Counts bool
 	// Stream marks a websocket: its handler serves many requests on one
 	// connection, so the server does not hold its one-request-at-a-time lock
-	// for it (the model serializes each inference).
+	// for it (the model serializes each inference). A Stream route may share
+	// its method and path with one plain route: websocket upgrades go to the
+	// stream, every other request to the plain route (pi0.5's / is both the
+	// console and OpenPI's websocket).
 	Stream bool
+	// Prefix makes Path a folder: the route answers every path under it that
+	// no exact route claims (Path ends in "/").
+	Prefix bool
 }
 
 // Common are the routes every model's server answers, whatever the model.
@@ -51,6 +57,10 @@ func Common() []Route {
 		{Method: http.MethodGet, Path: "/info", Name: "info", What: "the model, its settings and weights, and this list of routes"},
 		{Method: http.MethodGet, Path: "/v1/models", Name: "models", What: "the served model id (OpenAI's list shape)"},
 		{Method: http.MethodGet, Path: "/metrics", Name: "metrics", What: "Prometheus metrics: requests by code (499: the client left), latency, stage times, load time; pi0.5 per device"},
+		{Method: http.MethodGet, Path: "/", Name: "console", What: "the web console (HTML): status, latency per minute, and a form that tries the model"},
+		{Method: http.MethodGet, Path: "/console/status", Name: "console_status", What: "the console's status section alone (HTML), which the page reloads every few seconds"},
+		{Method: http.MethodGet, Path: "/console/stats", Name: "console_stats", What: "JSON: uptime, model requests by status code, and per minute over the last hour their p50/p99 latency and mean stage times"},
+		{Method: http.MethodGet, Path: "/console/", Name: "console_assets", Prefix: true, What: "files under it: the console's stylesheet, scripts and sample picture, embedded in the binary"},
 	}
 }
 
