@@ -40,7 +40,7 @@ type pi05Golden struct {
 	ActionsBF16 [][]float64 `json:"actions_bf16"`
 }
 
-// TestPI05EndToEnd is issue 21's chain as a user runs it, through the
+// TestPI05EndToEnd is the pi0.5 chain as a user runs it, through the
 // tt-model CLI: `weights import` of the tiny random pi0.5 checkpoint at the
 // pinned revision, `package` of a copy of models/pi05/tt-model.yaml (one
 // image for every subtest), then for EVERY profile of that manifest and

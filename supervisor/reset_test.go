@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 17, defect 9: failed reset attempts back off (doubling from
+// Failed reset attempts back off (doubling from
 // ResetBackoff) instead of running back to back, and a host without chips
 // gives up with "the chips cannot be recovered" (no "chips  cannot" with an
 // empty list).

@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// The one grammar of `serve --device-id` and `supervise --chips` (issue 10:
-// `serve --device-id 0-3` used to be refused where `supervise --chips 0-3`
-// worked; issue 17: --chips 0-100000 created ~20 000 lock files).
+// The one grammar of `serve --device-id` and `supervise --chips`: both take
+// ranges such as 0-3, and an id above MaxID is refused before anything is
+// created for it (0-100000 would otherwise mean a lock file per id).
 func TestParse(t *testing.T) {
 	cases := []struct {
 		in      string
