@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 func freePort(t *testing.T) string {
@@ -248,5 +250,39 @@ func TestFlags(t *testing.T) {
 		if code != c.code || !strings.Contains(out.String(), c.out) {
 			t.Errorf("%v %v: exit %d, output %q; want %d containing %q", c.args, c.env, code, out.String(), c.code, c.out)
 		}
+	}
+}
+
+// --help names every model this binary serves, read from servedModels, so a
+// model added there cannot be left out of the help; servedModels and the
+// route tables (api.Kinds) list the same models, and each name the help gives
+// is one --model takes.
+func TestHelpNamesEveryModel(t *testing.T) {
+	kinds := servedKinds()
+	if want := slices.Sorted(slices.Values(api.Kinds())); !slices.Equal(kinds, want) {
+		t.Fatalf("servedModels serves %q, the route tables (api.Kinds) list %q", kinds, want)
+	}
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, mapEnv(nil), &out, &out); code != 0 {
+		t.Fatalf("--help: exit %d, want 0:\n%s", code, out.String())
+	}
+	help := out.String()
+	_, modelHelp, ok := strings.Cut(help, "-model string")
+	if !ok {
+		t.Fatalf("--help has no --model flag:\n%s", help)
+	}
+	modelHelp, _, _ = strings.Cut(modelHelp, "\n  -")
+	for _, kind := range kinds {
+		if !strings.Contains(modelHelp, kind) {
+			t.Errorf("--model's help does not name %q:\n%s", kind, modelHelp)
+		}
+		var verify bytes.Buffer
+		if code := run(context.Background(), []string{"--verify", "--model", kind}, mapEnv(nil), &verify, &verify); code != 0 ||
+			!strings.Contains(verify.String(), "model:     "+kind+"\n") {
+			t.Errorf("--verify --model %s: exit %d:\n%s", kind, code, verify.String())
+		}
+	}
+	if !strings.Contains(help, "Example:\n  ") {
+		t.Errorf("--help has no example:\n%s", help)
 	}
 }
