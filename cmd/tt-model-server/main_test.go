@@ -8,14 +8,15 @@ import (
 	"image"
 	"image/png"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/internal/syncbuf"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/internal/version"
@@ -24,16 +25,8 @@ import (
 	"github.com/ttmodel/tt-model/server/api"
 )
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
-}
+// freePort is servertest.FreePort as the --port flag takes it.
+func freePort(t *testing.T) string { return strconv.Itoa(servertest.FreePort(t)) }
 
 type running struct {
 	base string
@@ -60,6 +53,20 @@ func start(t *testing.T, ctx context.Context, env map[string]string) running {
 		r.code <- run(ctx, []string{"--host", "127.0.0.1", "--port", port}, mapEnv(env), io.Discard, r.log)
 	}()
 	return r
+}
+
+// waitExit waits up to a minute for the server to exit with code; after
+// names what should have made it exit.
+func (r running) waitExit(t *testing.T, code int, after string) {
+	t.Helper()
+	select {
+	case c := <-r.code:
+		if c != code {
+			t.Errorf("exit %d after %s, want %d:\n%s", c, after, code, r.log.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("no exit after %s:\n%s", after, r.log.String())
+	}
 }
 
 // waitOK polls /health until it says ok, then checks that it names model on
