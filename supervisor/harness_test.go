@@ -263,8 +263,14 @@ func (h *harness) kinds() []string {
 // wantEvents checks the test server's events, in order, against want.
 func (h *harness) wantEvents(t testing.TB, want ...string) {
 	t.Helper()
-	if got := h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events:\n got %q\nwant %q", got, want)
+	wantSequence(t, "events", h.kinds(), want)
+}
+
+// wantSequence checks got against want, in order; what names the sequence.
+func wantSequence(t testing.TB, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got %q\nwant %q", what, got, want)
 	}
 }
 
@@ -411,9 +417,7 @@ func (n *notifySocket) pings() int {
 // against want.
 func (n *notifySocket) wantMessages(t testing.TB, want ...string) {
 	t.Helper()
-	if got := n.messages(); !slices.Equal(got, want) {
-		t.Errorf("datagrams:\n got %q\nwant %q", got, want)
-	}
+	wantSequence(t, "datagrams", n.messages(), want)
 }
 
 func (n *notifySocket) has(prefix string) bool {
