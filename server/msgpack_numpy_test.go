@@ -119,12 +119,7 @@ func TestMsgpackNumpyDtypes(t *testing.T) {
 				}
 			}
 			body := mustPack(t, map[string]any{"x": npArray{tc.dtype, []int{1, 3}, encodeItems(t, tc.dtype, tc.vals)}})
-			m, err := readMap(body, "", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := m.get("x")
-			n, err := readNumbers(raw, "x", 10)
+			n, err := readNumbers(packedValue(t, body, "x"), "x", 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,12 +143,7 @@ func TestMsgpackNumpyDtypes(t *testing.T) {
 func TestMsgpackFloat32RoundTrip(t *testing.T) {
 	vals := []float32{0, float32(math.Copysign(0, -1)), 1.5, -3.25e-38, math.MaxFloat32, math.Float32frombits(0x7fc00001)}
 	body := mustPack(t, map[string]any{"actions": float32Array(vals, 2, 3)})
-	m, err := readMap(body, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := m.get("actions")
-	am, err := readMap(raw, "actions", 1)
+	am, err := readMap(packedValue(t, body, "actions"), "actions", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,16 +234,23 @@ func TestMsgpackMalformed(t *testing.T) {
 		{"ragged", mustPack(t, map[string]any{"state": []any{[]any{1, 2}, []any{3}}}), "state: ragged"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := readMap(tc.body, "", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := m.get("state")
-			if _, err := readNumbers(raw, "state", maxStateValues); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := readNumbers(packedValue(t, tc.body, "state"), "state", maxStateValues); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
 	}
+}
+
+// packedValue reads body as a msgpack map and returns the raw value of key
+// (nil when there is none).
+func packedValue(t *testing.T, body []byte, key string) []byte {
+	t.Helper()
+	m, err := readMap(body, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := m.get(key)
+	return raw
 }
 
 // Arbitrary bytes never panic the readers; whatever decodes is consistent.
