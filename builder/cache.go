@@ -1,5 +1,6 @@
 package builder
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"crypto/sha256"
 	"encoding/hex"

@@ -1,5 +1,6 @@
 package builder
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"context"
 	"crypto/sha256"
@@ -144,6 +145,8 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 		out.TTMetal = recordedPin(m.Source.TTMetal)
 		out.RecordedOnly = len(m.Source.Code) > 0
 	} else if len(m.Source.Code) > 0 {
+		// Deliberate twin of the lines below: source.tt_metal and each code root are resolved and
+		// pinned one after the other.
 		metal, pin, err := roots.resolve(ctx, "source.tt_metal", m.Source.TTMetal, n)
 		if err != nil {
 			return out, err
@@ -156,6 +159,8 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 			}
 		}
 	} else if m.Source.TTMetal.Path != "" || m.Source.TTMetal.IsGit() {
+		// Deliberate twin of the lines above: source.tt_metal and each code root are resolved and
+		// pinned one after the other.
 		_, pin, err := roots.resolve(ctx, "source.tt_metal", m.Source.TTMetal, n)
 		if err != nil {
 			return out, err

@@ -1,5 +1,6 @@
 package builder
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"archive/tar"
 	"errors"
@@ -44,6 +45,8 @@ func unpackRootfs(img v1.Image, dir string) error {
 	return nil
 }
 
+// Deliberate twin of TestBuildLayerIsAFunctionOfItsEntries in builder/tarlayer_test.go: the
+// standard archive/tar read loop.
 func applyLayer(tr *tar.Reader, root string) error {
 	type dirMode struct {
 		path string

@@ -1,5 +1,6 @@
 package builder
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"archive/tar"
 	"os"
@@ -29,6 +30,8 @@ func TestSplitWords(t *testing.T) {
 		{in: "'open", err: "unterminated"},
 		{in: `"open`, err: "unterminated"},
 	} {
+		// Deliberate twin of TestParse in internal/chips/chips_test.go: the table-driven loop: each
+		// case's error is checked, then its value.
 		got, err := splitWords(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
