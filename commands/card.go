@@ -1,5 +1,6 @@
 package commands
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"github.com/ttmodel/tt-model/manifest"
 )
 
+// Deliberate twin of newK8sRenderCmd in commands/k8s.go: every command's constructor is one
+// cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is
+// this command's own.
 func newCardCmd() *cobra.Command {
 	var out string
 	var html bool

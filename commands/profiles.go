@@ -1,5 +1,6 @@
 package commands
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"errors"
 	"fmt"
@@ -14,6 +15,9 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
+// Deliberate twin of newServiceUninstallCmd in commands/service.go: every command's constructor is
+// one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills
+// it is this command's own.
 func newProfilesCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

@@ -1,5 +1,6 @@
 package commands
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"fmt"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
+// Deliberate twin of newWeightsVerifyCmd in commands/weights.go: every command's constructor is one
+// cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is
+// this command's own.
 func newPullCmd() *cobra.Command {
 	var withWeights bool
 	cmd := &cobra.Command{
