@@ -1,5 +1,6 @@
 package supervisor
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"os"
 	"path/filepath"
@@ -172,6 +173,8 @@ func TestIgnoredSIGTERMIsKilledAndMarked(t *testing.T) {
 
 // SIGHUP restarts the server gracefully: RELOADING=1, then READY=1 when the
 // new one is ready; no reset, no restart counted.
+//
+// Deliberate twin of TestSecondSupervisorRefuses: each supervisor test starts its own harness.
 func TestSIGHUPRestartsServer(t *testing.T) {
 	h := newHarness(t)
 	h.server()
@@ -302,6 +305,8 @@ func TestNoChipsReset(t *testing.T) {
 }
 
 // A second supervisor on the same chips refuses and names the holder.
+//
+// Deliberate twin of TestSIGHUPRestartsServer: each supervisor test starts its own harness.
 func TestSecondSupervisorRefuses(t *testing.T) {
 	h := newHarness(t)
 	h.server()

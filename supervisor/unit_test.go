@@ -1,5 +1,6 @@
 package supervisor
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
