@@ -1,5 +1,6 @@
 package main
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bytes"
 	"encoding/base64"

@@ -6,6 +6,7 @@
 // sizes, and whether every admitted robot held the server's SLO.
 package robots
 
+// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bytes"
 	"context"
@@ -26,6 +27,9 @@ import (
 )
 
 // Session is one run with a fixed robot count.
+//
+// Deliberate twin of frontMatter in builder/card.go: a field list with its tags has the shape of
+// every wire struct; the fields are this type's own.
 type Session struct {
 	Robots     int           `json:"robots"`
 	Duration   string        `json:"duration"`
