@@ -1,6 +1,5 @@
 package builder
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"crypto/sha256"
 	"encoding/hex"

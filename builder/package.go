@@ -8,7 +8,6 @@
 // registry), each sink its own file.
 package builder
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"context"
 	"crypto/sha256"

@@ -1,6 +1,5 @@
 package commands
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"fmt"
 	"io"

@@ -1,6 +1,5 @@
 package hub
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"context"
 	"errors"

@@ -1,6 +1,5 @@
 package kube
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bytes"
 	"flag"

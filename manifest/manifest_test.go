@@ -1,6 +1,5 @@
 package manifest
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bufio"
 	"encoding/json"

@@ -1,6 +1,5 @@
 package native
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"encoding/binary"
 	"encoding/json"

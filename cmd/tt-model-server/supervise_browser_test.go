@@ -1,6 +1,5 @@
 package main
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"encoding/base64"
 	"encoding/json"

@@ -6,7 +6,6 @@
 // is ever started.
 package kubetest
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bytes"
 	"context"

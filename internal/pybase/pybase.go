@@ -7,7 +7,6 @@
 // the first run pays debootstrap (minutes), later ones take seconds.
 package pybase
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"context"
 	"crypto/sha256"

@@ -7,7 +7,6 @@
 // without such a path, its output shows the manifest's ready line.
 package readiness
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bytes"
 	"context"

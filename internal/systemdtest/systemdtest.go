@@ -4,7 +4,6 @@
 // scripts/systemd-testhost-image.sh builds (and caches) its image.
 package systemdtest
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bytes"
 	"context"

@@ -1,6 +1,5 @@
 package pi05
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bytes"
 	"encoding/json"

@@ -1,6 +1,5 @@
 package rfdetr
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"image"
 	"image/color"

@@ -7,7 +7,6 @@
 // are CPU and memory work, not the disk's. It prints one table. `make bench-coldstart` runs it.
 package main
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bufio"
 	"bytes"

@@ -6,7 +6,6 @@
 // POST /v1/actions/generations, printing the action chunk.
 package main
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"flag"
 	"fmt"

@@ -18,7 +18,6 @@
 // Example: go run ./tools/enginebench --server bin/tt-model-server --weights build/pi05-v3l2 --duration 60s
 package main
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"context"
 	"encoding/json"

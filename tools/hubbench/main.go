@@ -7,7 +7,6 @@
 //	make bench-hub     (packages models/rf-detr into build/ first when needed)
 package main
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bufio"
 	"context"

@@ -8,7 +8,6 @@
 // long after it started (a server the engine keeps restarting).
 package main
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"encoding/json"
 	"flag"

@@ -6,7 +6,6 @@
 // sizes, and whether every admitted robot held the server's SLO.
 package robots
 
-// Deliberate twin: other files import the same packages; an import list is not code to share.
 import (
 	"bytes"
 	"context"
