@@ -102,6 +102,9 @@ func TestRFDETRPackedWeightsAreOneBlock(t *testing.T) {
 			if err := mapped.Ready(); err != nil {
 				t.Fatal(err)
 			}
+			// Deliberate twin of rfParity in native/rfdetr_test.go, TestRFDETRHubRoundTrip in
+			// commands/hub_e2e_test.go: each step's error is checked where it happens; the steps
+			// differ.
 			want, err := a.Forward(pixels)
 			if err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,35 @@ func e2eDocker(t *testing.T) *Docker {
 	return d
 }
 
+// repoRoot is the repository's root folder, absolute.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// editedManifest is root's models/<model>/tt-model.yaml with each edit's
+// first text replaced by its second, once; a manifest that no longer holds
+// the text fails the test, saying so.
+func editedManifest(t *testing.T, root, model string, edits ...[2]string) []byte {
+	t.Helper()
+	path := filepath.Join(root, "models", model, "tt-model.yaml")
+	yaml, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ed := range edits {
+		if !bytes.Contains(yaml, []byte(ed[0])) {
+			t.Fatalf("%s no longer has %q; update this test", path, strings.TrimSpace(ed[0]))
+		}
+		yaml = bytes.Replace(yaml, []byte(ed[0]), []byte(ed[1]), 1)
+	}
+	return yaml
+}
+
 // packageRFDETR packages a copy of models/rf-detr/tt-model.yaml named
 // rf-detr-<tag>-<pid> (so the test never touches a real rf-detr server),
 // with runtime.base replaced by base when given and extra (YAML keys)
@@ -72,25 +102,13 @@ func e2eDocker(t *testing.T) *Docker {
 func packageRFDETR(t *testing.T, d *Docker, tag, base, extra string) *rfdetrE2E {
 	t.Helper()
 	ctx := context.Background()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml, err := os.ReadFile(filepath.Join(root, "models", "rf-detr", "tt-model.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	name := fmt.Sprintf("rf-detr-%s-%d", tag, os.Getpid())
 	edits := [][2]string{{"\nname: rf-detr\n", "\nname: " + name + "\n"}}
 	if base != "" {
 		edits = append(edits, [2]string{"\n  base: scratch\n", "\n  base: " + base + "\n"})
 	}
-	for _, ed := range edits {
-		if !bytes.Contains(yaml, []byte(ed[0])) {
-			t.Fatalf("models/rf-detr/tt-model.yaml no longer has %q; update this test", ed[0])
-		}
-		yaml = bytes.Replace(yaml, []byte(ed[0]), []byte(ed[1]), 1)
-	}
+	root := repoRoot(t)
+	yaml := editedManifest(t, root, "rf-detr", edits...)
 	t.Cleanup(func() { removeE2EArtifacts(t, d, name) })
 
 	work := t.TempDir()

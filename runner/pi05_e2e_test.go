@@ -40,7 +40,7 @@ type pi05Golden struct {
 	ActionsBF16 [][]float64 `json:"actions_bf16"`
 }
 
-// TestPI05EndToEnd is issue 21's chain as a user runs it, through the
+// TestPI05EndToEnd is the pi0.5 chain as a user runs it, through the
 // tt-model CLI: `weights import` of the tiny random pi0.5 checkpoint at the
 // pinned revision, `package` of a copy of models/pi05/tt-model.yaml (one
 // image for every subtest), then for EVERY profile of that manifest and
@@ -79,21 +79,10 @@ type pi05E2E struct {
 
 func packagePI05(t *testing.T, d *Docker) *pi05E2E {
 	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml, err := os.ReadFile(filepath.Join(root, "models", "pi05", "tt-model.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := &pi05E2E{bin: buildBinaries(t), name: fmt.Sprintf("pi05-e2e-%d", os.Getpid())}
-	for _, want := range []string{"\nname: pi05\n", "\n  revision: " + pi05Pin + "\n"} {
-		if !bytes.Contains(yaml, []byte(want)) {
-			t.Fatalf("models/pi05/tt-model.yaml no longer has %q; update this test", strings.TrimSpace(want))
-		}
-	}
-	yaml = bytes.Replace(yaml, []byte("\nname: pi05\n"), []byte("\nname: "+e.name+"\n"), 1)
+	pin := "\n  revision: " + pi05Pin + "\n" // the revision the checkpoint below is stored as
+	root := repoRoot(t)
+	yaml := editedManifest(t, root, "pi05", [2]string{"\nname: pi05\n", "\nname: " + e.name + "\n"}, [2]string{pin, pin})
 	t.Cleanup(func() { removeE2EArtifacts(t, d, e.name) })
 
 	work := t.TempDir()

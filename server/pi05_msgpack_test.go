@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/tinylib/msgp/msgp"
+
+	"github.com/ttmodel/tt-model/internal/servertest"
 )
 
 // testObservation is one observation sent every way the server takes it: JSON (HxWx3 lists),
@@ -297,13 +299,8 @@ func TestPI05MsgpackBadBodies(t *testing.T) {
 
 func metricValue(t *testing.T, base, name string) string {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
+	_, text := servertest.Get(t, base+"/metrics")
+	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
 			return line[strings.LastIndex(line, " ")+1:]
 		}
@@ -336,7 +333,7 @@ func TestPI05PrefixCacheHTTP(t *testing.T) {
 			t.Errorf("%s = %q, want %s", name, got, want)
 		}
 	}
-	_, md := getJSON(t, ts.URL+"/v1/actions/metadata")
+	_, md := servertest.GetJSON(t, ts.URL+"/v1/actions/metadata")
 	if md["capabilities"].(map[string]any)["exact_prefix_cache"] != true {
 		t.Errorf("metadata capabilities %v", md["capabilities"])
 	}

@@ -230,6 +230,8 @@ void tt_to_bf16_rows(tt_isa isa, const float *src, long lds, uint16_t *dst, long
  * C over kc steps of K. `init` selects the start value: C itself (later K
  * blocks, or accumulation) or zero; bias is added when non-NULL. */
 
+/* Deliberate twin of tile_bf16_scalar: the scalar reference of the f32 kernels; each dtype's
+ * reference reads as plainly as the math. */
 static void tile_f32_scalar(int mr, int kc, const float *a, long lda, const float *b, float *c,
                             long ldc, int ncols, int from_c, const float *bias)
 {
