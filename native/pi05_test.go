@@ -266,11 +266,11 @@ func TestPi05ParityFP32(t *testing.T) {
 	}
 }
 
-// The bf16 fast path of each kernel family (AVX-512 BF16, AVX-512, AVX2, scalar) against the
+// The bf16 fast path of each kernel family (AMX-BF16, AVX-512 BF16, AVX-512, AVX2, scalar) against the
 // PyTorch bf16 run: 2e-2. A family this CPU cannot run is a visible skip.
 func TestPi05ParityBF16(t *testing.T) {
 	goldens := pi05Goldens(t)
-	for _, isa := range []ISA{ISAAVX512BF16, ISAAVX512, ISAAVX2, ISAScalar} {
+	for _, isa := range []ISA{ISAAMXBF16, ISAAVX512BF16, ISAAVX512, ISAAVX2, ISAScalar} {
 		t.Run(string(isa), func(t *testing.T) {
 			requireISA(t, isa)
 			m := loadTiny(t, BF16, isa)
