@@ -523,7 +523,7 @@ TT_TARGET_AMXBF16 static void amx_release(void) { __asm__ volatile("tilerelease"
             if (TWO) { AMX_ZERO(2); AMX_ZERO(3); }                                                \
         }                                                                                         \
         for (int s = 0; s <= nsteps; s++) {                                                       \
-            const uint16_t *as = a + s * 2 * TT_AMX_KS, *bs = b + (long)s * TT_AMX_KS * 2 * TT_NR; \
+            const uint16_t *as = a + (long)s * astep, *bs = b + (long)s * TT_AMX_KS * 2 * TT_NR;  \
             long sa = lda * 2;                                                                    \
             if (s == nsteps) {                                                                    \
                 if (at == NULL) break;                                                            \
@@ -542,14 +542,14 @@ TT_TARGET_AMXBF16 static void amx_release(void) { __asm__ volatile("tilerelease"
         if (TWO) { AMX_STORE(2, co + 16 * ldo, ldo * 4); AMX_STORE(3, co + 16 * ldo + 16, ldo * 4); }\
     } while (0)
 
-TT_TARGET_AMXBF16 static void amx_tile32(int nsteps, const uint16_t *a, long lda, const uint16_t *b,
+TT_TARGET_AMXBF16 static void amx_tile32(int nsteps, const uint16_t *a, long lda, long astep, const uint16_t *b,
                                           const uint16_t *at, const uint16_t *bt, const float *ci, long ldi,
                                           float *co, long ldo)
 {
     AMX_TILE_BODY(1);
 }
 
-TT_TARGET_AMXBF16 static void amx_tile16(int nsteps, const uint16_t *a, long lda, const uint16_t *b,
+TT_TARGET_AMXBF16 static void amx_tile16(int nsteps, const uint16_t *a, long lda, long astep, const uint16_t *b,
                                           const uint16_t *at, const uint16_t *bt, const float *ci, long ldi,
                                           float *co, long ldo)
 {
@@ -566,7 +566,7 @@ static void amx_stage_init(float *dst, int rows, int ncols, const float *from, l
 
 /* tt_gemm_block_with for bf16 on AMX (see the section comment); the caller applies the activation. */
 TT_TARGET_AMXBF16 static void block_amx(const tt_blocking *bk, const tt_mat *w, const uint16_t *a, long lda,
-                                         float *c, long ldc, int m0, int m1, int p0, int p1, int accum)
+                                         int tiled, float *c, long ldc, int m0, int m1, int p0, int p1, int accum)
 {
     enum { KS = TT_AMX_KS, MR = TT_AMX_MR };
     _Alignas(64) float stage[MR * TT_NR], binit[MR * TT_NR];
@@ -602,7 +602,11 @@ TT_TARGET_AMXBF16 static void block_amx(const tt_blocking *bk, const tt_mat *w, 
                     int mr = r1 - r < MR ? r1 - r : MR;
                     if (next != NULL) prefetch_share(next, (long)nkc * TT_NR * 4, (r - r0) / MR, ngroups);
                     float *cp = c + (long)r * ldc + col;
-                    const uint16_t *ap = a + (long)r * lda + 2 * k0;
+                    /* tiled: lda is the row length of the layout, a row group's steps follow each other */
+                    const uint16_t *ap = tiled ? a + (long)r * lda + (long)(k0 / KS) * mr * 2 * KS
+                                               : a + (long)r * lda + 2 * k0;
+                    long astep = tiled ? (long)mr * 2 * KS : 2 * KS, ald = tiled ? 2 * KS : lda;
+                    const uint16_t *at = !tail ? NULL : tiled ? ap + nsteps * astep : atail;
                     const float *ci = cp;
                     long ldi = ldc;
                     if (first && !accum && !bias) ci = NULL;
@@ -611,15 +615,15 @@ TT_TARGET_AMXBF16 static void block_amx(const tt_blocking *bk, const tt_mat *w, 
                         amx_stage_init(stage, mr, ncols, cp, ldc, bias);
                         ci = stage, ldi = TT_NR;
                     }
-                    if (tail) {
+                    if (tail && !tiled) {
                         memset(atail, 0, sizeof atail);
                         for (int i = 0; i < mr; i++)
                             memcpy(atail + i * 2 * KS, a + (long)(r + i) * lda + 2 * kfull, (size_t)kt * 4);
                     }
                     float *co = ncols < TT_NR ? stage : cp;
                     long ldo = ncols < TT_NR ? TT_NR : ldc;
-                    if (h1 > 0) amx_tile32(nsteps, ap, lda, bp, tail ? atail : NULL, btail, ci, ldi, co, ldo);
-                    else amx_tile16(nsteps, ap, lda, bp, tail ? atail : NULL, btail, ci, ldi, co, ldo);
+                    if (h1 > 0) amx_tile32(nsteps, ap, ald, astep, bp, at, btail, ci, ldi, co, ldo);
+                    else amx_tile16(nsteps, ap, ald, astep, bp, at, btail, ci, ldi, co, ldo);
                     if (co == stage)
                         for (int i = 0; i < mr; i++) memcpy(cp + (long)i * ldc, stage + i * TT_NR, sizeof(float) * ncols);
                 }
@@ -675,21 +679,37 @@ static void block_vec(const tt_blocking *bk, const tt_mat *w, const void *a, lon
     }
 }
 
+static int runs_amx(const tt_mat *w) { return w->dtype == TT_BF16 && w->isa >= TT_ISA_AMXBF16 && tt_cpu_amx_permitted(); }
+
+/* tt_gemm's bf16 copy of A on AMX: per row group of TT_AMX_MR rows (mr in the last one), per K step
+ * of TT_AMX_KS pairs, the group's mr rows of that step one after the other (64 bytes each, zero past
+ * kp): every A tile is 1 KiB of consecutive memory. Row-major rows of 4 KiB (k = 2048) would put
+ * the 16 rows of a tile in one L1 set; this way a tile load is 16 consecutive cache lines.
+ * tiled_ld: the elements a row takes, so row group r starts at r * tiled_ld. */
+static long tiled_ld(const tt_mat *w) { return ((long)w->kp + 2 * TT_AMX_KS - 1) / (2 * TT_AMX_KS) * (2 * TT_AMX_KS); }
+
 /* C[m0:m1][panels p0:p1] (+)= A[m0:m1][0:k] . W^T + bias, then act: bf16 on AMX in row groups of
- * TT_AMX_MR rows, everything else in row groups of TT_MR rows. */
-void tt_gemm_block_with(const tt_blocking *bk, const tt_mat *w, const void *a, long lda, float *c, long ldc,
-                        int m0, int m1, int p0, int p1, int flags)
+ * TT_AMX_MR rows, everything else in row groups of TT_MR rows. tiled: A is tt_gemm's tiled copy
+ * (AMX only), lda its tiled_ld, m0 a multiple of TT_AMX_MR and m1 the end of A or of a group. */
+static void block_dispatch(const tt_blocking *bk, const tt_mat *w, const void *a, long lda, int tiled, float *c,
+                           long ldc, int m0, int m1, int p0, int p1, int flags)
 {
     int accum = (flags & TT_GEMM_ACCUM) != 0;
     tt_act act = (tt_act)(flags & 0xff);
-    if (w->dtype == TT_BF16 && w->isa >= TT_ISA_AMXBF16 && tt_cpu_amx_permitted())
-        block_amx(bk, w, (const uint16_t *)a, lda, c, ldc, m0, m1, p0, p1, accum);
+    if (runs_amx(w))
+        block_amx(bk, w, (const uint16_t *)a, lda, tiled, c, ldc, m0, m1, p0, p1, accum);
     else
         block_vec(bk, w, a, lda, c, ldc, m0, m1, p0, p1, accum);
     if (act != TT_ACT_NONE) {
         int c0 = p0 * TT_NR, c1 = p1 * TT_NR < w->n ? p1 * TT_NR : w->n;
         for (int r = m0; r < m1; r++) tt_act_inplace(w->isa, act, c + (long)r * ldc + c0, c1 - c0);
     }
+}
+
+void tt_gemm_block_with(const tt_blocking *bk, const tt_mat *w, const void *a, long lda, float *c, long ldc,
+                        int m0, int m1, int p0, int p1, int flags)
+{
+    block_dispatch(bk, w, a, lda, 0, c, ldc, m0, m1, p0, p1, flags);
 }
 
 int tt_gemm_group_rows(const tt_mat *w)
@@ -699,8 +719,11 @@ int tt_gemm_group_rows(const tt_mat *w)
 
 size_t tt_gemm_ws_bytes(const tt_mat *w, int m)
 {
-    return w->dtype == TT_BF16 ? (size_t)m * (size_t)w->kp * 2 : 0;
+    if (w->dtype != TT_BF16) return 0;
+    return (size_t)m * (size_t)(runs_amx(w) ? tiled_ld(w) : w->kp) * 2;
 }
+
+size_t tt_gemm_ws_bound(int m, int k) { return (size_t)m * (((size_t)k + 2 * TT_AMX_KS - 1) & ~(size_t)(2 * TT_AMX_KS - 1)) * 2; }
 
 typedef struct {
     const tt_mat *w;
@@ -710,6 +733,7 @@ typedef struct {
     float *c;
     long ldc;
     int m, flags, rows, mblocks, nblocks; /* rows: per task (bk->mb row groups) */
+    int tiled;                            /* a is the tiled copy of A (AMX) */
     const float *a32; /* bf16 conversion source */
     long lda32;
 } gemm_job;
@@ -721,7 +745,26 @@ static void gemm_task(void *arg, int task, int thread)
     int mb = task % j->mblocks, nb = task / j->mblocks;
     int m0 = mb * j->rows, m1 = m0 + j->rows < j->m ? m0 + j->rows : j->m;
     int p0 = nb * j->bk->nb, p1 = p0 + j->bk->nb < j->w->npanels ? p0 + j->bk->nb : j->w->npanels;
-    tt_gemm_block_with(j->bk, j->w, j->a, j->lda, j->c, j->ldc, m0, m1, p0, p1, j->flags);
+    block_dispatch(j->bk, j->w, j->a, j->lda, j->tiled, j->c, j->ldc, m0, m1, p0, p1, j->flags);
+}
+
+/* Rows [m0, m1) of A (fp32, stride lds) into the tiled layout of runs_amx at dst (row length ld), A
+ * having m rows in all (the last row group may be short); m0 is a multiple of TT_AMX_MR. */
+static void to_bf16_tiled(tt_isa isa, const float *src, long lds, uint16_t *dst, long ld, int m0, int m1, int m,
+                          int k)
+{
+    enum { S = 2 * TT_AMX_KS }; /* bf16 values of a step */
+    for (int g = m0; g < m1; g += TT_AMX_MR) {
+        int mr = m - g < TT_AMX_MR ? m - g : TT_AMX_MR;
+        uint16_t *gd = dst + (long)g * ld;
+        for (int i = 0; i < mr && g + i < m1; i++)
+            for (long s = 0; s < ld / S; s++) {
+                int n = k - (int)s * S < S ? k - (int)s * S : S;
+                uint16_t *d = gd + (s * mr + i) * S;
+                if (n > 0) tt_to_bf16_rows(isa, src + (long)(g + i) * lds + s * S, 0, d, 0, 1, n);
+                for (int e = n > 0 ? n : 0; e < S; e++) d[e] = 0;
+            }
+    }
 }
 
 static void convert_task(void *arg, int task, int thread)
@@ -729,8 +772,10 @@ static void convert_task(void *arg, int task, int thread)
     (void)thread;
     gemm_job *j = arg;
     int m0 = task * j->rows, m1 = m0 + j->rows < j->m ? m0 + j->rows : j->m;
-    tt_to_bf16_rows(j->w->isa, j->a32 + (long)m0 * j->lda32, j->lda32, (uint16_t *)j->a + (long)m0 * j->lda,
-                    j->lda, m1 - m0, j->w->k);
+    if (j->tiled) to_bf16_tiled(j->w->isa, j->a32, j->lda32, (uint16_t *)j->a, j->lda, m0, m1, j->m, j->w->k);
+    else
+        tt_to_bf16_rows(j->w->isa, j->a32 + (long)m0 * j->lda32, j->lda32, (uint16_t *)j->a + (long)m0 * j->lda,
+                        j->lda, m1 - m0, j->w->k);
 }
 
 static const tt_blocking *plan_pick(const tt_gemm_plan *plan, int m)
@@ -753,10 +798,10 @@ void tt_gemm(tt_pool *pool, const tt_gemm_plan *plan, const tt_mat *w, const flo
     tt_blocking eff = *bk;
     eff.nb = nbp;
     gemm_job j = {w, &eff, a, lda, c, ldc, m, flags, rows, (m + rows - 1) / rows, (w->npanels + nbp - 1) / nbp,
-                  a, lda};
+                  runs_amx(w), a, lda};
     if (w->dtype == TT_BF16) {
         j.a = ws;
-        j.lda = w->kp;
+        j.lda = j.tiled ? tiled_ld(w) : w->kp;
         tt_pool_run(pool, j.mblocks, convert_task, &j);
     }
     tt_pool_run(pool, j.mblocks * j.nblocks, gemm_task, &j);

@@ -92,8 +92,12 @@ void tt_mat_set_rows(tt_mat *m, int row0, int nrows, const float *src, long ld, 
 /* Frees what tt_mat_pack / tt_mat_alloc allocated; no-op for pack_into. */
 void tt_mat_free(tt_mat *m);
 
-/* Scratch bytes tt_gemm needs for m rows of A (the bf16 copy of A; 0 for fp32). */
+/* Scratch bytes tt_gemm needs for m rows of A (the bf16 copy of A, tiled on AMX; 0 for fp32). */
 size_t tt_gemm_ws_bytes(const tt_mat *w, int m);
+
+/* An upper bound of tt_gemm_ws_bytes for any matrix of at most k columns and any isa: for callers
+ * that size one scratch for all their GEMMs. */
+size_t tt_gemm_ws_bound(int m, int k);
 
 /* How the driver walks a GEMM; what fits a CPU differs (L1 size, 512-bit ops in one or two halves),
  * so a program carries a plan chosen at load (tt_gemm_plan.h: derived from the cache sizes, or
