@@ -529,6 +529,10 @@ TT_TARGET_AMXBF16 static void amx_release(void) { __asm__ volatile("tilerelease"
                 if (at == NULL) break;                                                            \
                 as = at, bs = bt, sa = 64;                                                        \
             }                                                                                     \
+            if (s < nsteps) {                                                                     \
+                for (long o = 0; o < pfa_step; o += 64) __builtin_prefetch(pfa + s * pfa_step + o, 0, 2); \
+                for (long o = 0; o < pfb_step; o += 64) __builtin_prefetch(pfb + s * pfb_step + o, 0, 2); \
+            }                                                                                     \
             AMX_LOAD(4, as, sa);                                                                  \
             if (TWO) AMX_LOAD(5, as + 16 * sa / 2, sa);                                           \
             AMX_LOAD(6, bs, 128);                                                                 \
@@ -544,14 +548,16 @@ TT_TARGET_AMXBF16 static void amx_release(void) { __asm__ volatile("tilerelease"
 
 TT_TARGET_AMXBF16 static void amx_tile32(int nsteps, const uint16_t *a, long lda, long astep, const uint16_t *b,
                                           const uint16_t *at, const uint16_t *bt, const float *ci, long ldi,
-                                          float *co, long ldo)
+                                          float *co, long ldo, const char *pfa, long pfa_step, const char *pfb,
+                                          long pfb_step)
 {
     AMX_TILE_BODY(1);
 }
 
 TT_TARGET_AMXBF16 static void amx_tile16(int nsteps, const uint16_t *a, long lda, long astep, const uint16_t *b,
                                           const uint16_t *at, const uint16_t *bt, const float *ci, long ldi,
-                                          float *co, long ldo)
+                                          float *co, long ldo, const char *pfa, long pfa_step, const char *pfb,
+                                          long pfb_step)
 {
     AMX_TILE_BODY(0);
 }
@@ -595,12 +601,23 @@ TT_TARGET_AMXBF16 static void block_amx(const tt_blocking *bk, const tt_mat *w, 
                 if (tail) memcpy(btail, bp + (long)nsteps * KS * 2 * TT_NR, (size_t)kt * 2 * TT_NR * 2);
                 if (bias && !accum) amx_stage_init(binit, MR, ncols, NULL, 0, bias);
                 int nkc = 0;
-                const char *next = pass == 0 && bk->pf > 0 ? slice_ahead(w, p, k0, p0, p1, kcb, ksteps, bk->pf, &nkc)
-                                                          : NULL;
-                int ngroups = (r1 - r0) / MR;
+                const char *next = bk->pf > 0 ? slice_ahead(w, p, k0, p0, p1, kcb, ksteps, bk->pf, &nkc) : NULL;
+                int ngroups = (r1 - r0 + MR - 1) / MR;
                 for (int r = r0; r < r1; r += MR) {
                     int mr = r1 - r < MR ? r1 - r : MR;
-                    if (next != NULL) prefetch_share(next, (long)nkc * TT_NR * 4, (r - r0) / MR, ngroups);
+                    /* into L2, spread over the steps: this group's share of a later panel slice and,
+                     * from the first panel, the next group's A (tiled: one run of memory) */
+                    const char *pfa = NULL, *pfb = NULL;
+                    long pfa_step = 0, pfb_step = 0;
+                    if (next != NULL && nsteps > 0) {
+                        long share = ((long)nkc * TT_NR * 4 / ngroups + 63) / 64 * 64;
+                        pfb = next + (long)((r - r0) / MR) * share, pfb_step = (share / nsteps + 63) / 64 * 64;
+                    }
+                    if (bk->pf > 0 && tiled && p == p0 && r + MR < r1 && nsteps > 0) {
+                        int mrn = r1 - r - MR < MR ? r1 - r - MR : MR;
+                        pfa = (const char *)(a + (long)(r + MR) * lda + (long)(k0 / KS) * mrn * 2 * KS);
+                        pfa_step = (long)mrn * 2 * KS * 2;
+                    }
                     float *cp = c + (long)r * ldc + col;
                     /* tiled: lda is the row length of the layout, a row group's steps follow each other */
                     const uint16_t *ap = tiled ? a + (long)r * lda + (long)(k0 / KS) * mr * 2 * KS
@@ -622,8 +639,10 @@ TT_TARGET_AMXBF16 static void block_amx(const tt_blocking *bk, const tt_mat *w, 
                     }
                     float *co = ncols < TT_NR ? stage : cp;
                     long ldo = ncols < TT_NR ? TT_NR : ldc;
-                    if (h1 > 0) amx_tile32(nsteps, ap, ald, astep, bp, at, btail, ci, ldi, co, ldo);
-                    else amx_tile16(nsteps, ap, ald, astep, bp, at, btail, ci, ldi, co, ldo);
+                    if (h1 > 0)
+                        amx_tile32(nsteps, ap, ald, astep, bp, at, btail, ci, ldi, co, ldo, pfa, pfa_step, pfb, pfb_step);
+                    else
+                        amx_tile16(nsteps, ap, ald, astep, bp, at, btail, ci, ldi, co, ldo, pfa, pfa_step, pfb, pfb_step);
                     if (co == stage)
                         for (int i = 0; i < mr; i++) memcpy(cp + (long)i * ldc, stage + i * TT_NR, sizeof(float) * ncols);
                 }
@@ -742,28 +761,36 @@ static void gemm_task(void *arg, int task, int thread)
 {
     (void)thread;
     gemm_job *j = arg;
-    int mb = task % j->mblocks, nb = task / j->mblocks;
+    /* AMX: the tasks of one row block follow each other, so its A (tiled, the whole K) stays in L2
+     * while the weights stream past once per row block; at ~2 TFLOP/s a row block of A re-read from
+     * L3 for every column block cost more than the weights. Vector kernels: column blocks outer. */
+    int mb = j->tiled ? task / j->nblocks : task % j->mblocks, nb = j->tiled ? task % j->nblocks : task / j->mblocks;
     int m0 = mb * j->rows, m1 = m0 + j->rows < j->m ? m0 + j->rows : j->m;
     int p0 = nb * j->bk->nb, p1 = p0 + j->bk->nb < j->w->npanels ? p0 + j->bk->nb : j->w->npanels;
     block_dispatch(j->bk, j->w, j->a, j->lda, j->tiled, j->c, j->ldc, m0, m1, p0, p1, j->flags);
 }
 
 /* Rows [m0, m1) of A (fp32, stride lds) into the tiled layout of runs_amx at dst (row length ld), A
- * having m rows in all (the last row group may be short); m0 is a multiple of TT_AMX_MR. */
-static void to_bf16_tiled(tt_isa isa, const float *src, long lds, uint16_t *dst, long ld, int m0, int m1, int m,
-                          int k)
+ * having m rows in all (the last row group may be short); m0 is a multiple of TT_AMX_MR. The same
+ * rounding as tt_to_bf16_rows (tt_bf16x16), zeros past k. AMX implies AVX-512. */
+TT_TARGET_AVX512 static void to_bf16_tiled(const float *src, long lds, uint16_t *dst, long ld, int m0, int m1,
+                                           int m, int k)
 {
     enum { S = 2 * TT_AMX_KS }; /* bf16 values of a step */
     for (int g = m0; g < m1; g += TT_AMX_MR) {
         int mr = m - g < TT_AMX_MR ? m - g : TT_AMX_MR;
         uint16_t *gd = dst + (long)g * ld;
-        for (int i = 0; i < mr && g + i < m1; i++)
+        for (int i = 0; i < mr; i++) {
+            const float *row = src + (long)(g + i) * lds;
             for (long s = 0; s < ld / S; s++) {
-                int n = k - (int)s * S < S ? k - (int)s * S : S;
+                int n = k - (int)s * S;
+                __mmask16 lo = n >= 16 ? 0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
+                __mmask16 hi = n >= 32 ? 0xffff : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
                 uint16_t *d = gd + (s * mr + i) * S;
-                if (n > 0) tt_to_bf16_rows(isa, src + (long)(g + i) * lds + s * S, 0, d, 0, 1, n);
-                for (int e = n > 0 ? n : 0; e < S; e++) d[e] = 0;
+                _mm256_storeu_si256((__m256i *)d, tt_bf16x16(_mm512_maskz_loadu_ps(lo, row + s * S)));
+                _mm256_storeu_si256((__m256i *)(d + 16), tt_bf16x16(_mm512_maskz_loadu_ps(hi, row + s * S + 16)));
             }
+        }
     }
 }
 
@@ -772,7 +799,7 @@ static void convert_task(void *arg, int task, int thread)
     (void)thread;
     gemm_job *j = arg;
     int m0 = task * j->rows, m1 = m0 + j->rows < j->m ? m0 + j->rows : j->m;
-    if (j->tiled) to_bf16_tiled(j->w->isa, j->a32, j->lda32, (uint16_t *)j->a, j->lda, m0, m1, j->m, j->w->k);
+    if (j->tiled) to_bf16_tiled(j->a32, j->lda32, (uint16_t *)j->a, j->lda, m0, m1, j->m, j->w->k);
     else
         tt_to_bf16_rows(j->w->isa, j->a32 + (long)m0 * j->lda32, j->lda32, (uint16_t *)j->a + (long)m0 * j->lda,
                         j->lda, m1 - m0, j->w->k);

@@ -96,7 +96,7 @@ static int test_gemm(tt_isa isa, char *msg, size_t len)
         float *a = malloc(sizeof(float) * m * lda), *w = malloc(sizeof(float) * n * k);
         float *bias = malloc(sizeof(float) * n), *c0 = malloc(sizeof(float) * m * ldc);
         float *c = malloc(sizeof(float) * m * ldc), *cv = malloc(sizeof(float) * m * ldc);
-        void *ws = aligned_alloc(64, (size_t)m * (k + 2) * 2 + 64);
+        void *ws = aligned_alloc(64, (tt_gemm_ws_bound(m, k) + 63) & ~(size_t)63);
         fill(a, m * lda, 1 + si, 1.0f);
         fill(w, (long)n * k, 2 + si, 0.5f);
         fill(bias, n, 3 + si, 0.5f);
@@ -170,7 +170,7 @@ static int test_gemm_tails(tt_isa isa, char *msg, size_t len)
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0] && rc == 0; ki++) {
         int k = ks[ki];
         float *a = malloc(sizeof(float) * M * k), *w = malloc(sizeof(float) * N * k), *c = malloc(sizeof(float) * M * N);
-        void *ws = aligned_alloc(64, ((size_t)M * (k + 2) * 2 + 63) & ~(size_t)63);
+        void *ws = aligned_alloc(64, (tt_gemm_ws_bound(M, k) + 63) & ~(size_t)63);
         fill(a, (long)M * k, 71 + ki, 1.0f);
         fill(w, (long)N * k, 72 + ki, 0.5f);
         for (int j = 0; j < k; j++) a[BAD_ROW * k + j] = INFINITY, w[BAD_COL * k + j] = INFINITY;

@@ -597,7 +597,7 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
     } else {
         size_t nt = (size_t)p->nthreads, kp = (keys + 1) & ~(size_t)1;
         size_t rows = maxz(maxz(V, P), maxz(R, qrows));
-        p->gemm_ws = p5_alloc(rows * (lin_max_k(m) + 2) * 2, t);
+        p->gemm_ws = p5_alloc(tt_gemm_ws_bound((int)rows, (int)lin_max_k(m)), t);
         p->att_sc_ld = (long)kp;
         p->att_abf_ld = (long)maxz(kp, hd + 2);
         p->att_sc = p5_alloc(nt * P5_QB * kp * F, t);

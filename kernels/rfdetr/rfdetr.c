@@ -354,7 +354,7 @@ static rfdetr *create(rfdetr_precision precision, int nthreads, tt_isa isa)
     BUF(p->offaw, Q * OFFAW);
     BUF(p->delta, Q * 4);
     /* the widest GEMM input: [1616][1536] */
-    size_t gws = (size_t)SEQ * (MLP + 2) * 2;
+    size_t gws = (tt_gemm_ws_bound(SEQ, MLP) + 63) & ~(size_t)63;
     p->gemm_ws = aligned_alloc(64, gws);
     ok &= p->gemm_ws != NULL;
     p->attn_win = (tt_attn_shape){NWIN * NWIN, WTOK, HEADS, HD, p->nthreads, dt, isa};
