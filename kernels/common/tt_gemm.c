@@ -468,7 +468,7 @@ static const char *slice_ahead(const tt_mat *w, int p, int k0, int p0, int p1, i
 /* ---------- AMX-BF16 (tdpbf16ps) ----------
  * A row group of up to TT_AMX_MR = 32 rows x one panel is 4 C tiles of 16 x 16 fp32: tiles 0, 1
  * hold rows 0-15 (columns 0-15, 16-31), tiles 2, 3 rows 16-31; tile 4 and 5 are A (rows 0-15,
- * 16-31; 16 pairs = 64 bytes a row, straight from the bf16 rows of A), tiles 6 and 7 are B: the
+ * 16-31; 16 pairs = 64 bytes a row, from tt_gemm's tiled copy of A or a caller's bf16 rows), tiles 6 and 7 are B: the
  * panel's pair rows are 128 bytes (32 columns x one pair), so 16 pair rows of columns 0-15 are a
  * tile of stride 128 at the slice, columns 16-31 the same at +64 bytes. The packed layout is the
  * vdpbf16ps one unchanged.

@@ -109,7 +109,8 @@ typedef struct {
                kc x 128 bytes is reused by every row group of a task, so it should stay in L1 */
     int mb; /* row groups per task (tt_gemm_group_rows rows each: TT_MR, TT_AMX_MR on AMX) */
     int nb; /* panels (of TT_NR columns) per task */
-    int pf; /* prefetch the panel slice this many slices ahead (0: no prefetch) */
+    int pf; /* prefetch the panel slice this many slices ahead (0: no prefetch); on AMX into L2,
+               with the next row group's A on a task's first panel */
 } tt_blocking;
 
 enum { TT_PLAN_CLASSES = 4 };
