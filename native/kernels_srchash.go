@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "066e919fd663f4007234d12cc9f23f53dc99329f806bc414adf9ee72acd10401"
+const kernelSourcesSHA256 = "d9603a85a9bf37ca4a86633e4fc4703defd30a93550dd39b05a26ad6893a064e"

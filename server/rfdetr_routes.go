@@ -207,8 +207,10 @@ type predictResponse struct {
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
 // predict answers POST /predict. Status codes: 400 for a body or image that
-// cannot be used (with the reason), 422 for schema violations, 500
-// "inference failed: <Type>: <text>" when the forward fails.
+// cannot be used (with the reason), 422 for schema violations, 503 (with
+// Retry-After) when the request memory budget is full and 413 when the
+// request would not fit in it at all, 500 "inference failed: <Type>:
+// <text>" when the forward fails.
 func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
 	body, berr := readBody(w, r, MaxBodyBytes, fmt.Sprintf("%d bytes (32 MiB)", MaxBodyBytes))
@@ -219,6 +221,12 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		berr.write(w)
 		return
 	}
+	mem, aerr := admit(r.Context(), len(body))
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	defer mem.done()
 	req, ferrs := parsePredict(body)
 	if len(ferrs) > 0 {
 		writeFieldErrors(w, ferrs)
@@ -232,7 +240,11 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		return
 	}
 	req.Image = "" // let the collector free the base64 text while the forward runs
-	pic, err := rfdetr.DecodePicture(data)
+	pic, err := rfdetr.DecodePicture(data, mem)
+	if aerr := memoryAPIError(err); aerr != nil {
+		aerr.write(w)
+		return
+	}
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return

@@ -20,7 +20,7 @@ import (
 
 // MaxDecodeBytes is the most memory a single picture may take to decode whole: a picture whose
 // header asks for more is refused before its pixels are read. It admits an 8192×8192 baseline
-// 4:2:0 JPEG (100 MiB) and a 12-megapixel progressive 4:2:0 one (86 MiB); the per-layout pixel
+// 4:2:0 JPEG (96 MiB) and a 12-megapixel progressive 4:2:0 one (87 MiB); the per-layout pixel
 // limits it implies are Header.MaxPixels.
 const MaxDecodeBytes = 128 << 20
 
@@ -54,10 +54,35 @@ type Header struct {
 	DecodeBytes int64
 }
 
-// MaxPixels is the largest pixel count a picture of this layout may have for its decode to fit
-// in limit bytes.
-func (h Header) MaxPixels(limit int64) int64 {
-	return int64(float64(limit) / (float64(h.DecodeBytes) / float64(h.Width) / float64(h.Height)))
+// MaxPixels is the largest pixel count a picture of this layout may have for its decode, plus
+// keepPerPixel bytes per pixel the caller makes of it (3 for an RGB copy), to fit in limit bytes.
+func (h Header) MaxPixels(limit, keepPerPixel int64) int64 {
+	perPixel := float64(h.DecodeBytes)/float64(h.Width)/float64(h.Height) + float64(keepPerPixel)
+	return int64(float64(limit) / perPixel)
+}
+
+// Cost is the memory the decode takes when the caller keeps keepPerPixel more bytes per pixel.
+func (h Header) Cost(keepPerPixel int64) int64 {
+	return h.DecodeBytes + keepPerPixel*int64(h.Width)*int64(h.Height)
+}
+
+// CheckCost returns nil when Cost(keepPerPixel) fits in MaxDecodeBytes, else an error that says
+// what the picture would take and how many pixels a picture of its layout may have.
+func (h Header) CheckCost(keepPerPixel int64) error {
+	if c := h.Cost(keepPerPixel); c > MaxDecodeBytes {
+		return fmt.Errorf("%s image is %dx%d %s: decoding it takes %d MiB, more than the %d MiB allowed per image (%s %s pictures may have at most %.1f megapixels)",
+			h.Format, h.Width, h.Height, h.Layout, (c+1<<20-1)>>20, MaxDecodeBytes>>20, h.Layout, strings.ToUpper(h.Format),
+			float64(h.MaxPixels(MaxDecodeBytes, keepPerPixel))/1e6)
+	}
+	return nil
+}
+
+// Budget is the memory a server lets its requests hold. A decoder calls Reserve before it
+// allocates (an error says why not and is passed on as is) and Release for bytes that are garbage
+// again. A nil Budget takes everything.
+type Budget interface {
+	Reserve(n int64) error
+	Release(n int64)
 }
 
 // ReadHeader reads the header of a PNG or JPEG file (the format by its signature) and what
