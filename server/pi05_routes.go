@@ -290,6 +290,23 @@ func (m *PI05) Hung() bool {
 	return e != nil && e.Quarantined()
 }
 
+// NativeBytes is the memory the kernels hold outside the Go heap: the packed weights and every
+// device's scratch and slabs (NativeMemory).
+func (m *PI05) NativeBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.policy == nil {
+		return 0
+	}
+	n := m.policy.Kernels().PackedBytes
+	for _, d := range m.devices {
+		if d != nil {
+			n += d.ScratchBytes()
+		}
+	}
+	return n
+}
+
 // HangExitCode is PI05_HANG_EXIT_CODE.
 func (m *PI05) HangExitCode() int { return m.cfg.Hang.ExitCode }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ttmodel/tt-model/models/imagemem"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/server/api"
 )
@@ -102,6 +103,14 @@ func (m *RFDETR) Device() string {
 	return m.opts.Device
 }
 
+// NativeBytes is the detector's memory outside the Go heap (NativeMemory).
+func (m *RFDETR) NativeBytes() int64 {
+	if d := m.detector(); d != nil {
+		return d.NativeBytes()
+	}
+	return 0
+}
+
 func (m *RFDETR) Close() error {
 	if d := m.detector(); d != nil {
 		return d.Close()
@@ -148,6 +157,7 @@ func (m *RFDETR) Info() map[string]any {
 		"input": map[string]any{
 			"size": []int{rfdetr.InputSize, rfdetr.InputSize}, "images_per_request": 1, "batch": 1,
 			"formats": []string{"png", "jpeg"}, "max_side": rfdetr.MaxImageSide, "max_body_bytes": MaxBodyBytes,
+			"max_decode_bytes": imagemem.MaxDecodeBytes,
 		},
 		"defaults":   map[string]any{"threshold": defaultThreshold, "max_detections": defaultMaxDetections},
 		"outputs":    map[string]any{"queries": rfdetr.NumQueries, "classes": rfdetr.NumClasses},
