@@ -164,4 +164,3 @@ func TestBrokenHeaders(t *testing.T) {
 		})
 	}
 }
-
