@@ -128,6 +128,17 @@ func (p *serverProcess) post(path string, body []byte) (code int, retryAfter, an
 	return resp.StatusCode, resp.Header.Get("Retry-After"), string(b), err
 }
 
+// postGrowth posts body to path and returns the answer and how far the server grew for it.
+func (p *serverProcess) postGrowth(t *testing.T, path string, body []byte) (code int, answer string, grown int64) {
+	t.Helper()
+	var err error
+	grown = p.growth(t, func() { code, _, answer, err = p.post(path, body) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, answer, grown
+}
+
 // requestMemoryHeld is the server's tt_model_request_memory_bytes.
 func (p *serverProcess) requestMemoryHeld(t *testing.T) string {
 	t.Helper()
@@ -201,13 +212,7 @@ func TestRFDETRImageMemory(t *testing.T) {
 				bound = hd.DecodeBytes + intermediate(hd.Height)
 			}
 			body, _ := json.Marshal(map[string]string{"image": base64.StdEncoding.EncodeToString(c.data)})
-			var code int
-			var answer string
-			var err error
-			grown := p.growth(t, func() { code, _, answer, err = p.post("/predict", body) })
-			if err != nil {
-				t.Fatal(err)
-			}
+			code, answer, grown := p.postGrowth(t, "/predict", body)
 			t.Logf("%d-byte body: %d, the server grew by %.1f MiB (allowed %.1f + %.0f MiB)", len(body), code, float64(grown)/(1<<20), float64(bound)/(1<<20), float64(slack>>20))
 			if code != c.code || !strings.Contains(answer, c.want) {
 				t.Errorf("answer %d %.300s; want %d with %q", code, answer, c.code, c.want)
@@ -247,13 +252,7 @@ func TestPI05FrameMemory(t *testing.T) {
 			frames[i] = frame
 		}
 		body, _ := json.Marshal(map[string]any{"images": frames, "prompt": "pick"})
-		var code int
-		var answer string
-		var err error
-		grown := p.growth(t, func() { code, _, answer, err = p.post("/predict", body) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		code, answer, grown := p.postGrowth(t, "/predict", body)
 		t.Logf("%d-byte body of 40 frames: %d, the server grew by %.1f MiB", len(body), code, float64(grown)/(1<<20))
 		if code != 400 || !strings.Contains(answer, "images: got 40 images, this server takes 1 to 1 (PI05_NUM_IMAGES)") {
 			t.Errorf("answer %d %.300s, want a 400 naming the count", code, answer)
