@@ -103,18 +103,14 @@ func newServiceInstallCmd() *cobra.Command {
 				}
 			}
 			unit := supervisor.Unit{
-				Name:          name,
-				Description:   "tt-model server " + what,
-				Exec:          execArgv,
-				Environment:   env,
-				User:          sf.user,
-				StartTimeout:  sup.startTimeout,
-				StopGrace:     sup.stopGrace,
-				ResetBudget:   cfg.ResetBudget(),
-				RestartWindow: sup.restartWindow,
-				MaxRestarts:   sup.maxRestarts,
-				Watchdog:      watchdog,
-				RestartSec:    5 * time.Second,
+				Name:        name,
+				Description: "tt-model server " + what,
+				Exec:        execArgv,
+				Environment: env,
+				User:        sf.user,
+				Supervisor:  cfg,
+				Watchdog:    watchdog,
+				RestartSec:  5 * time.Second,
 			}
 			if printOnly {
 				text, err := unit.Render()
@@ -306,11 +302,9 @@ func (f *serviceFlags) open() (*supervisor.Service, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("locate the tt-model binary: %w", err)
 	}
-	d := supervisor.Defaults(8000)
 	svc, err := supervisor.NewService(supervisor.Unit{
 		Name: name, Description: name, Exec: []string{self, "supervise"}, User: f.user,
-		StartTimeout: d.StartTimeout, StopGrace: d.StopGrace, ResetBudget: d.ResetBudget(), RestartWindow: d.RestartWindow,
-		MaxRestarts: d.MaxRestarts, Watchdog: time.Minute, RestartSec: 5 * time.Second,
+		Supervisor: supervisor.Defaults(8000), Watchdog: time.Minute, RestartSec: 5 * time.Second,
 	})
 	if err != nil {
 		return nil, "", err

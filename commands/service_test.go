@@ -101,7 +101,7 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 		"ExecStart=" + self + " supervise --manifest " + wire + ` --profile fast --start-timeout 8m0s --hang-marker "/var/lib/pi05/hang marker"` + "\n",
 		// Absolute PATH entries only; the cache that HF_HOME names.
 		`Environment="PATH=/opt/tt bin:`, "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
-		"TimeoutStartSec=1380s\n", "Type=notify\n", "WantedBy=default.target\n",
+		"TimeoutStartSec=1500s\n", "Type=notify\n", "WantedBy=default.target\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("unit lacks %q:\n%s", want, out)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ttmodel/tt-model/internal/chips"
+	"github.com/ttmodel/tt-model/internal/journallog"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -171,7 +172,12 @@ func newSuperviseCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			// Under systemd, its lines carry their priority (journalctl -p).
+			h, logErr := journallog.Handler(cmd.ErrOrStderr(), nil)
+			log := slog.New(h)
+			if logErr != nil {
+				log.Warn("log lines go without journal priorities", "err", logErr)
+			}
 			s, err := supervisor.New(cfg, log, os.Stdout, os.Stderr)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ttmodel/tt-model/internal/journallog"
 	"github.com/ttmodel/tt-model/internal/memlimit"
 	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/internal/version"
@@ -129,7 +130,13 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 		fmt.Fprintln(stderr, "tt-model-server:", cfg.kindErr)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	// Under systemd (the supervisor passes its stderr on), its lines carry
+	// their priority too.
+	h, logErr := journallog.Handler(stderr, &slog.HandlerOptions{Level: cfg.logLevel})
+	log := slog.New(h)
+	if logErr != nil {
+		log.Warn("log lines go without journal priorities", "err", logErr)
+	}
 	return serve(ctx, cfg, env, log)
 }
 
