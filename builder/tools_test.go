@@ -245,7 +245,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 
 	t.Run("docker run --version", func(t *testing.T) {
 		var buf bytes.Buffer
-		code, err := engine.run(context.Background(), res.Image, []string{"/usr/local/bin/tt-model-server", "--version"}, &buf)
+		code, err := engine.run(context.Background(), res.Image, []string{"/usr/local/bin/tt-model-server", "--version"}, nil, &buf)
 		if err != nil || code != 0 {
 			t.Fatalf("tt-model-server --version in a container: exit %d, %v\n%s", code, err, buf.String())
 		}

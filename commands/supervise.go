@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +35,7 @@ type superviseFlags struct {
 	restartWindow     time.Duration
 	statusAddr        string
 	stateFile         string
+	defaultEnv        []string
 }
 
 func (f *superviseFlags) bind(fs *pflag.FlagSet) {
@@ -52,6 +55,8 @@ func (f *superviseFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.restartWindow, "restart-window", d.RestartWindow, "window for --max-restarts")
 	fs.StringVar(&f.statusAddr, "status-addr", "", "serve the status JSON (GET /status, and / for machines) and the status page (/ in a browser) on this address, e.g. 127.0.0.1:9100 (default off)")
 	fs.StringVar(&f.stateFile, "state-file", "", "keep the status JSON (pids and start times, state, exit code at the end) in this file (default off)")
+	fs.StringArrayVar(&f.defaultEnv, "default-env", nil, "KEY=VALUE for the server unless this environment sets KEY (repeatable; --manifest's profile env wins over both): "+
+		"an image's entrypoint carries its default profile's variables so, and `docker run -e KEY=…` overrides them as it would an image ENV")
 }
 
 // config builds the supervisor's Config from the flags and the server
@@ -75,10 +80,14 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 		return supervisor.Config{}, fmt.Errorf("--profile needs --manifest")
 	}
 
+	env, err := f.serverEnv(launch)
+	if err != nil {
+		return supervisor.Config{}, err
+	}
 	cfg := supervisor.Defaults(port)
 	cfg.Argv = argv
+	cfg.Env = env
 	if launch != nil {
-		cfg.Env = launch.Env
 		if launch.ReadyLine != "" {
 			cfg.ReadyLine = launch.ReadyLine
 		} else if launch.ReadyPath != "" {
@@ -92,11 +101,11 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 		cfg.ReadyLine = f.readyLine
 	}
 	cfg.StartTimeout, cfg.StopGrace = f.startTimeout, f.stopGrace
-	// The server's environment (a --manifest profile's, else this process's) says where the hang
-	// marker is and when to reset, as the seed's server reads them; the flags win.
+	// The server's environment (what the supervisor adds, else this process's) says where the
+	// hang marker is and when to reset, as the seed's server reads them; the flags win.
 	serverEnv := func(k string) string {
-		if launch != nil && launch.Env[k] != "" {
-			return launch.Env[k]
+		if env[k] != "" {
+			return env[k]
 		}
 		return os.Getenv(k)
 	}
@@ -126,6 +135,29 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 		cfg.Chips = ids
 	}
 	return cfg, cfg.Validate()
+}
+
+// serverEnv is what the supervisor adds to its own environment for the
+// server: each --default-env whose key this process's environment lacks,
+// then the --manifest profile's env over them.
+func (f *superviseFlags) serverEnv(launch *manifest.Launch) (map[string]string, error) {
+	env := map[string]string{}
+	for _, kv := range f.defaultEnv {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+			return nil, fmt.Errorf("--default-env %q: want KEY=VALUE", kv)
+		}
+		if _, set := os.LookupEnv(k); !set {
+			env[k] = v
+		}
+	}
+	if launch != nil {
+		maps.Copy(env, launch.Env)
+	}
+	if len(env) == 0 {
+		return nil, nil
+	}
+	return env, nil
 }
 
 // launchFromManifest resolves a package's profile into its server launch.
