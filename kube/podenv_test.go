@@ -121,7 +121,7 @@ func runPodContainer(t *testing.T, dc *client.Client, image string, c corev1.Con
 		binds = append(binds, src+":"+vm.MountPath)
 	}
 	created, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: image, Entrypoint: c.Command, Cmd: c.Args, Env: env, User: "1000:1000"},
+		Config:     &container.Config{Image: image, Entrypoint: c.Command, Cmd: c.Args, Env: env, User: "1000:1000"},
 		HostConfig: &container.HostConfig{Binds: binds},
 	})
 	if err != nil {
