@@ -46,7 +46,7 @@ func (f *superviseFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.readyLine, "ready-line", "", "ready when the server's output contains this text (instead of the URL)")
 	fs.DurationVar(&f.startTimeout, "start-timeout", d.StartTimeout, "a server not ready by then is stopped and handled as a hang")
 	fs.DurationVar(&f.stopGrace, "stop-grace", d.StopGrace, "SIGKILL a server this long after SIGTERM")
-	fs.StringVar(&f.hangMarker, "hang-marker", "", "hang marker file (default the server's PI05_HANG_MARKER — the --manifest profile's, else this environment's — or ~/.cache/pi05/hang_marker)")
+	fs.StringVar(&f.hangMarker, "hang-marker", "", "hang marker file (default the server's PI05_HANG_MARKER — the --manifest profile's, else this environment's, else --default-env's — or ~/.cache/pi05/hang_marker)")
 	fs.StringVar(&f.resetCmd, "reset-cmd", d.ResetCmd, "chip reset command; {chips} becomes the chip list (no shell)")
 	fs.DurationVar(&f.resetTimeout, "reset-timeout", d.ResetTimeout, "kill the reset command's process group after this long")
 	fs.StringVar(&f.chips, "chips", "", "chips the server uses, e.g. 0,1 or 0-3 (default every /dev/tenstorrent/N)")
@@ -55,8 +55,8 @@ func (f *superviseFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.restartWindow, "restart-window", d.RestartWindow, "window for --max-restarts")
 	fs.StringVar(&f.statusAddr, "status-addr", "", "serve the status JSON (GET /status, and / for machines) and the status page (/ in a browser) on this address, e.g. 127.0.0.1:9100 (default off)")
 	fs.StringVar(&f.stateFile, "state-file", "", "keep the status JSON (pids and start times, state, exit code at the end) in this file (default off)")
-	fs.StringArrayVar(&f.defaultEnv, "default-env", nil, "KEY=VALUE for the server unless this environment sets KEY (repeatable; --manifest's profile env wins over both): "+
-		"an image's entrypoint carries its default profile's variables so, and `docker run -e KEY=…` overrides them as it would an image ENV")
+	fs.StringArrayVar(&f.defaultEnv, "default-env", nil, "`KEY=VALUE` for the server unless this environment sets KEY (repeatable; a --manifest profile's env wins over both): "+
+		"how an image's entrypoint carries its packaged profile's variables, which docker run -e overrides as it would an image ENV")
 }
 
 // config builds the supervisor's Config from the flags and the server
@@ -195,6 +195,10 @@ func newSuperviseCmd() *cobra.Command {
 			"with the server's code. Under systemd (Type=notify) it sends READY=1, STATUS=, watchdog pings; as a\n" +
 			"container's PID 1 it forwards signals and reaps orphans. SIGTERM/SIGINT stop the server, SIGHUP\n" +
 			"restarts it.",
+		Example: "  tt-model supervise --manifest build/rf-detr/tt_kernel_manifest.json --profile default\n" +
+			"  tt-model supervise --chips 0-3 --start-timeout 7m -- tt-model-server --port 8000\n" +
+			"  # an image's entrypoint: the packaged profile's variables, unless docker run -e sets them\n" +
+			"  tt-model supervise --default-env PI05_LAYOUT=dp -- /usr/local/bin/tt-model-server --port 8000",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := f.config(cmd.Flags(), args)
 			if err != nil {
