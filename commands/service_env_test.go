@@ -3,10 +3,7 @@ package commands
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -17,7 +14,6 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/syncbuf"
 	"github.com/ttmodel/tt-model/internal/testenv"
-	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
@@ -35,15 +31,10 @@ func TestServiceUnitProfileEnv(t *testing.T) {
 		testenv.Skip(t, "builds tt-model and runs its supervisor: skipped with -short")
 	}
 	tool := runnertest.StandInTools(t, "..")
-	m, err := manifest.Load("../models/pi05/tt-model.yaml", manifest.Options{})
+	port := runnertest.FreePort(t)
+	wire := pi05Wire(t, func(w *manifest.Wire) { w.Container.Serve.Port = &port })
+	w, err := manifest.ReadWire(wire)
 	if err != nil {
-		t.Fatal(err)
-	}
-	w := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: version.Version})
-	port := freeLoopbackPort(t)
-	w.Container.Serve.Port = &port
-	wire := filepath.Join(t.TempDir(), manifest.WireFile)
-	if err := w.WriteFile(wire); err != nil {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
@@ -135,30 +126,5 @@ func runUnit(t *testing.T, argv, env []string, port int) map[string]string {
 			<-done
 		}
 	})
-	url := fmt.Sprintf("http://127.0.0.1:%d/env", port)
-	httpc := &http.Client{Timeout: 5 * time.Second}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		resp, err := httpc.Get(url)
-		if err == nil {
-			defer resp.Body.Close()
-			var got map[string]string
-			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
-				t.Fatalf("GET %s: %v", url, err)
-			}
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v\nsupervisor output:\n%s", url, err, out.String())
-		}
-	}
-}
-
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return runnertest.ServerEnv(t, fmt.Sprintf("http://127.0.0.1:%d", port), out.String)
 }

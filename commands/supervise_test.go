@@ -18,14 +18,7 @@ import (
 // image's default profile); a --manifest profile's env wins over both; the
 // supervisor's hang settings read the server's environment so composed.
 func TestSuperviseDefaultEnv(t *testing.T) {
-	m, err := manifest.Load("../models/pi05/tt-model.yaml", manifest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wire := filepath.Join(t.TempDir(), manifest.WireFile)
-	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: version.Version}).WriteFile(wire); err != nil {
-		t.Fatal(err)
-	}
+	wire := pi05Wire(t, nil)
 	t.Setenv("TT_SET_BY_USER", "mine")
 	// Absent, not empty (t.Setenv restores it at the end): a default applies
 	// to what the environment does not set.
@@ -91,4 +84,23 @@ func TestServiceInstallKeepsDefaultEnv(t *testing.T) {
 	if !strings.Contains(out, ` supervise --default-env A=1 --default-env "B=two words" `) || !strings.Contains(out, sh) {
 		t.Errorf("ExecStart lacks the two --default-env flags:\n%s", out)
 	}
+}
+
+// pi05Wire writes the tt_kernel_manifest.json `package` publishes for
+// models/pi05/tt-model.yaml, changed by edit when given, and returns its path.
+func pi05Wire(t *testing.T, edit func(*manifest.Wire)) string {
+	t.Helper()
+	m, err := manifest.Load("../models/pi05/tt-model.yaml", manifest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: version.Version})
+	if edit != nil {
+		edit(w)
+	}
+	path := filepath.Join(t.TempDir(), manifest.WireFile)
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

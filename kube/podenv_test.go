@@ -2,14 +2,12 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -100,7 +98,6 @@ func TestPodEnvironment(t *testing.T) {
 // The container is removed when the test ends.
 func runPodContainer(t *testing.T, dc *client.Client, image string, c corev1.Container, podName, hfHome string) map[string]string {
 	t.Helper()
-	ctx := context.Background()
 	var env []string
 	for _, e := range c.Env {
 		v := e.Value
@@ -120,56 +117,16 @@ func runPodContainer(t *testing.T, dc *client.Client, image string, c corev1.Con
 		}
 		binds = append(binds, src+":"+vm.MountPath)
 	}
-	created, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{
+	id, ip := runnertest.RunContainer(t, dc, client.ContainerCreateOptions{
 		Config:     &container.Config{Image: image, Entrypoint: c.Command, Cmd: c.Args, Env: env, User: "1000:1000"},
 		HostConfig: &container.HostConfig{Binds: binds},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		dc.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true}) //nolint:errcheck // best effort
+	return runnertest.ServerEnv(t, fmt.Sprintf("http://%s:%d", ip, c.Ports[0].ContainerPort), func() string {
+		var logs strings.Builder
+		if rc, err := dc.ContainerLogs(context.Background(), id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true}); err == nil {
+			io.Copy(&logs, io.LimitReader(rc, 8192)) //nolint:errcheck // for the message only
+			rc.Close()
+		}
+		return logs.String()
 	})
-	if _, err := dc.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	info, err := dc.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip := ""
-	for _, n := range info.Container.NetworkSettings.Networks {
-		if n.IPAddress.IsValid() {
-			ip = n.IPAddress.String()
-		}
-	}
-	if ip == "" {
-		t.Fatal("the container has no IP address")
-	}
-	url := fmt.Sprintf("http://%s:%d/env", ip, c.Ports[0].ContainerPort)
-	httpc := &http.Client{Timeout: 5 * time.Second}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		resp, err := httpc.Get(url)
-		if err == nil {
-			defer resp.Body.Close()
-			var got map[string]string
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("GET %s: HTTP %d", url, resp.StatusCode)
-			}
-			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
-				t.Fatalf("GET %s: %v", url, err)
-			}
-			return got
-		}
-		if time.Now().After(deadline) {
-			var logs strings.Builder
-			if rc, lerr := dc.ContainerLogs(ctx, created.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true}); lerr == nil {
-				b := make([]byte, 8192)
-				n, _ := rc.Read(b)
-				logs.Write(b[:n])
-				rc.Close()
-			}
-			t.Fatalf("GET %s: %v\n%s", url, err, logs.String())
-		}
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -128,7 +127,7 @@ func TestHostStopsOrphan(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	port := freeTestPort(t)
+	port := runnertest.FreePort(t)
 	srv := exec.Command(runnertest.BuildHealthServer(t), "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := srv.Start(); err != nil {
@@ -157,14 +156,4 @@ func TestHostStopsOrphan(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("stop left the orphaned server running")
 	}
-}
-
-func freeTestPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -42,10 +40,7 @@ func TestProfileEnvironment(t *testing.T) {
 		for _, profile := range e.Profiles {
 			t.Run(kind+"/"+profile, func(t *testing.T) {
 				url := e.serve(t, profile, kind == "host")
-				var got map[string]string
-				if code := getJSON(t, url+"/env", &got); code != http.StatusOK {
-					t.Fatalf("GET /env: HTTP %d", code)
-				}
+				got := runnertest.ServerEnv(t, url, func() string { return "" })
 				checkServedEnv(t, e, profile, kind == "host", got)
 				e.stop(t, profile)
 			})
@@ -129,46 +124,10 @@ func checkServedEnv(t *testing.T, e *pi05E2E, profile string, host bool, got map
 // answers on GET /env. The container is removed when the test ends.
 func plainDockerRun(t *testing.T, d *Docker, image string, env []string) map[string]string {
 	t.Helper()
-	ctx := context.Background()
-	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: image, Env: env}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true}) //nolint:errcheck // best effort
+	id, ip := runnertest.RunContainer(t, d.c, client.ContainerCreateOptions{Config: &container.Config{Image: image, Env: env}})
+	return runnertest.ServerEnv(t, fmt.Sprintf("http://%s:8000", ip), func() string {
+		var logs strings.Builder
+		d.Logs(context.Background(), &Instance{ID: id}, false, &logs) //nolint:errcheck // for the message only
+		return logs.String()
 	})
-	if _, err := d.c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	info, err := d.c.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip := ""
-	for _, n := range info.Container.NetworkSettings.Networks {
-		if n.IPAddress.IsValid() {
-			ip = n.IPAddress.String()
-		}
-	}
-	if ip == "" {
-		t.Fatal("the container has no IP address")
-	}
-	url := fmt.Sprintf("http://%s:8000/env", ip)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			var logs strings.Builder
-			d.Logs(ctx, &Instance{ID: created.ID}, false, &logs) //nolint:errcheck // for the message only
-			t.Fatalf("GET %s: %v\n%s", url, err, logs.String())
-		}
-	}
-	var got map[string]string
-	if code := getJSON(t, url, &got); code != http.StatusOK {
-		t.Fatalf("GET %s: HTTP %d", url, code)
-	}
-	return got
 }
