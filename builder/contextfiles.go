@@ -19,14 +19,15 @@ type ctxEntry struct {
 	Data []byte
 	Host string
 	Mode int64
-	Dir  bool // a directory (COPY of an empty code/ still needs it)
+	Dir  bool   // a directory (COPY of an empty code/ still needs it)
+	Link string // a symlink's target (staging checked it stays inside code/)
 }
 
 // contextFiles is a build context as a list of files, so one description
 // is streamed to the engine as a tar and written out for `--context`.
 type contextFiles []ctxEntry
 
-// addDir adds every regular file under host dir at prefix/.
+// addDir adds every regular file and symlink under host dir at prefix/.
 func (c *contextFiles) addDir(host, prefix string) error {
 	return filepath.WalkDir(host, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -35,15 +36,24 @@ func (c *contextFiles) addDir(host, prefix string) error {
 		if d.IsDir() {
 			return nil
 		}
+		rel, _ := filepath.Rel(host, p)
+		at := path.Join(prefix, filepath.ToSlash(rel))
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			*c = append(*c, ctxEntry{Path: at, Link: target})
+			return nil
+		}
 		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s is not a regular file", p)
+			return fmt.Errorf("%s is not a regular file or symlink", p)
 		}
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(host, p)
-		*c = append(*c, ctxEntry{Path: path.Join(prefix, filepath.ToSlash(rel)), Host: p, Mode: hostFileMode(info)})
+		*c = append(*c, ctxEntry{Path: at, Host: p, Mode: hostFileMode(info)})
 		return nil
 	})
 }
@@ -66,6 +76,12 @@ func (c contextFiles) writeDir(dir string) error {
 		}
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			return err
+		}
+		if e.Link != "" {
+			if err := os.Symlink(e.Link, target); err != nil {
+				return err
+			}
+			continue
 		}
 		if e.Host != "" {
 			if err := copyFile(e.Host, target, fs.FileMode(e.Mode)); err != nil {
@@ -101,6 +117,13 @@ func (c contextFiles) writeTar(w io.Writer, mtime time.Time) error {
 			}
 		}
 		if e.Dir {
+			continue
+		}
+		if e.Link != "" {
+			hdr := &tar.Header{Name: e.Path, Typeflag: tar.TypeSymlink, Linkname: e.Link, Mode: 0o777, ModTime: mtime}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return fmt.Errorf("context %s: %w", e.Path, err)
+			}
 			continue
 		}
 		data := e.Data

@@ -2,10 +2,9 @@ package builder
 
 import (
 	"archive/tar"
-	"errors"
-	"fmt"
 	"path"
-	"strings"
+
+	"github.com/ttmodel/tt-model/internal/fslink"
 )
 
 // fsTree is the shape of an image's file system: the tar type of every path
@@ -40,7 +39,7 @@ func (t *fsTree) record(p string, typ byte, link string) {
 // and returns the final path and its type; ok is false when it does not
 // exist.
 func (t *fsTree) resolve(p string) (string, byte, bool) {
-	cur, err := followLinks(p, false, func(q string) (string, bool, bool) {
+	cur, err := fslink.Follow(p, false, func(q string) (string, bool, bool) {
 		typ, ok := t.types[q]
 		return t.links[q], typ == tar.TypeSymlink, ok
 	})
@@ -48,49 +47,6 @@ func (t *fsTree) resolve(p string) (string, byte, bool) {
 		return "", 0, false
 	}
 	return cur, t.types[cur], true
-}
-
-// maxLinks is how many symlinks one resolution may follow (Linux's 40).
-const maxLinks = 40
-
-// errNotExist ends a resolution at a missing component.
-var errNotExist = errors.New("no such file or directory")
-
-// followLinks is the builder's one symlink resolver, for an image tree in
-// memory (fsTree) and one unpacked on disk (resolveIn) alike: it resolves
-// the image path p component by component from "/", as the kernel does
-// inside the image: a symlink's target replaces it (an absolute target
-// restarts at "/"), ".." never climbs above "/", at most maxLinks links.
-// lookup says what an already resolved path q is: its link target when it
-// is a symlink, and whether it exists. A missing component is errNotExist,
-// unless missingOK, when it is kept as written (a path about to be created).
-func followLinks(p string, missingOK bool, lookup func(q string) (target string, isLink, exists bool)) (string, error) {
-	parts := strings.Split(strings.Trim(path.Clean("/"+p), "/"), "/")
-	cur := "/"
-	for hops := 0; len(parts) > 0; {
-		part := parts[0]
-		parts = parts[1:]
-		if part == "" || part == "." {
-			continue
-		}
-		next := path.Join(cur, part)
-		target, isLink, exists := lookup(next)
-		if !exists && !missingOK {
-			return "", fmt.Errorf("%s: %w", next, errNotExist)
-		}
-		if !isLink {
-			cur = next
-			continue
-		}
-		if hops++; hops > maxLinks {
-			return "", fmt.Errorf("more than %d symlinks resolving %s", maxLinks, p)
-		}
-		if path.IsAbs(target) {
-			cur = "/"
-		}
-		parts = append(strings.Split(strings.Trim(target, "/"), "/"), parts...)
-	}
-	return cur, nil
 }
 
 // isDir says whether p resolves to a directory.

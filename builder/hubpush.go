@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -244,7 +245,7 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 // followed when it stays inside dir (the Hub stores no links); one leaving
 // it is refused. OCI blobs carry their expected sha256 (their name).
 func packageFiles(dir, sub string) ([]hub.LocalFile, error) {
-	root, err := filepath.EvalSymlinks(dir)
+	root, err := fslink.NewRoot(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -265,12 +266,9 @@ func packageFiles(dir, sub string) ([]hub.LocalFile, error) {
 		case d.IsDir():
 			return nil
 		case d.Type()&fs.ModeSymlink != 0:
-			target, err := filepath.EvalSymlinks(p)
+			_, target, err := root.Link(p)
 			if err != nil {
-				return fmt.Errorf("%s: %w", rel, err)
-			}
-			if target != root && !strings.HasPrefix(target, root+string(filepath.Separator)) {
-				return fmt.Errorf("%s links to %s, outside the package", rel, target)
+				return err
 			}
 			if fi, err := os.Stat(target); err != nil || !fi.Mode().IsRegular() {
 				return fmt.Errorf("%s links to %s, not a regular file", rel, target)

@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"archive/tar"
 	"fmt"
 	"io/fs"
 	"os"
@@ -108,8 +109,9 @@ func cutEnv(kv string) (string, string, bool) {
 	return kv, "", false
 }
 
-// addTree adds every directory and file under host dir to the layer at
-// imageDir, as COPY dir/ imageDir/ would: root-owned, modes normalised.
+// addTree adds every directory, file and symlink under host dir to the
+// layer at imageDir, as COPY dir/ imageDir/ would: root-owned, modes
+// normalised, links kept as links.
 func addTree(l *layerPlan, dir, imageDir string) error {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -120,8 +122,8 @@ func addTree(l *layerPlan, dir, imageDir string) error {
 		if rel == "." {
 			return nil
 		}
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return fmt.Errorf("code/%s is not a regular file or directory", filepath.ToSlash(rel))
+		if !d.IsDir() && !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
+			return fmt.Errorf("code/%s is not a regular file, directory or symlink", filepath.ToSlash(rel))
 		}
 		files = append(files, p)
 		return nil
@@ -138,11 +140,19 @@ func addTree(l *layerPlan, dir, imageDir string) error {
 		if err != nil {
 			return err
 		}
-		if info.IsDir() {
+		switch {
+		case info.IsDir():
 			l.mkdirAll(target)
-			continue
+		case info.Mode()&fs.ModeSymlink != 0:
+			// Staging checked that the link stays inside code/.
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			l.add(entry{Path: target, Type: tar.TypeSymlink, Mode: 0o777, Linkname: link})
+		default:
+			l.add(hostFileEntry(target, hostFileMode(info), p))
 		}
-		l.add(hostFileEntry(target, hostFileMode(info), p))
 	}
 	return nil
 }

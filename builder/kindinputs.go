@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -163,8 +164,16 @@ func stageCheckout(ctx context.Context, src, dest string) error {
 	}
 	listed, ok := git(ctx, src, "ls-files", "--cached", "--others", "--exclude-standard")
 	if !ok {
-		var skipped []string
-		return copyTree(src, src, dest, &skipped, map[string]bool{})
+		r, err := fslink.NewRoot(src)
+		if err != nil {
+			return err
+		}
+		s := &stager{dest: dest}
+		if _, err := s.copy(r, ".", ""); err != nil {
+			return err
+		}
+		_, err = s.checkLinks()
+		return err
 	}
 	for _, rel := range strings.Split(listed, "\n") {
 		if rel == "" || strings.HasSuffix(rel, ".pyc") || strings.Contains("/"+rel+"/", "/__pycache__/") {

@@ -24,6 +24,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -120,7 +121,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	m, p := j.m, j.p
 
 	p.stage("staging code/")
-	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch}, filepath.Join(j.stagingDir, "code")); err != nil {
+	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch, output: j.output}, filepath.Join(j.stagingDir, "code")); err != nil {
 		return nil, err
 	}
 	if j.code.RecordedOnly {
@@ -205,6 +206,7 @@ type job struct {
 	epoch      time.Time
 	stagingDir string // becomes <out>/<name>/
 	scratch    string // removed at the end
+	output     ownOutput
 	code       stagedCode
 	// baseRef is --base, else runtime.base ("" when neither).
 	baseRef string
@@ -244,10 +246,15 @@ func newJob(ctx context.Context, opts Options) (*job, error) {
 	if err := os.MkdirAll(j.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", j.outDir, err)
 	}
-	for _, stale := range append(removeStaleTempDirs(j.outDir, "."+m.Name+".partial-"), removeStaleTempDirs(os.TempDir(), scratchPrefix)...) {
+	realOut, err := fslink.OnHost(j.outDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", j.outDir, err)
+	}
+	j.output = ownOutput{dir: realOut, name: m.Name}
+	for _, stale := range append(removeStaleTempDirs(j.outDir, partialPrefix(m.Name)), removeStaleTempDirs(os.TempDir(), scratchPrefix)...) {
 		j.p.stage("removed %s, left by a package run that was killed", stale)
 	}
-	if j.stagingDir, err = ownedTempDir(j.outDir, "."+m.Name+".partial-"); err != nil {
+	if j.stagingDir, err = ownedTempDir(j.outDir, partialPrefix(m.Name)); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	if j.scratch, err = ownedTempDir(os.TempDir(), scratchPrefix); err != nil {

@@ -52,9 +52,11 @@ func TestPackageReproducible(t *testing.T) {
 	}
 }
 
-// TestPackageFailuresKeepPrevious: a failing verify, a missing source path
-// and a bad base each fail with a message naming the cause, and leave the
-// previous package and no partial directory behind.
+// TestPackageFailuresKeepPrevious: a failing verify, a missing source path,
+// a source link that leaves its root or dangles, and a bad base each fail
+// with a message naming the cause (a source problem at the manifest's
+// file:line:col), and leave the previous package and no partial directory
+// behind.
 func TestPackageFailuresKeepPrevious(t *testing.T) {
 	bin := fixtureBin(t)
 	m, work := testPackage(t, nil)
@@ -66,16 +68,32 @@ func TestPackageFailuresKeepPrevious(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, from, to, want string
+		links                map[string]string // made under the working directory for this case only
 	}{
-		{"failing verify", "  - tt-model --version\n", "  - tt-model-server --no-such-flag\n", `verify[0] "tt-model-server --no-such-flag" exited 3`},
-		{"verify needs a shell", "  - tt-model --version\n", "  - tt-model --version | grep mini\n", "needs a shell"},
-		{"missing source path", "    - README.md\n", "    - NO-SUCH-FILE.md\n", `source.code[1]: "NO-SUCH-FILE.md" does not exist`},
-		{"bad base dir", "  model: rf-detr\n", "  model: rf-detr\n  base: ./no-such-base\n", `runtime.base`},
-		{"base dir without a layout", "  model: rf-detr\n", "  model: rf-detr\n  base: ./tree\n", "not an OCI layout"},
-		{"bad base file", "  model: rf-detr\n", "  model: rf-detr\n  base: ./tree/README.md\n", "not a docker-archive tarball"},
-		{"bad profile", "default_profile: one-chip\n", "default_profile: one-chip\n", "no serve profile named"},
+		{"failing verify", "  - tt-model --version\n", "  - tt-model-server --no-such-flag\n", `verify[0] "tt-model-server --no-such-flag" exited 3`, nil},
+		{"verify needs a shell", "  - tt-model --version\n", "  - tt-model --version | grep mini\n", "needs a shell", nil},
+		{"missing source path", "    - README.md\n", "    - NO-SUCH-FILE.md\n", `source.code[1]: "NO-SUCH-FILE.md" does not exist`, nil},
+		{"source path links to /etc/passwd", "        - app\n", "        - app\n        - passwd\n",
+			"edited.yaml:20:11: source.extra_code[0].paths[1]: symlink passwd -> /etc/passwd resolves to /etc/passwd, outside ", map[string]string{"extra/passwd": "/etc/passwd"}},
+		{"link in a copied directory leaves the root", "        - app\n", "        - app\n",
+			"edited.yaml:19:11: source.extra_code[0].paths[0]: symlink app/hosts -> /etc/hosts resolves to /etc/hosts, outside ", map[string]string{"extra/app/hosts": "/etc/hosts"}},
+		{"dangling source link", "        - app\n", "        - app\n",
+			"edited.yaml:19:11: source.extra_code[0].paths[0]: symlink app/gone.txt -> no-such.txt dangles", map[string]string{"extra/app/gone.txt": "no-such.txt"}},
+		{"source path names the output", "    - root: extra\n      paths:\n        - app\n", "    - root: .\n      paths:\n        - out/demo\n",
+			"edited.yaml:19:11: source.extra_code[0].paths[0]: out/demo is inside the package's own output", nil},
+		{"bad base dir", "  model: rf-detr\n", "  model: rf-detr\n  base: ./no-such-base\n", `runtime.base`, nil},
+		{"base dir without a layout", "  model: rf-detr\n", "  model: rf-detr\n  base: ./tree\n", "not an OCI layout", nil},
+		{"bad base file", "  model: rf-detr\n", "  model: rf-detr\n  base: ./tree/README.md\n", "not a docker-archive tarball", nil},
+		{"bad profile", "default_profile: one-chip\n", "default_profile: one-chip\n", "no serve profile named", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			for link, target := range tc.links {
+				at := filepath.Join(work, filepath.FromSlash(link))
+				if err := os.Symlink(target, at); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.Remove(at) })
+			}
 			y, err := os.ReadFile(filepath.Join(work, "tt-model.yaml"))
 			if err != nil {
 				t.Fatal(err)
@@ -116,6 +134,51 @@ func TestPackageFailuresKeepPrevious(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPackageOutputInsideTheRoot: with paths ["."] and --out inside that
+// root, a package copies neither the previous package nor the one being
+// staged: packaging twice gives the same output, of the same size.
+func TestPackageOutputInsideTheRoot(t *testing.T) {
+	bin := fixtureBin(t)
+	m, work := testPackage(t, func(y string) string {
+		return strings.Replace(y, "    - root: extra\n      paths:\n        - app\n", "    - root: .\n      paths:\n        - .\n", 1)
+	})
+	out := filepath.Join(work, "build")
+	first := mustPackage(t, packageOpts(m, work, bin, out, VerifyRootfs))
+	size := treeSize(t, first.Dir)
+	second := mustPackage(t, packageOpts(m, work, bin, out, VerifyRootfs))
+	if got := treeSize(t, second.Dir); got != size {
+		t.Errorf("the second package is %d bytes, the first %d", got, size)
+	}
+	if second.CodeSHA256 != first.CodeSHA256 {
+		t.Errorf("code/ digest %s, then %s", first.CodeSHA256, second.CodeSHA256)
+	}
+	if _, err := os.Stat(filepath.Join(second.Dir, "code", "extra", "app", "main.go.txt")); err != nil {
+		t.Errorf("the root's own files were not staged: %v", err)
+	}
+	entries, err := os.ReadDir(filepath.Join(second.Dir, "code", "build"))
+	if err != nil || len(entries) != 0 {
+		t.Errorf("code/build holds %v (%v), want nothing of the output", entries, err)
+	}
+}
+
+// treeSize adds up the sizes of the regular files under dir.
+func treeSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		n += info.Size()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestPackagePythonKindNeedsABase: a Python kind on scratch (no base) is

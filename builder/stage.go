@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -84,6 +86,7 @@ func recordedPin(g manifest.GitOrPath) treePin {
 type sourceRoots struct {
 	workDir string
 	scratch string
+	output  ownOutput // left out of every copy
 }
 
 func (r sourceRoots) resolve(ctx context.Context, field string, g manifest.GitOrPath, n int) (string, treePin, error) {
@@ -133,12 +136,14 @@ func (r sourceRoots) resolve(ctx context.Context, field string, g manifest.GitOr
 
 // stageCode copies the allowlists into dest: source.code from the tt-metal
 // tree, then every extra_code root's paths, all into one tree. A missing path
-// is an error, never a skip: an allowlist names exactly what ships.
+// is an error, never a skip: an allowlist names exactly what ships. Errors
+// name the manifest's file:line:col of the path entry.
 func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, dest string) (stagedCode, error) {
 	var out stagedCode
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return out, fmt.Errorf("create %s: %w", dest, err)
 	}
+	s := &stager{dest: dest, output: roots.output}
 	n := 0
 	if remoteTreeOfGoServer(m) {
 		out.TTMetal = recordedPin(m.Source.TTMetal)
@@ -151,7 +156,7 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 		n++
 		out.TTMetal = pin
 		for i, rel := range m.Source.Code {
-			if err := copyAllowed(metal, rel, dest, fmt.Sprintf("source.code[%d]", i), &out); err != nil {
+			if err := s.copyAllowed(m, metal, rel, fmt.Sprintf("source.code[%d]", i), &out); err != nil {
 				return out, err
 			}
 		}
@@ -171,11 +176,15 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 		}
 		n++
 		for j, rel := range extra.Paths {
-			if err := copyAllowed(root, rel, dest, fmt.Sprintf("%s.paths[%d]", field, j), &out); err != nil {
+			if err := s.copyAllowed(m, root, rel, fmt.Sprintf("%s.paths[%d]", field, j), &out); err != nil {
 				return out, err
 			}
 		}
 	}
+	if l, err := s.checkLinks(); err != nil {
+		return out, m.Errorf(l.field, "%v", err)
+	}
+	out.Skipped = s.skipped
 	sum, err := sha256Tree(dest)
 	if err != nil {
 		return out, err
@@ -184,79 +193,188 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 	return out, nil
 }
 
-func copyAllowed(root, rel, dest, field string, out *stagedCode) error {
+// copyAllowed stages one allowlist entry, rel under root, reporting a
+// problem at the manifest's position of field.
+func (s *stager) copyAllowed(m *manifest.Manifest, root, rel, field string, out *stagedCode) error {
 	clean := path.Clean(filepath.ToSlash(rel))
 	if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-		return fmt.Errorf("%s: %q must be a relative path inside %s", field, rel, root)
+		return m.Errorf(field, "%q must be a relative path inside %s", rel, root)
 	}
-	src := filepath.Join(root, filepath.FromSlash(clean))
-	info, err := os.Stat(src)
+	r, err := fslink.NewRoot(root)
 	if err != nil {
-		return fmt.Errorf("%s: %q does not exist under %s; the allowlist names exactly what ships, so a missing entry is an error", field, rel, root)
+		return m.Errorf(field, "%v", err)
 	}
-	target := filepath.Join(dest, filepath.FromSlash(clean))
-	if !info.IsDir() {
+	isDir, err := s.copy(r, clean, field)
+	switch {
+	case fslink.Missing(err):
+		return m.Errorf(field, "%q does not exist under %s; the allowlist names exactly what ships, so a missing entry is an error", rel, root)
+	case err != nil:
+		return m.Errorf(field, "%v", err)
+	case isDir:
+		out.Tree = append(out.Tree, clean+"/")
+	default:
 		out.Tree = append(out.Tree, clean)
-		return copyFile(src, target, info.Mode())
-	}
-	out.Tree = append(out.Tree, clean+"/")
-	if err := copyTree(root, src, target, &out.Skipped, map[string]bool{}); err != nil {
-		return fmt.Errorf("%s: %w", field, err)
 	}
 	return nil
 }
 
-// copyTree copies the directory src to dst without codeIgnore's names
-// (reported in skipped, relative to root). Links are followed, as upstream's
-// copytree(symlinks=False): the staged tree must not point outside itself.
-// A link back to a directory being copied is refused instead of looping.
-func copyTree(root, src, dst string, skipped *[]string, active map[string]bool) error {
-	real, err := filepath.EvalSymlinks(src)
-	if err != nil {
-		return err
+// ownOutput is where a package run writes, resolved: <out>/<name> and its
+// <out>/.<name>.partial-* siblings (the staging directory, the previous
+// package moved aside). An allowlist that holds the output directory
+// (paths: ["."] with --out inside the root) must copy neither the previous
+// package nor the one being staged into itself.
+type ownOutput struct {
+	dir, name string
+}
+
+func partialPrefix(name string) string { return "." + name + ".partial-" }
+
+// holds says whether the resolved host path p is, or is inside, the output.
+func (o ownOutput) holds(p string) bool {
+	if o.dir == "" {
+		return false
 	}
-	if active[real] {
-		return fmt.Errorf("%s links back to a directory being copied", src)
+	rel, err := filepath.Rel(o.dir, p)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return false
 	}
-	active[real] = true
-	defer delete(active, real)
-	// Walk the resolved directory (WalkDir does not descend into a link) and
-	// name everything by its path through src.
-	return filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("walk %s: %w", p, err)
+	first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	return first == o.name || strings.HasPrefix(first, partialPrefix(o.name))
+}
+
+// stager copies paths of source roots into one tree, dest. Directories and
+// regular files are copied; a symlink stays a symlink, never followed into a
+// copy (upstream's copytree follows them, which ships whatever a link
+// reaches, /etc/passwd included), and only once fslink found it resolves
+// inside the root it is listed under.
+type stager struct {
+	dest    string
+	output  ownOutput
+	skipped []string // what codeIgnore dropped, relative to its root
+	links   []stagedLink
+}
+
+// stagedLink is a symlink the stager made, for checkLinks.
+type stagedLink struct {
+	field  string // the allowlist entry that shipped it
+	rel    string // as listed, relative to its root
+	target string // as written in the package
+	wants  string // what it resolves to in its root, relative to the root
+	at     string // where it was made
+}
+
+// copy stages rel under r at dest/rel, without codeIgnore's names below rel
+// and without the package's own output, and says whether rel is a
+// directory. A link that leaves r, dangles or loops is a *fslink.LinkError.
+func (s *stager) copy(r *fslink.Root, rel, field string) (isDir bool, err error) {
+	err = r.Walk(rel, func(e fslink.Entry) error {
+		if e.Err != nil {
+			return e.Err
 		}
-		rel, _ := filepath.Rel(real, p)
-		named := filepath.Join(src, rel)
-		target := filepath.Join(dst, rel)
-		if p == real {
-			return os.MkdirAll(dst, 0o755)
-		}
-		if ignoredName(d.Name()) {
-			r, _ := filepath.Rel(root, named)
-			*skipped = append(*skipped, filepath.ToSlash(r))
-			if d.IsDir() {
+		if s.output.holds(e.Path) {
+			if e.Rel == rel {
+				return fmt.Errorf("%s is inside the package's own output (%s and its %s* siblings)", e.Rel, filepath.Join(s.output.dir, s.output.name), partialPrefix(s.output.name))
+			}
+			if e.Type.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		info, err := os.Stat(p)
+		if e.Rel != rel && ignoredName(path.Base(e.Rel)) {
+			s.skipped = append(s.skipped, e.Rel)
+			if e.Type.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		// The parent is resolved inside dest, so nothing is ever written
+		// through a link an earlier entry staged to somewhere outside it.
+		parent, err := resolveIn(s.dest, path.Dir(e.Rel))
 		if err != nil {
-			return fmt.Errorf("%s: %w", named, err)
+			return err
 		}
+		target := filepath.Join(parent, path.Base(e.Rel))
 		switch {
-		case info.IsDir() && d.Type()&fs.ModeSymlink != 0:
-			return copyTree(root, named, target, skipped, active)
-		case info.IsDir():
+		case e.Type&fs.ModeSymlink != 0:
+			return s.link(r, e, field, target)
+		case e.Type.IsDir():
+			isDir = isDir || e.Rel == rel
 			return os.MkdirAll(target, 0o755)
+		case e.Type.IsRegular():
+			info, err := os.Lstat(e.Path)
+			if err != nil {
+				return err
+			}
+			return copyFile(e.Path, target, info.Mode())
 		}
-		return copyFile(p, target, info.Mode())
+		return fmt.Errorf("%s is not a regular file, directory or symlink", e.Rel)
 	})
+	return isDir, err
+}
+
+// link makes the symlink e at target. A relative target is kept as written;
+// an absolute one (inside the root, the walk checked) is rewritten relative
+// to the link, since the package does not live where the root does.
+func (s *stager) link(r *fslink.Root, e fslink.Entry, field, target string) error {
+	wants, err := filepath.Rel(r.Real(), e.Resolved)
+	if err != nil {
+		return err
+	}
+	wants = filepath.ToSlash(wants)
+	text := e.Target
+	if path.IsAbs(text) {
+		if text, err = filepath.Rel(path.Dir(e.Rel), wants); err != nil {
+			return err
+		}
+		text = filepath.ToSlash(text)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Symlink(text, target); err != nil {
+		return err
+	}
+	s.links = append(s.links, stagedLink{field: field, rel: e.Rel, target: text, wants: wants, at: target})
+	return nil
+}
+
+// checkLinks requires every staged link to resolve inside dest to
+// something staged: a link whose target no allowlist ships would dangle in
+// the package. It returns the offending link.
+func (s *stager) checkLinks() (stagedLink, error) {
+	if len(s.links) == 0 {
+		return stagedLink{}, nil
+	}
+	r, err := fslink.NewRoot(s.dest)
+	if err != nil {
+		return stagedLink{}, err
+	}
+	for _, l := range s.links {
+		_, _, err := r.Link(l.at)
+		var linkErr *fslink.LinkError
+		switch {
+		case errors.As(err, &linkErr) && errors.Is(err, fslink.ErrNotExist):
+			return l, fmt.Errorf("symlink %s -> %s points to %s, which no allowlist ships; list it too, or the link dangles in the package", l.rel, l.target, l.wants)
+		case err != nil:
+			return l, fmt.Errorf("in the staged package: %w", err)
+		}
+	}
+	return stagedLink{}, nil
 }
 
 func copyFile(src, dst string, mode fs.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
+	}
+	// A link already there (staged by an earlier entry) is replaced, not
+	// written through.
+	if info, err := os.Lstat(dst); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+		if err := os.Remove(dst); err != nil {
+			return err
+		}
 	}
 	in, err := os.Open(src)
 	if err != nil {
@@ -275,17 +393,28 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 }
 
 // sha256Tree is upstream's _sha256_tree: over every file in path order (by
-// components), the relative path then the bytes. It says what shipped.
+// components), the relative path then the bytes. It says what shipped. A
+// symlink (upstream copies through links, so its trees have none) adds its
+// path, then "->" and its target as written.
 func sha256Tree(root string) (string, error) {
 	var files []string
+	links := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() {
-			rel, _ := filepath.Rel(root, p)
-			files = append(files, filepath.ToSlash(rel))
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			links[filepath.ToSlash(rel)] = target
+		case !d.Type().IsRegular():
+			return nil
 		}
+		files = append(files, filepath.ToSlash(rel))
 		return nil
 	})
 	if err != nil {
@@ -295,6 +424,10 @@ func sha256Tree(root string) (string, error) {
 	h := sha256.New()
 	for _, f := range files {
 		h.Write([]byte(f))
+		if target, ok := links[f]; ok {
+			h.Write([]byte("->" + target))
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
 		if err != nil {
 			return "", fmt.Errorf("hash %s: %w", f, err)

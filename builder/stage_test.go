@@ -1,12 +1,15 @@
 package builder
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -124,41 +127,181 @@ func TestStageCodeRefusesEscapes(t *testing.T) {
 	}
 }
 
-// TestStageCodeFollowsLinks: a symlinked directory inside an allowlisted
-// path is copied as a directory (with the exclusions), and a link back to
-// an ancestor is refused rather than copied forever.
-func TestStageCodeFollowsLinks(t *testing.T) {
-	root := t.TempDir()
-	shared := t.TempDir() // outside the root: the staged tree must not point there
-	writeFiles(t, shared, map[string]string{"util.py": "u\n", "__pycache__/util.pyc": "c"})
-	writeFiles(t, root, map[string]string{"pkg/mod.py": "m\n"})
-	if err := os.Symlink(shared, filepath.Join(root, "pkg", "shared")); err != nil {
-		t.Fatal(err)
+// TestStageCodeLinks: a symlink is never followed into a copy. One that
+// resolves inside the root it is listed under is staged as a link (an
+// absolute target rewritten relative to the link, since the package does
+// not live where the root does); one that leaves the root (the allowlisted
+// path itself, a link inside a copied directory, a directory on the way to
+// the path), dangles or loops is refused naming the entry, the link and its
+// target, and a link whose target no allowlist ships is refused too.
+func TestStageCodeLinks(t *testing.T) {
+	outside := t.TempDir()
+	writeFiles(t, outside, map[string]string{"secret.txt": "secret\n", "dir/f": "f"})
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		links map[string]string // link -> target; ROOT, OUTSIDE and UP (../ to the file system's root) are replaced
+		want  string            // what the error contains, "|"-separated; "" for success
+	}{
+		{"entry is a link to /etc/passwd", []string{"pkg", "passwd"}, map[string]string{"passwd": "/etc/passwd"},
+			"source.extra_code[0].paths[1]: symlink passwd -> /etc/passwd resolves to /etc/passwd, outside "},
+		{"link inside a copied directory", []string{"pkg"}, map[string]string{"pkg/shared": "OUTSIDE/dir"},
+			"source.extra_code[0].paths[0]: symlink pkg/shared -> OUTSIDE/dir resolves to OUTSIDE/dir, outside "},
+		{"relative link climbing out", []string{"pkg"}, map[string]string{"pkg/up.txt": "UPOUTSIDE/secret.txt"},
+			"symlink pkg/up.txt -> ../../|/secret.txt resolves to OUTSIDE/secret.txt, outside "},
+		{"directory on the way out", []string{"out/secret.txt"}, map[string]string{"out": "OUTSIDE"},
+			"source.extra_code[0].paths[0]: symlink out -> OUTSIDE resolves to OUTSIDE, outside "},
+		{"dangling", []string{"pkg"}, map[string]string{"pkg/gone.py": "no-such.py"},
+			"symlink pkg/gone.py -> no-such.py dangles: "},
+		{"loop", []string{"pkg"}, map[string]string{"pkg/a": "b", "pkg/b": "a"},
+			"symlink pkg/a -> b: a symlink loop"},
+		{"inside, target not shipped", []string{"pkg"}, map[string]string{"pkg/doc.md": "../docs/README.md"},
+			"symlink pkg/doc.md -> ../docs/README.md points to docs/README.md, which no allowlist ships"},
+		{"inside, kept as links", []string{"pkg", "docs", "via/mod.py"},
+			map[string]string{"pkg/alias.py": "mod.py", "pkg/abs.md": "ROOT/docs/README.md", "pkg/loop": "..", "via": "pkg"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeFiles(t, root, map[string]string{"pkg/mod.py": "m\n", "docs/README.md": "d\n"})
+			for link, target := range tc.links {
+				up := strings.Repeat("../", strings.Count(filepath.Dir(filepath.Join(root, link)), "/"))
+				target = strings.NewReplacer("ROOT", root, "UP", up, "OUTSIDE", outside).Replace(target)
+				if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m := &manifest.Manifest{Kind: manifest.KindGoServer, Source: manifest.Source{
+				ExtraCode: []manifest.ExtraCode{{Root: manifest.GitOrPath{Path: root}, Paths: tc.paths}},
+			}}
+			dest := filepath.Join(t.TempDir(), "code")
+			staged, err := stageCode(context.Background(), m, sourceRoots{workDir: root, scratch: t.TempDir()}, dest)
+			if want := strings.ReplaceAll(tc.want, "OUTSIDE", outside); want != "" {
+				for _, w := range strings.Split(want, "|") {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Fatalf("stageCode: %v\nwant an error containing %q", err, w)
+					}
+				}
+				// Nothing from outside the root reached the staged tree.
+				filepath.WalkDir(dest, func(p string, d os.DirEntry, err error) error {
+					if err == nil && d.Type().IsRegular() {
+						if b, _ := os.ReadFile(p); strings.Contains(string(b), "secret") || strings.Contains(string(b), "root:") {
+							t.Errorf("%s holds a file from outside the root", p)
+						}
+					}
+					return nil
+				})
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for link, want := range map[string]string{"pkg/alias.py": "mod.py", "pkg/abs.md": "../docs/README.md", "pkg/loop": ".."} {
+				if got, err := os.Readlink(filepath.Join(dest, link)); err != nil || got != want {
+					t.Errorf("%s staged as a link to %q (%v), want %q", link, got, err, want)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(dest, "pkg", "abs.md")); err != nil || string(b) != "d\n" {
+				t.Errorf("pkg/abs.md reads %q, %v through the package", b, err)
+			}
+			if info, err := os.Lstat(filepath.Join(dest, "via", "mod.py")); err != nil || !info.Mode().IsRegular() {
+				t.Errorf("via/mod.py (through a link inside the root) staged as %v, %v; want a file", info, err)
+			}
+			if got := strings.Join(staged.Tree, " "); got != "pkg/ docs/ via/mod.py" {
+				t.Errorf("tree %q", got)
+			}
+			// The link is part of what shipped: retargeting it changes the digest.
+			if err := os.Remove(filepath.Join(dest, "pkg", "alias.py")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../docs/README.md", filepath.Join(dest, "pkg", "alias.py")); err != nil {
+				t.Fatal(err)
+			}
+			if sum, err := sha256Tree(dest); err != nil || sum == staged.SHA256 {
+				t.Errorf("sha256Tree after retargeting a link: %s, %v; want another digest than %s", sum, err, staged.SHA256)
+			}
+		})
 	}
+}
+
+// TestStageCodeLeavesOutOwnOutput: an allowlist holding the output
+// directory copies neither the package nor the staging directories beside
+// it, and naming the output itself is refused.
+func TestStageCodeLeavesOutOwnOutput(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"app/main.go": "m", "build/demo/code/app/main.go": "old", "build/.demo.partial-123/code/x": "partial",
+		"build/other/keep": "k",
+	})
+	out := ownOutput{dir: filepath.Join(root, "build"), name: "demo"}
 	m := &manifest.Manifest{Kind: manifest.KindGoServer, Source: manifest.Source{
-		ExtraCode: []manifest.ExtraCode{{Root: manifest.GitOrPath{Path: root}, Paths: []string{"pkg"}}},
+		ExtraCode: []manifest.ExtraCode{{Root: manifest.GitOrPath{Path: root}, Paths: []string{"."}}},
 	}}
 	dest := filepath.Join(t.TempDir(), "code")
-	staged, err := stageCode(context.Background(), m, sourceRoots{workDir: root, scratch: t.TempDir()}, dest)
-	if err != nil {
+	if _, err := stageCode(context.Background(), m, sourceRoots{workDir: root, scratch: t.TempDir(), output: out}, dest); err != nil {
 		t.Fatal(err)
 	}
-	info, err := os.Lstat(filepath.Join(dest, "pkg", "shared"))
-	if err != nil || !info.IsDir() {
-		t.Fatalf("pkg/shared staged as %v (%v), want a real directory", info, err)
+	for p, want := range map[string]bool{"app/main.go": true, "build/other/keep": true, "build/demo": false, "build/.demo.partial-123": false} {
+		if _, err := os.Lstat(filepath.Join(dest, p)); (err == nil) != want {
+			t.Errorf("%s staged: %v, want %v", p, err == nil, want)
+		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dest, "pkg", "shared", "util.py")); err != nil || string(b) != "u\n" {
-		t.Errorf("pkg/shared/util.py = %q, %v", b, err)
+	m.Source.ExtraCode[0].Paths = []string{"build/demo/code"}
+	_, err := stageCode(context.Background(), m, sourceRoots{workDir: root, scratch: t.TempDir(), output: out}, filepath.Join(t.TempDir(), "code"))
+	if err == nil || !strings.Contains(err.Error(), "build/demo/code is inside the package's own output") {
+		t.Errorf("an allowlist naming the output: %v", err)
 	}
-	if len(staged.Skipped) != 1 || staged.Skipped[0] != "pkg/shared/__pycache__" {
-		t.Errorf("skipped %v, want [pkg/shared/__pycache__]", staged.Skipped)
+}
+
+// TestStagedLinksReachImageAndContext: a link staged in code/ goes into
+// the daemonless image's code layer and into the engine's build context
+// (tar and --context folder) as a link, not as a copy and not as an error.
+func TestStagedLinksReachImageAndContext(t *testing.T) {
+	code := t.TempDir()
+	writeFiles(t, code, map[string]string{"pkg/mod.py": "m\n"})
+	if err := os.Symlink("mod.py", filepath.Join(code, "pkg", "alias.py")); err != nil {
+		t.Fatal(err)
 	}
 
-	if err := os.Symlink("..", filepath.Join(root, "pkg", "loop")); err != nil {
+	l := newRootfs(&baseImage{Tree: newFSTree()}).plan("code/")
+	if err := addTree(l, code, codeImageDir); err != nil {
 		t.Fatal(err)
 	}
-	_, err = stageCode(context.Background(), m, sourceRoots{workDir: root, scratch: t.TempDir()}, filepath.Join(t.TempDir(), "code"))
-	if err == nil || !strings.Contains(err.Error(), "links back to a directory being copied") {
-		t.Errorf("a link to an ancestor: %v", err)
+	var inLayer bool
+	for _, e := range l.entries {
+		if e.Path == codeImageDir+"/pkg/alias.py" {
+			inLayer = e.Type == tar.TypeSymlink && e.Linkname == "mod.py"
+		}
+	}
+	if !inLayer {
+		t.Errorf("the code layer lacks the link pkg/alias.py -> mod.py: %+v", l.entries)
+	}
+
+	var files contextFiles
+	if err := files.addDir(code, "code"); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := files.writeTar(&buf, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var inTar bool
+	for tr := tar.NewReader(&buf); ; {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if hdr.Name == "code/pkg/alias.py" {
+			inTar = hdr.Typeflag == tar.TypeSymlink && hdr.Linkname == "mod.py"
+		}
+	}
+	if !inTar {
+		t.Error("the build context's tar lacks the link code/pkg/alias.py -> mod.py")
+	}
+	dir := t.TempDir()
+	if err := files.writeDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.Readlink(filepath.Join(dir, "code", "pkg", "alias.py")); err != nil || got != "mod.py" {
+		t.Errorf("--context folder: code/pkg/alias.py links to %q (%v), want mod.py", got, err)
 	}
 }

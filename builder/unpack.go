@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/ttmodel/tt-model/internal/fslink"
 )
 
 // unpackRootfs applies the layers of img under dir, bottom layer first, as a
@@ -139,21 +141,11 @@ func applyLayer(tr *tar.Reader, root string) error {
 
 // resolveIn maps an image path to a host path under root, following the
 // symlinks of the tree already unpacked there as the image would see them
-// (followLinks): an absolute link target restarts at root, and ".." never
-// leaves it. Missing components are kept: the path may be about to be made.
+// (fslink.Follow): an absolute link target restarts at root, and ".."
+// never leaves it. Missing components are kept: the path may be about to
+// be made.
 func resolveIn(root, p string) (string, error) {
-	resolved, err := followLinks(p, true, func(q string) (string, bool, bool) {
-		host := filepath.Join(root, filepath.FromSlash(q))
-		info, err := os.Lstat(host)
-		if err != nil {
-			return "", false, false
-		}
-		if info.Mode()&os.ModeSymlink == 0 {
-			return "", false, true
-		}
-		target, err := os.Readlink(host)
-		return target, err == nil, true
-	})
+	resolved, err := fslink.Follow(p, true, fslink.HostLookup(root))
 	if err != nil {
 		return "", err
 	}

@@ -101,7 +101,7 @@ func TestFSTreeResolve(t *testing.T) {
 	}
 
 	// The same tree unpacked on disk resolves the same way through resolveIn
-	// (one resolver, followLinks, behind both), except that a missing
+	// (one resolver, fslink.Follow, behind both), except that a missing
 	// component is kept: it names a path about to be created.
 	root := t.TempDir()
 	for _, d := range []string{"usr/lib/x86_64-linux-gnu"} {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -79,5 +81,52 @@ func TestValidateJSON(t *testing.T) {
 		if p.Chips != 4 || p.MeshShape != "1x4" {
 			t.Errorf("%s: %d chips, shape %s", p.Name, p.Chips, p.MeshShape)
 		}
+	}
+}
+
+// TestSourceLinksRefused: validate --check-sources and package refuse a
+// source path that links out of its root, at the manifest's file:line:col,
+// naming the link and its target; package writes nothing. validate without
+// --check-sources does not look at the sources.
+func TestSourceLinksRefused(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "pkg", "app.py"), []byte("app = None\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(root, "pkg", "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile("testdata/package/dit.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "tt-model.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(string(y), "tt_metal: testdata/package", "tt_metal: "+root, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	want := file + ":11:7: source.code[0]: symlink pkg/passwd -> /etc/passwd resolves to /etc/passwd, outside " + root
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"validate", []string{"validate", file}, 0, ""},
+		{"validate --check-sources", []string{"validate", "--check-sources", file}, 2, want},
+		{"package", []string{"package", "--container", file, "--out", out}, 2, want},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, tc.code, tc.stderr)
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("package left %d entries in --out", len(entries))
 	}
 }

@@ -53,6 +53,13 @@ func (e *FieldError) Error() string {
 	return b.String()
 }
 
+// Errorf is a problem found outside this package (the builder's own checks
+// of the sources) reported as validate reports its own: at the file:line:col
+// where path ("source.extra_code[0].paths[1]") is written.
+func (m *Manifest) Errorf(path, format string, args ...any) error {
+	return &FieldError{File: m.File, Pos: m.pos.at(path), Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
 // ErrorList is every problem found in one manifest, in file order.
 type ErrorList []*FieldError
 

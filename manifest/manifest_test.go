@@ -134,6 +134,89 @@ source:
 	}
 }
 
+// TestCheckSourcesLinks: a symlink among or below the listed paths must
+// resolve inside the root it is listed under. One that leaves it (the
+// listed path itself, a link inside a listed directory, a directory on the
+// way to a listed path), dangles or loops is reported at the path entry,
+// naming the link and its target; links that stay inside pass.
+func TestCheckSourcesLinks(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"tree/models/here", "code/pkg", "code/loop", "code/ok"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "code/pkg/mod.py"), []byte("m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"tree/models/here/weights": "/etc/passwd",
+		"code/pkg/hosts":           "/etc/hosts",
+		"code/passwd":              "/etc/passwd",
+		"code/gone":                "nowhere",
+		"code/loop/a":              "b",
+		"code/loop/b":              "a",
+		"code/ok/alias.py":         "../pkg/mod.py",
+		"code/ok/abs.py":           filepath.Join(dir, "code/pkg/mod.py"),
+		"code/via":                 "pkg",
+		"code/out":                 "/etc",
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yaml := `repo: a/b
+name: b
+kind: tt-go-server
+arch: blackhole
+weights: a/w
+runtime: {model: rf-detr}
+serve: {hardware: p150, mesh_device: P150}
+source:
+  tt_metal: tree
+  code: [models/here]
+  ubuntu: "22.04"
+  python: "3.12"
+  extra_code:
+    - root: code
+      paths:
+        - pkg
+        - passwd
+        - gone
+        - loop
+        - ok
+        - via/mod.py
+        - out/passwd
+`
+	f := filepath.Join(t.TempDir(), "tt-model.yaml")
+	if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(f, Options{CheckSources: true, WorkDir: dir})
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("got %v, want an ErrorList", err)
+	}
+	tree, code := filepath.Join(dir, "tree"), filepath.Join(dir, "code")
+	want := []string{
+		f + `:10:10: source.code[0]: symlink models/here/weights -> /etc/passwd resolves to /etc/passwd, outside ` + tree,
+		f + `:16:11: source.extra_code[0].paths[0]: symlink pkg/hosts -> /etc/hosts resolves to /etc/hosts, outside ` + code,
+		f + `:17:11: source.extra_code[0].paths[1]: symlink passwd -> /etc/passwd resolves to /etc/passwd, outside ` + code,
+		f + `:18:11: source.extra_code[0].paths[2]: symlink gone -> nowhere dangles: ` + filepath.Join(code, "nowhere") + `: no such file or directory`,
+		f + `:19:11: source.extra_code[0].paths[3]: symlink loop/a -> b: a symlink loop (more than 40 links)`,
+		f + `:19:11: source.extra_code[0].paths[3]: symlink loop/b -> a: a symlink loop (more than 40 links)`,
+		f + `:22:11: source.extra_code[0].paths[6]: symlink out -> /etc resolves to /etc, outside ` + code,
+	}
+	if len(list) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(list), len(want), list)
+	}
+	for i := range want {
+		if list[i].Error() != want[i] {
+			t.Errorf("error %d:\n got %s\nwant %s", i, list[i], want[i])
+		}
+	}
+}
+
 func TestResolveProfileMerge(t *testing.T) {
 	m, err := Load("testdata/good/vllm-plugin.yaml", Options{})
 	if err != nil {

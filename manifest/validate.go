@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/ttmodel/tt-model/internal/fslink"
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
@@ -233,35 +235,49 @@ func validateCard(c *collector, m *Manifest) {
 }
 
 // CheckSources requires every source.code path (under a local tt_metal tree)
-// and every path under a local extra_code root to exist. Relative roots
+// and every path under a local extra_code root to exist, and every symlink
+// among them or below them to resolve inside the root it is listed under:
+// a link that leaves the root, dangles or loops is reported at the path
+// entry that ships it, naming the link and its target. Relative roots
 // resolve against workDir (the process's working directory, as upstream),
 // not against the YAML's folder.
 func CheckSources(m *Manifest, workDir string) ErrorList {
 	c := &collector{file: m.File, pos: m.pos}
-	resolve := func(root string) string {
+	check := func(field, root string, paths []string) {
 		root = expandHome(root)
-		if filepath.IsAbs(root) {
-			return root
+		if !filepath.IsAbs(root) {
+			root = filepath.Join(workDir, root)
 		}
-		return filepath.Join(workDir, root)
+		r, err := fslink.NewRoot(root)
+		for i, p := range paths {
+			at := indexPath(field, i)
+			if escapes(p) {
+				continue // Validate reports it
+			}
+			if err != nil {
+				c.addf(at, "%q does not exist under %s", p, root)
+				continue
+			}
+			werr := r.Walk(p, func(e fslink.Entry) error {
+				if e.Err != nil {
+					c.addf(at, "%v", e.Err)
+				}
+				return nil
+			})
+			switch {
+			case fslink.Missing(werr):
+				c.addf(at, "%q does not exist under %s", p, root)
+			case werr != nil:
+				c.addf(at, "%v", werr)
+			}
+		}
 	}
 	if !m.Source.TTMetal.IsGit() && m.Source.TTMetal.Path != "" {
-		base := resolve(m.Source.TTMetal.Path)
-		for i, p := range m.Source.Code {
-			if _, err := os.Stat(filepath.Join(base, p)); err != nil {
-				c.addf(indexPath("source.code", i), "%q does not exist under %s", p, base)
-			}
-		}
+		check("source.code", m.Source.TTMetal.Path, m.Source.Code)
 	}
 	for i, e := range m.Source.ExtraCode {
-		if e.Root.IsGit() {
-			continue
-		}
-		base := resolve(e.Root.Path)
-		for j, p := range e.Paths {
-			if _, err := os.Stat(filepath.Join(base, p)); err != nil {
-				c.addf(indexPath(indexPath("source.extra_code", i)+".paths", j), "%q does not exist under %s", p, base)
-			}
+		if !e.Root.IsGit() {
+			check(indexPath("source.extra_code", i)+".paths", e.Root.Path, e.Paths)
 		}
 	}
 	return c.errs.sorted()

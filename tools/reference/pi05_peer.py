@@ -36,7 +36,6 @@ import argparse
 import json
 import math
 import os
-import re
 import resource
 import sys
 import time
@@ -46,6 +45,7 @@ import torch.nn.functional as F
 import torch.utils.mkldnn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onednn  # noqa: E402  (oneDNN's version and the kernel it picks here)
 import pi05 as ref  # noqa: E402  (the reference: names, dims, checkpoint reader)
 
 BF16 = torch.bfloat16
@@ -338,11 +338,6 @@ def check(args):
         sys.exit(f"peer disagrees with the fp32 reference by {d32} (the reference's own bf16 run: {ref16})")
 
 
-def onednn_version():
-    found = re.search(r"MKL-DNN v([0-9.]+)", torch.__config__.show())
-    return found.group(1) if found else "unknown"
-
-
 def bench(args):
     torch.set_num_threads(args.threads)
     tensors, d = load(args.weights)
@@ -376,10 +371,10 @@ def bench(args):
     for k in runs[0]:
         seconds[k + "_best"] = min(r[k] for r in runs)
         seconds[k + "_median"] = sorted(r[k] for r in runs)[len(runs) // 2]
-    config = ("PyTorch %s (oneDNN %s) bf16, %d threads: fused qkv and gate/up, weights converted once, per linear "
+    config = ("PyTorch %s (oneDNN %s, bf16 linears on %s) bf16, %d threads: fused qkv and gate/up, weights converted once, per linear "
               "the fastest of plain F.linear / oneDNN-prepacked 1x1 conv / mkldnn_linear on its real rows %s; "
               "compact prefix; bf16 attention with the one K/V head shared without copies"
-              % (torch.__version__, onednn_version(), args.threads, json.dumps(m.config(), sort_keys=True)))
+              % (torch.__version__, onednn.version(), onednn.kernel(BF16), args.threads, json.dumps(m.config(), sort_keys=True)))
     print(json.dumps({"config": config, "load_s": load_s, "threads": args.threads, "seconds": seconds,
                       "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 

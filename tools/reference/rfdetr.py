@@ -28,7 +28,6 @@ import gzip
 import json
 import math
 import os
-import re
 import statistics
 import sys
 import time
@@ -36,6 +35,8 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+import onednn  # noqa: E402  (oneDNN's version and the kernel it picks here)
 
 GOLDEN = 0x9E3779B97F4A7C15
 M64 = (1 << 64) - 1
@@ -387,10 +388,10 @@ def cmd_bench(args):
                 times.append(time.perf_counter() - t0)
         res["bf16_autocast_ms"] = statistics.median(times[1:]) * 1e3
     res["threads"] = args.threads
-    found = re.search(r"MKL-DNN v([0-9.]+)", torch.__config__.show())
-    res["config"] = ("PyTorch %s (oneDNN %s), %d threads: fp32 with every linear through mkldnn_linear on weights "
+    res["config"] = ("PyTorch %s (oneDNN %s; linears on %s in fp32, %s in bf16), %d threads: fp32 with every linear through mkldnn_linear on weights "
                      "converted to oneDNN once and the convolutions on oneDNN, attention matmuls on torch.matmul; "
-                     "bf16: torch.autocast(cpu, bfloat16)" % (torch.__version__, found.group(1) if found else "unknown", args.threads))
+                     "bf16: torch.autocast(cpu, bfloat16)" % (torch.__version__, onednn.version(), onednn.kernel(torch.float32),
+                        onednn.kernel(torch.bfloat16), args.threads))
     print(json.dumps(res))
 
 
