@@ -42,6 +42,9 @@ type traceStatus struct {
 }
 
 // decodeTrace decodes a StatusResponse.
+//
+// Deliberate twin of decodeVertex: one decoder per protobuf message, with that message's field
+// numbers.
 func decodeTrace(b []byte) (traceStatus, error) {
 	var st traceStatus
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
@@ -73,6 +76,8 @@ func decodeTrace(b []byte) (traceStatus, error) {
 	return st, err
 }
 
+// Deliberate twin of decodeTrace: one decoder per protobuf message, with that message's field
+// numbers.
 func decodeVertex(b []byte) (traceVertex, error) {
 	var vx traceVertex
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {

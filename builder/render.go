@@ -122,6 +122,10 @@ func generatedBy(version string) string {
 	return "tt-model " + version
 }
 
+// installScript renders install_engine.sh.
+//
+// Deliberate twin of testdata/kinds/upstream/*/install_engine.sh: those goldens are this template's
+// output, compared by TestKindContextGoldens.
 func installScript(m *manifest.Manifest, steps []scriptStep, version string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `#!/bin/bash

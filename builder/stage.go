@@ -149,6 +149,8 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 		out.TTMetal = recordedPin(m.Source.TTMetal)
 		out.RecordedOnly = len(m.Source.Code) > 0
 	} else if len(m.Source.Code) > 0 {
+		// Deliberate twin of the lines below: source.tt_metal and each code root are resolved and
+		// pinned one after the other.
 		metal, pin, err := roots.resolve(ctx, "source.tt_metal", m.Source.TTMetal, n)
 		if err != nil {
 			return out, err
@@ -161,6 +163,8 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 			}
 		}
 	} else if m.Source.TTMetal.Path != "" || m.Source.TTMetal.IsGit() {
+		// Deliberate twin of the lines above: source.tt_metal and each code root are resolved and
+		// pinned one after the other.
 		_, pin, err := roots.resolve(ctx, "source.tt_metal", m.Source.TTMetal, n)
 		if err != nil {
 			return out, err

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Issue 17, defect 9: the temporary folders of a package run that was
+// The temporary folders of a package run that was
 // killed are removed by a later run; those of a run still going are kept.
 func TestRemoveStaleTempDirs(t *testing.T) {
 	dir := t.TempDir()

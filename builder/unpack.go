@@ -46,6 +46,8 @@ func unpackRootfs(img v1.Image, dir string) error {
 	return nil
 }
 
+// Deliberate twin of TestBuildLayerIsAFunctionOfItsEntries in builder/tarlayer_test.go: the
+// standard archive/tar read loop.
 func applyLayer(tr *tar.Reader, root string) error {
 	type dirMode struct {
 		path string

@@ -33,6 +33,8 @@ func newListCmd() *cobra.Command {
 				return &ExitError{Code: 1, Err: err}
 			}
 			type row struct {
+				// Deliberate twin of Result in builder/package.go: a field list with its tags has
+				// the shape of every wire struct; the fields are this type's own.
 				Repo     string   `json:"repo"`
 				Revision string   `json:"revision"`
 				Refs     []string `json:"refs"`

@@ -59,7 +59,7 @@ func TestServeOnDocker(t *testing.T) {
 	}
 }
 
-// Issue 22, defects 2 and 8: one package profile runs once whichever
+// One package profile runs once whichever
 // runner is asked (serve --host is refused while the engine runs it, exit
 // 3); of two concurrent serves the loser gets exit 3, not the engine's
 // "Conflict"; when instances of one name exist under both runners (made
@@ -175,7 +175,7 @@ func cliStandIn(t *testing.T, tag string) standInPackage {
 	return standInPackage{dir: dir, name: name, commit: commit, hub: srv, cacheHome: cacheHome}
 }
 
-// Issue 21, item 3, through the CLI: serve of a profile whose server exits
+// Through the CLI: serve of a profile whose server exits
 // at start ends with exit 1 and the server's own message on stderr, with
 // and without --detach, instead of waiting out --timeout.
 func TestServeReportsCrash(t *testing.T) {

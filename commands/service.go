@@ -47,6 +47,9 @@ func (f *serviceFlags) unitName(argv []string) (string, error) {
 	return "", fmt.Errorf("name the unit: --name, --manifest or a server command")
 }
 
+// Deliberate twin of newWeightsCmd in commands/weights.go: every command's constructor is one
+// cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is
+// this command's own.
 func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "service",
@@ -235,6 +238,10 @@ func unitEnvironment(getenv func(string) string) (map[string]string, error) {
 	return env, nil
 }
 
+// Deliberate twin of newProfilesCmd in commands/profiles.go, newSuperviseCmd in
+// commands/supervise.go, newServiceStatusCmd: every command's constructor is one cobra.Command
+// literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this
+// command's own.
 func newServiceUninstallCmd() *cobra.Command {
 	var sf serviceFlags
 	cmd := &cobra.Command{
@@ -260,6 +267,9 @@ func newServiceUninstallCmd() *cobra.Command {
 	return cmd
 }
 
+// Deliberate twin of newServiceUninstallCmd: every command's constructor is one cobra.Command
+// literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this
+// command's own.
 func newServiceStatusCmd() *cobra.Command {
 	var sf serviceFlags
 	cmd := &cobra.Command{

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/internal/syncbuf"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
@@ -31,7 +32,7 @@ func TestServiceUnitProfileEnv(t *testing.T) {
 		testenv.Skip(t, "builds tt-model and runs its supervisor: skipped with -short")
 	}
 	tool := runnertest.StandInTools(t, "..")
-	port := runnertest.FreePort(t)
+	port := servertest.FreePort(t)
 	wire := pi05Wire(t, func(w *manifest.Wire) { w.Container.Serve.Port = &port })
 	w, err := manifest.ReadWire(wire)
 	if err != nil {

@@ -150,6 +150,8 @@ func importSources(dir string) ([]importSource, error) {
 // it into the snapshot.
 func (c Cache) importFile(repo, commit, rel, src string) (RepoFile, error) {
 	in, err := os.Open(src)
+	// Deliberate twin of prepareFile in hub/upload.go: each opens and stats the file it reads,
+	// returning its own result type.
 	if err != nil {
 		return RepoFile{}, err
 	}

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -111,7 +112,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields map[string]fieldFunc
 	d.eachPair(n, path, func(key, val *yaml.Node, child string) {
 		f, ok := fields[key.Value]
 		if !ok {
-			d.addAt(nodePos(key), child, "unknown field (want one of %s)", strings.Join(sortedKeys(fields), ", "))
+			d.addAt(nodePos(key), child, "unknown field (want one of %s)", strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 			return
 		}
 		f(val, child)
@@ -163,15 +164,6 @@ func joinPath(parent, key string) string {
 }
 
 func indexPath(parent string, i int) string { return fmt.Sprintf("%s[%d]", parent, i) }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // describe names a node's YAML type for error messages.
 func describe(n *yaml.Node) string {

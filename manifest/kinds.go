@@ -2,7 +2,9 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -91,7 +93,7 @@ var kinds = map[string]*kind{
 }
 
 // KindNames lists the known kinds, sorted.
-func KindNames() []string { return sortedKeys(kinds) }
+func KindNames() []string { return slices.Sorted(maps.Keys(kinds)) }
 
 // RequiredServeFields lists the serve fields a resolved profile of kind must
 // carry. An unknown kind gets upstream's historical set, so the bad kind is
@@ -154,7 +156,7 @@ func LaunchFor(kindName string, runtime map[string]any, weightsRepo string, p Pr
 		}
 		set(k.meshShapeEnv(runtime), fmt.Sprintf("%dx%d", r, c))
 	}
-	for _, key := range sortedKeys(p.Env) {
+	for _, key := range slices.Sorted(maps.Keys(p.Env)) {
 		set(key, p.Env[key])
 	}
 	ready := k.readyLine
@@ -232,7 +234,7 @@ func checkRuntimeKeys(c *collector, m *Manifest, k *kind, specific ...string) {
 	for _, key := range k.runtimeKeys {
 		allowed[key] = true
 	}
-	keys := sortedKeys(m.Runtime)
+	keys := slices.Sorted(maps.Keys(m.Runtime))
 	for _, key := range keys {
 		if !allowed[key] {
 			c.addf("runtime."+key, "kind %s does not understand this key (want one of %s)", k.name, strings.Join(k.runtimeKeys, ", "))
@@ -270,7 +272,7 @@ func validateVllmPlugin(c *collector, m *Manifest, k *kind) {
 // oneOf reports unless exactly one of the named sources is set.
 func oneOf(c *collector, path, missing string, set map[string]bool) {
 	var chosen []string
-	for _, name := range sortedKeys(set) {
+	for _, name := range slices.Sorted(maps.Keys(set)) {
 		if set[name] {
 			chosen = append(chosen, name)
 		}
@@ -279,7 +281,7 @@ func oneOf(c *collector, path, missing string, set map[string]bool) {
 	case len(chosen) == 0:
 		c.addf(path, "%s", missing)
 	case len(chosen) > 1:
-		c.addf(path, "give exactly one of %s, got %s", strings.Join(sortedKeys(set), " / "), strings.Join(chosen, " and "))
+		c.addf(path, "give exactly one of %s, got %s", strings.Join(slices.Sorted(maps.Keys(set)), " / "), strings.Join(chosen, " and "))
 	}
 }
 

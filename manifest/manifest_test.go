@@ -35,6 +35,8 @@ func TestGoodManifests(t *testing.T) {
 
 // wants reads the "# want: L:C text" lines at the top of a bad manifest.
 func wants(t *testing.T, path string) []string {
+	// Deliberate twin of readGoldens in models/pi05/spm/processor_test.go: each test reads its own
+	// golden file line by line.
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

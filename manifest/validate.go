@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -153,7 +154,7 @@ func validateProfiles(c *collector, m *Manifest) {
 // validateEnvNames refuses env keys that `docker run --env` and an `export`
 // line cannot carry.
 func validateEnvNames(c *collector, path string, s ServeSettings) {
-	for _, k := range sortedKeys(s.Env) {
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		if !envNameRE.MatchString(k) {
 			c.addf(path+".env."+k, "%q is not a valid environment variable name (letters, digits and '_', not starting with a digit)", k)
 		}
@@ -195,7 +196,7 @@ func validateResolved(c *collector, where, name string, s ServeSettings, require
 			hint = fmt.Sprintf(" (%q is a mesh_device preset, not a board label)", s.Hardware)
 		}
 		c.addf(fieldPath(c, where, "hardware"), "%q is not a recognised board label%s: want <board>[xN] with board one of %s (a T3000 is n300x4, a QB2 is p300x2)",
-			s.Hardware, hint, strings.Join(sortedKeys(boardChips), ", "))
+			s.Hardware, hint, strings.Join(slices.Sorted(maps.Keys(boardChips)), ", "))
 		return
 	}
 	if meshErr == nil && rows*cols != chips {

@@ -26,6 +26,8 @@ const (
 	ISAAVX2       ISA = "avx2"
 	ISAAVX512     ISA = "avx512"
 	ISAAVX512BF16 ISA = "avx512bf16"
+	// ISAAMXBF16 runs the bf16 GEMM on AMX tiles (tdpbf16ps); everything else as ISAAVX512BF16.
+	ISAAMXBF16 ISA = "amxbf16"
 )
 
 // ParseISA checks a kernel family name and that this CPU can run it ("" is the best it has).
@@ -40,15 +42,24 @@ func (i ISA) code() (C.tt_isa, error) {
 	if i == ISABest {
 		return C.tt_cpu_best_isa(), nil
 	}
-	for c := C.tt_isa(C.TT_ISA_SCALAR); c <= C.TT_ISA_AVX512BF16; c++ {
+	c, err := i.lookup()
+	if err != nil {
+		return 0, err
+	}
+	if C.tt_cpu_supports(c) == 0 {
+		return 0, fmt.Errorf("isa %s: not supported by this CPU (%s)", i, DetectCPU())
+	}
+	return c, nil
+}
+
+// lookup finds the tt_isa value of a family name, whatever this CPU has.
+func (i ISA) lookup() (C.tt_isa, error) {
+	for c := C.tt_isa(C.TT_ISA_SCALAR); c <= C.TT_ISA_LAST; c++ {
 		if C.GoString(C.tt_isa_name(c)) == string(i) {
-			if C.tt_cpu_supports(c) == 0 {
-				return 0, fmt.Errorf("isa %s: not supported by this CPU (%s)", i, DetectCPU())
-			}
 			return c, nil
 		}
 	}
-	return 0, fmt.Errorf("isa %q: want scalar, avx2, avx512 or avx512bf16", string(i))
+	return 0, fmt.Errorf("isa %q: want scalar, avx2, avx512, avx512bf16 or amxbf16", string(i))
 }
 
 // Precision selects a model's arithmetic.

@@ -107,29 +107,35 @@ func TestPi05TunePicksACandidate(t *testing.T) {
 	}
 }
 
+// Both precisions: bf16 runs the AMX walk on an AMX machine (its own blockings, K blocks rounded to
+// 16 pairs), fp32 the vector one.
 func TestRFDETREveryGEMMPlanIsBitIdentical(t *testing.T) {
-	m, pixels := loadRandomRFDETR(t, 1, RFDETROptions{Threads: 2})
-	want, err := m.Forward(pixels)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, plan := range coveringPlans(t) {
-		if err := m.SetPlan(plan); err != nil {
-			t.Fatal(err)
-		}
-		got, err := m.Forward(pixels)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if *got != *want {
-			t.Errorf("plan %s: the forward differs from the default plan's", plan)
-		}
-	}
-	if n, err := m.Tune(1); err != nil || n < 10 {
-		t.Fatalf("tune: %d timings, %v", n, err)
-	}
-	if got, err := m.Forward(pixels); err != nil || *got != *want {
-		t.Errorf("after tuning (plan %s) the forward differs (%v)", m.Plan(), err)
+	for _, prec := range []Precision{FP32, BF16} {
+		t.Run(string(prec), func(t *testing.T) {
+			m, pixels := loadRandomRFDETR(t, 1, RFDETROptions{Threads: 2, Precision: prec})
+			want, err := m.Forward(pixels)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, plan := range coveringPlans(t) {
+				if err := m.SetPlan(plan); err != nil {
+					t.Fatal(err)
+				}
+				got, err := m.Forward(pixels)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if *got != *want {
+					t.Errorf("plan %s: the forward differs from the default plan's", plan)
+				}
+			}
+			if n, err := m.Tune(1); err != nil || n < 10 {
+				t.Fatalf("tune: %d timings, %v", n, err)
+			}
+			if got, err := m.Forward(pixels); err != nil || *got != *want {
+				t.Errorf("after tuning (plan %s) the forward differs (%v)", m.Plan(), err)
+			}
+		})
 	}
 }
 

@@ -25,8 +25,11 @@ import (
 // CPUFeatures reports what the host CPU offers the kernels.
 type CPUFeatures struct {
 	AVX2, FMA, AVX512F, AVX512BW, AVX512VL, AVX512DQ, AVX512BF16, AVX512VNNI bool
+	// AMXTile and AMXBF16: the CPU has them and the OS saves tile state (the process's
+	// permission to use it is part of BestISA's amxbf16).
+	AMXTile, AMXBF16 bool
 	// BestISA is the kernel family the kernels use by default: scalar, avx2,
-	// avx512 or avx512bf16 (capped by the TT_ISA environment variable).
+	// avx512, avx512bf16 or amxbf16 (capped by the TT_ISA environment variable).
 	BestISA string
 }
 
@@ -39,6 +42,7 @@ func DetectCPU() CPUFeatures {
 		AVX512F: has(C.TT_CPU_AVX512F), AVX512BW: has(C.TT_CPU_AVX512BW),
 		AVX512VL: has(C.TT_CPU_AVX512VL), AVX512DQ: has(C.TT_CPU_AVX512DQ),
 		AVX512BF16: has(C.TT_CPU_AVX512BF16), AVX512VNNI: has(C.TT_CPU_AVX512VNNI),
+		AMXTile: has(C.TT_CPU_AMXTILE), AMXBF16: has(C.TT_CPU_AMXBF16),
 		BestISA: C.GoString(C.tt_isa_name(C.tt_cpu_best_isa())),
 	}
 }
@@ -51,7 +55,7 @@ func (c CPUFeatures) String() string {
 		name string
 	}{{c.AVX2, "avx2"}, {c.FMA, "fma"}, {c.AVX512F, "avx512f"}, {c.AVX512BW, "avx512bw"},
 		{c.AVX512VL, "avx512vl"}, {c.AVX512DQ, "avx512dq"}, {c.AVX512BF16, "avx512bf16"},
-		{c.AVX512VNNI, "avx512vnni"}} {
+		{c.AVX512VNNI, "avx512vnni"}, {c.AMXTile, "amx-tile"}, {c.AMXBF16, "amx-bf16"}} {
 		if f.on {
 			names = append(names, f.name)
 		}
@@ -64,37 +68,64 @@ func (c CPUFeatures) String() string {
 // may run on (sched_getaffinity).
 func DefaultThreads() int { return int(C.tt_default_threads()) }
 
-// PeakGFLOPS measures one thread's multiply-add peak (FMA for "fp32",
-// vdpbf16ps for "bf16") over iters register-blocked iterations; 0 when the
-// CPU lacks the instructions.
-func PeakGFLOPS(precision string, iters int) (float64, error) {
+// peakArgs resolves a peak measurement's instruction family and dtype: ISABest is the one the
+// GEMM of that precision uses here (PeakISA).
+func peakArgs(isa ISA, precision string) (C.tt_isa, C.tt_dtype, error) {
+	var dt C.tt_dtype
 	switch precision {
 	case "fp32":
-		return float64(C.tt_peak_gflops(C.TT_F32, C.long(iters))), nil
+		dt = C.TT_F32
 	case "bf16":
-		return float64(C.tt_peak_gflops(C.TT_BF16, C.long(iters))), nil
+		dt = C.TT_BF16
+	default:
+		return 0, 0, fmt.Errorf("peak: precision %q: want fp32 or bf16", precision)
 	}
-	return 0, fmt.Errorf("peak: precision %q: want fp32 or bf16", precision)
+	if isa == ISABest {
+		return C.tt_peak_isa(dt), dt, nil
+	}
+	c, err := isa.lookup()
+	if err != nil {
+		return 0, 0, fmt.Errorf("peak: %w", err)
+	}
+	return c, dt, nil
+}
+
+// PeakISA names the instructions PeakGFLOPS(ISABest, precision, ...) runs here: avx512 (FMA) for
+// fp32; amxbf16 (tdpbf16ps on tiles) or avx512bf16 (vdpbf16ps) for bf16, whichever the bf16 GEMM
+// uses; scalar when the CPU has none of them.
+func PeakISA(precision string) (ISA, error) {
+	c, _, err := peakArgs(ISABest, precision)
+	if err != nil {
+		return "", err
+	}
+	return ISA(C.GoString(C.tt_isa_name(c))), nil
+}
+
+// PeakGFLOPS measures one thread's multiply-add peak with the register-blocked loop of isa
+// (ISABest: PeakISA's; avx512bf16 for vdpbf16ps on an AMX machine too) over about iters
+// iterations of the vector loop; 0 when the CPU lacks the instructions.
+func PeakGFLOPS(isa ISA, precision string, iters int) (float64, error) {
+	c, dt, err := peakArgs(isa, precision)
+	if err != nil {
+		return 0, err
+	}
+	return float64(C.tt_peak_gflops_isa(c, dt, C.long(iters))), nil
 }
 
 // PeakGFLOPSThreads runs the PeakGFLOPS loop on `threads` threads at once
 // and returns their summed GFLOP/s: the peak those threads reach together
 // now (on a shared machine, less than threads x the 1-thread peak).
-func PeakGFLOPSThreads(precision string, threads, iters int) (float64, error) {
-	dt := C.tt_dtype(C.TT_F32)
-	switch precision {
-	case "fp32":
-	case "bf16":
-		dt = C.TT_BF16
-	default:
-		return 0, fmt.Errorf("peak: precision %q: want fp32 or bf16", precision)
+func PeakGFLOPSThreads(isa ISA, precision string, threads, iters int) (float64, error) {
+	c, dt, err := peakArgs(isa, precision)
+	if err != nil {
+		return 0, err
 	}
 	pool := C.tt_pool_create(C.int(threads))
 	if pool == nil {
 		return 0, fmt.Errorf("peak: cannot start %d threads", threads)
 	}
 	defer C.tt_pool_destroy(pool)
-	return float64(C.tt_peak_gflops_pool(pool, dt, C.long(iters))), nil
+	return float64(C.tt_peak_gflops_pool_isa(pool, c, dt, C.long(iters))), nil
 }
 
 // ErrISAUnsupported is wrapped by RunKernelSelfTest for a case whose ISA

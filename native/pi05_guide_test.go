@@ -128,16 +128,8 @@ func TestPi05SlabSaveLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			other, err := m.NewProgram(presetFor(g, 1), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer other.Close()
-			dst, err := other.NewSlab()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dst.Close()
+			other := testProgram(t, m, presetFor(g, 1), 1)
+			dst := testSlab(t, other)
 			if err := dst.LoadPrefix(blob); err != nil {
 				t.Fatal(err)
 			}
@@ -155,11 +147,7 @@ func TestPi05SlabSaveLoad(t *testing.T) {
 			}
 			// A slab copy across the two programs (same model, same preset) is bit-identical too; a
 			// program of another preset is refused.
-			copied, err := other.NewSlab()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer copied.Close()
+			copied := testSlab(t, other)
 			if err := copied.CopyFrom(src); err != nil {
 				t.Fatal(err)
 			}
@@ -168,16 +156,8 @@ func TestPi05SlabSaveLoad(t *testing.T) {
 			}
 			wider := presetFor(g, 1)
 			wider.TextBucket = 224
-			third, err := m.NewProgram(wider, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer third.Close()
-			elsewhere, err := third.NewSlab()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer elsewhere.Close()
+			third := testProgram(t, m, wider, 1)
+			elsewhere := testSlab(t, third)
 			if err := elsewhere.CopyFrom(src); err == nil || !strings.Contains(err.Error(), "preset") {
 				t.Errorf("copy into a program of another preset: %v", err)
 			}
@@ -198,16 +178,8 @@ func TestPi05SlabSaveLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	fast := loadTiny(t, BF16, "")
-	prog, err := fast.NewProgram(presetFor(g, 1), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
-	dst, err := prog.NewSlab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	prog := testProgram(t, fast, presetFor(g, 1), 1)
+	dst := testSlab(t, prog)
 	if err := dst.LoadPrefix(blob); err == nil || !strings.Contains(err.Error(), "precision") {
 		t.Errorf("reference blob into a bf16 slab: %v", err)
 	}

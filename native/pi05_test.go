@@ -187,11 +187,7 @@ func runGolden(t *testing.T, m *Pi05Model, g golden.Case) (*Pi05Slab, []float32)
 // runGoldenPlanned is runGolden on a program given the GEMM plan ("" keeps the derived one).
 func runGoldenPlanned(t *testing.T, m *Pi05Model, g golden.Case, plan string) (*Pi05Slab, []float32) {
 	t.Helper()
-	prog, err := m.NewProgram(presetFor(g, 1), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prog.Close)
+	prog := testProgram(t, m, presetFor(g, 1), 2)
 	if plan != "" {
 		if err := prog.SetPlan(plan); err != nil {
 			t.Fatal(err)
@@ -200,11 +196,7 @@ func runGoldenPlanned(t *testing.T, m *Pi05Model, g golden.Case, plan string) (*
 			t.Fatalf("plan %q reads back as %q", plan, got)
 		}
 	}
-	slab, err := prog.NewSlab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(slab.Close)
+	slab := testSlab(t, prog)
 	if err := prog.Vision(slab, g.Images, g.CamMask); err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +266,11 @@ func TestPi05ParityFP32(t *testing.T) {
 	}
 }
 
-// The bf16 fast path of each kernel family (AVX-512 BF16, AVX-512, AVX2, scalar) against the
+// The bf16 fast path of each kernel family (AMX-BF16, AVX-512 BF16, AVX-512, AVX2, scalar) against the
 // PyTorch bf16 run: 2e-2. A family this CPU cannot run is a visible skip.
 func TestPi05ParityBF16(t *testing.T) {
 	goldens := pi05Goldens(t)
-	for _, isa := range []ISA{ISAAVX512BF16, ISAAVX512, ISAAVX2, ISAScalar} {
+	for _, isa := range []ISA{ISAAMXBF16, ISAAVX512BF16, ISAAVX512, ISAAVX2, ISAScalar} {
 		t.Run(string(isa), func(t *testing.T) {
 			requireISA(t, isa)
 			m := loadTiny(t, BF16, isa)
@@ -310,20 +302,12 @@ func TestPi05ExpertBatch(t *testing.T) {
 	}
 	for _, prec := range []Precision{Ref, BF16} {
 		m := loadTiny(t, prec, "")
-		prog, err := m.NewProgram(presetFor(base, 4), 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer prog.Close()
+		prog := testProgram(t, m, presetFor(base, 4), 2)
 		const nb = 3
 		var slabs []*Pi05Slab
 		var noise []float32
 		for r := 0; r < nb; r++ {
-			s, err := prog.NewSlab()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := testSlab(t, prog)
 			img := append([]float32(nil), base.Images...)
 			for i := range img {
 				img[i] *= 1 - 0.2*float32(r)
@@ -365,11 +349,7 @@ func TestPi05ExpertBatch(t *testing.T) {
 			}
 		}
 		// a copied slab gives the same actions as its source
-		cp, err := prog.NewSlab()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cp.Close()
+		cp := testSlab(t, prog)
 		if err := cp.CopyFrom(slabs[1]); err != nil {
 			t.Fatal(err)
 		}
@@ -420,16 +400,8 @@ func TestPi05Errors(t *testing.T) {
 	if _, err := tiny.NewProgram(arch.Preset{Cams: 5, TextBucket: 64, ActionRows: 64, MaxBatch: 1}, 1); err == nil {
 		t.Error("5 cameras accepted")
 	}
-	prog, err := tiny.NewProgram(arch.Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 2}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
-	s, err := prog.NewSlab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	prog := testProgram(t, tiny, arch.Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 2}, 1)
+	s := testSlab(t, prog)
 	img := make([]float32, 3*d.Image*d.Image)
 	noise := make([]float32, 32*d.ActionDim)
 	if err := prog.Prefix(s, []int32{2}, []bool{true}); err == nil {
@@ -467,11 +439,7 @@ func TestPi05Errors(t *testing.T) {
 	if _, err := prog.ExpertBatch([]*Pi05Slab{s, s, s}, make([]float32, 3*32*d.ActionDim), 32, 10, true); err == nil {
 		t.Error("batch of 3 in a program of 2 accepted")
 	}
-	other, err := tiny.NewProgram(arch.Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 1}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := testProgram(t, tiny, arch.Preset{Cams: 1, TextBucket: 32, ActionRows: 32, MaxBatch: 1}, 1)
 	if _, err := other.Expert(s, noise, 32, 10); err == nil {
 		t.Error("a slab of another program accepted")
 	}
@@ -648,19 +616,11 @@ func TestPi05SlabAcrossPrograms(t *testing.T) {
 	m := loadTiny(t, BF16, ISABest)
 	g := pi05Goldens(t)[0]
 	slab, want := runGolden(t, m, g)
-	expert, err := m.NewProgram(presetFor(g, 2), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer expert.Close()
+	expert := testProgram(t, m, presetFor(g, 2), 2)
 	if err := expert.Pin([]int{0}); err != nil {
 		t.Fatal(err)
 	}
-	dst, err := expert.NewSlab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	dst := testSlab(t, expert)
 	if err := dst.CopyFrom(slab); err != nil {
 		t.Fatal(err)
 	}
@@ -676,17 +636,31 @@ func TestPi05SlabAcrossPrograms(t *testing.T) {
 	if p.Cams == 2 && p.TextBucket == 192 {
 		p.TextBucket = 160
 	}
-	other, err := m.NewProgram(p, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	o, err := other.NewSlab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	other := testProgram(t, m, p, 1)
+	o := testSlab(t, other)
 	if err := o.CopyFrom(slab); err == nil {
 		t.Error("a slab copied into a program of other cameras")
 	}
+}
+
+// testProgram is m.NewProgram(p, threads), closed when the test ends.
+func testProgram(t testing.TB, m *Pi05Model, p arch.Preset, threads int) *Pi05Program {
+	t.Helper()
+	prog, err := m.NewProgram(p, threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prog.Close)
+	return prog
+}
+
+// testSlab is prog.NewSlab(), closed when the test ends.
+func testSlab(t testing.TB, prog *Pi05Program) *Pi05Slab {
+	t.Helper()
+	s, err := prog.NewSlab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }

@@ -72,8 +72,8 @@ func TestDockerServeStop(t *testing.T) {
 		t.Errorf("stop stubborn = %+v, %v; want killed (137) with no chips to reset", res, err)
 	}
 
-	// Issue 22, defect 5: a container someone else killed is reported as
-	// already exited (137), not as killed by this stop after its grace.
+	// A container someone else killed is reported as already exited (137),
+	// not as killed by this stop after its grace.
 	_, inst, _ = start("default")
 	if _, err := d.c.ContainerKill(ctx, inst.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		t.Fatal(err)
@@ -101,11 +101,11 @@ func waitNotRunning(t *testing.T, d *Docker, inst *Instance) {
 	}
 }
 
-// Issue 21, item 3: a server that cannot start makes WaitReady return a
-// CrashError with the server's own message as soon as the engine restarts
-// it (this stand-in image has no supervisor), not a timeout. Issue 22,
-// defect 6: following the logs of a server the engine restarts goes on
-// across the restart, and ends saying why when the container stops for good.
+// A server that cannot start makes WaitReady return a CrashError with the
+// server's own message as soon as the engine restarts it (this stand-in
+// image has no supervisor), not a timeout. Following the logs of a server
+// the engine restarts goes on across the restart, and ends saying why when
+// the container stops for good.
 func TestDockerCrashLoopAndFollow(t *testing.T) {
 	ctx := context.Background()
 	d, si := dockerStandIn(t, "rcrash")

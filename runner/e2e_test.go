@@ -63,6 +63,16 @@ func e2eDocker(t *testing.T) *Docker {
 	return d
 }
 
+// repoRoot is the repository's root folder, absolute.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // packageRFDETR packages a copy of models/rf-detr/tt-model.yaml named
 // rf-detr-<tag>-<pid> (so the test never touches a real rf-detr server),
 // with runtime.base replaced by base when given and extra (YAML keys)
@@ -72,25 +82,13 @@ func e2eDocker(t *testing.T) *Docker {
 func packageRFDETR(t *testing.T, d *Docker, tag, base, extra string) *rfdetrE2E {
 	t.Helper()
 	ctx := context.Background()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml, err := os.ReadFile(filepath.Join(root, "models", "rf-detr", "tt-model.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	name := fmt.Sprintf("rf-detr-%s-%d", tag, os.Getpid())
 	edits := [][2]string{{"\nname: rf-detr\n", "\nname: " + name + "\n"}}
 	if base != "" {
 		edits = append(edits, [2]string{"\n  base: scratch\n", "\n  base: " + base + "\n"})
 	}
-	for _, ed := range edits {
-		if !bytes.Contains(yaml, []byte(ed[0])) {
-			t.Fatalf("models/rf-detr/tt-model.yaml no longer has %q; update this test", ed[0])
-		}
-		yaml = bytes.Replace(yaml, []byte(ed[0]), []byte(ed[1]), 1)
-	}
+	root := repoRoot(t)
+	yaml := runnertest.EditedManifest(t, root, "rf-detr", edits...)
 	t.Cleanup(func() { removeE2EArtifacts(t, d, name) })
 
 	work := t.TempDir()

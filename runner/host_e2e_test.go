@@ -18,6 +18,7 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/procfs"
 	"github.com/ttmodel/tt-model/internal/readiness"
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -56,7 +57,7 @@ func TestHostServeStop(t *testing.T) {
 	}
 }
 
-// Issue 21, item 3, on the bare host: the supervisor backs off after the
+// On the bare host, the supervisor backs off after the
 // server's first failed start, and WaitReady returns a CrashError with the
 // server's own message at once instead of waiting out its timeout.
 func TestHostCrashLoop(t *testing.T) {
@@ -71,7 +72,7 @@ func TestHostCrashLoop(t *testing.T) {
 	t.Logf("crash noticed after %s:\n%v", time.Since(began).Round(time.Millisecond), err)
 }
 
-// Issue 22, defect 1: after a SIGKILL of the host supervisor its server dies
+// After a SIGKILL of the host supervisor its server dies
 // too (nothing is left answering on the port), ps tells the instance died
 // rather than exited cleanly, and stop says it had already stopped.
 func TestHostKilledSupervisor(t *testing.T) {
@@ -127,7 +128,7 @@ func TestHostStopsOrphan(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	port := runnertest.FreePort(t)
+	port := servertest.FreePort(t)
 	srv := exec.Command(runnertest.BuildHealthServer(t), "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := srv.Start(); err != nil {

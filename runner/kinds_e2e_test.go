@@ -34,10 +34,7 @@ func TestServePythonKinds(t *testing.T) {
 	d := e2eDocker(t)
 	base := pybase.Get(t)
 	tool := runnertest.StaticTTModel(t, "..")
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	inEngine := base.InEngine(t, d.c)
 	for _, tc := range []struct {
 		dir, base, profile, weights, rev string

@@ -38,7 +38,7 @@ type pi05Golden struct {
 	ActionsBF16 [][]float64 `json:"actions_bf16"`
 }
 
-// TestPI05EndToEnd is issue 21's chain as a user runs it, through the
+// TestPI05EndToEnd is the pi0.5 chain as a user runs it, through the
 // tt-model CLI: `weights import` of the tiny random pi0.5 checkpoint at the
 // pinned revision, `package` of a copy of models/pi05/tt-model.yaml (one
 // image for every subtest), then for EVERY profile of that manifest and
@@ -75,13 +75,9 @@ type pi05E2E struct {
 // removed when the test ends.
 func packagePI05(t *testing.T, d *Docker, tag, bin string) *pi05E2E {
 	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	name := fmt.Sprintf("%s-%d", tag, os.Getpid())
 	t.Cleanup(func() { removeE2EArtifacts(t, d, name) })
-	return &pi05E2E{runnertest.PackagePI05(t, root, bin, name)}
+	return &pi05E2E{runnertest.PackagePI05(t, repoRoot(t), bin, name)}
 }
 
 // serve runs `tt-model serve` of the package's profile (on the bare host

@@ -54,7 +54,7 @@ func TestParseDeviceIDs(t *testing.T) {
 	}{
 		{"0,1", 2, []int{0, 1}, ""},
 		{" 3 ", 1, []int{3}, ""},
-		{"0-3", 4, []int{0, 1, 2, 3}, ""}, // the grammar of supervise --chips (issue 10)
+		{"0-3", 4, []int{0, 1, 2, 3}, ""}, // ranges, as supervise --chips takes them
 		{"0,0", 2, nil, "twice"},
 		{"0,x", 2, nil, "not a chip id"},
 		{"-1", 1, nil, "want a chip id"},
@@ -102,7 +102,7 @@ func TestPickPort(t *testing.T) {
 }
 
 // ServedWeights applies the servers' own weights rule to the profile's env over the host cache
-// (issue 21: HF_MODEL becomes the snapshot folder only when the rule finds it, and a pi0.5 package
+// (HF_MODEL becomes the snapshot folder only when the rule finds it, and a pi0.5 package
 // whose weights it cannot find is refused before start, naming every place looked).
 func TestServedWeights(t *testing.T) {
 	pin := "0123456789012345678901234567890123456789"

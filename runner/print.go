@@ -121,6 +121,8 @@ func envFlags(env []string) []string {
 	return out
 }
 
+// Deliberate twin of execLine in supervisor/unit.go: shell words and systemd ExecStart words quote
+// differently.
 func shellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {

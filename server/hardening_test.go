@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 )
 
@@ -170,19 +171,9 @@ func TestClientDisconnectCountedAs499(t *testing.T) {
 		}
 	}
 	if !strings.Contains(m, `code="499"`) || !strings.Contains(m, `tt_model_client_disconnects_total{model="RF-DETR-base",route="predict"} 1`) {
-		t.Errorf("/metrics after a client left:\n%s", grep(m, "predict"))
+		t.Errorf("/metrics after a client left:\n%s", servertest.GrepLines(m, "predict"))
 	}
 	if strings.Contains(m, `code="500"`) {
-		t.Errorf("a disconnect was counted as a 500:\n%s", grep(m, "predict"))
+		t.Errorf("a disconnect was counted as a 500:\n%s", servertest.GrepLines(m, "predict"))
 	}
-}
-
-func grep(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

@@ -54,6 +54,8 @@ func encodeItems(t *testing.T, dtype string, vals []float64) []byte {
 			out = append(out, uint8(v))
 		case "i1":
 			out = append(out, uint8(int8(v)))
+		// Deliberate twin of the lines below: one case per numpy dtype: the test's encoder is
+		// written out plainly, the reader under test is not.
 		case "i2":
 			out = order.AppendUint16(out, uint16(int16(v)))
 		case "u2":
@@ -62,6 +64,8 @@ func encodeItems(t *testing.T, dtype string, vals []float64) []byte {
 			out = order.AppendUint32(out, uint32(int32(v)))
 		case "u4":
 			out = order.AppendUint32(out, uint32(v))
+		// Deliberate twin of the lines above: one case per numpy dtype: the test's encoder is
+		// written out plainly, the reader under test is not.
 		case "i8":
 			out = order.AppendUint64(out, uint64(int64(v)))
 		case "u8":
@@ -119,12 +123,7 @@ func TestMsgpackNumpyDtypes(t *testing.T) {
 				}
 			}
 			body := mustPack(t, map[string]any{"x": npArray{tc.dtype, []int{1, 3}, encodeItems(t, tc.dtype, tc.vals)}})
-			m, err := readMap(body, "", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := m.get("x")
-			n, err := readNumbers(raw, "x", 10)
+			n, err := readNumbers(packedValue(t, body, "x"), "x", 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,12 +147,7 @@ func TestMsgpackNumpyDtypes(t *testing.T) {
 func TestMsgpackFloat32RoundTrip(t *testing.T) {
 	vals := []float32{0, float32(math.Copysign(0, -1)), 1.5, -3.25e-38, math.MaxFloat32, math.Float32frombits(0x7fc00001)}
 	body := mustPack(t, map[string]any{"actions": float32Array(vals, 2, 3)})
-	m, err := readMap(body, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := m.get("actions")
-	am, err := readMap(raw, "actions", 1)
+	am, err := readMap(packedValue(t, body, "actions"), "actions", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,16 +238,23 @@ func TestMsgpackMalformed(t *testing.T) {
 		{"ragged", mustPack(t, map[string]any{"state": []any{[]any{1, 2}, []any{3}}}), "state: ragged"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := readMap(tc.body, "", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := m.get("state")
-			if _, err := readNumbers(raw, "state", maxStateValues); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := readNumbers(packedValue(t, tc.body, "state"), "state", maxStateValues); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
 	}
+}
+
+// packedValue reads body as a msgpack map and returns the raw value of key
+// (nil when there is none).
+func packedValue(t *testing.T, body []byte, key string) []byte {
+	t.Helper()
+	m, err := readMap(body, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := m.get(key)
+	return raw
 }
 
 // Arbitrary bytes never panic the readers; whatever decodes is consistent.
@@ -277,7 +278,7 @@ func FuzzMsgpackNumpy(f *testing.F) {
 					t.Fatalf("shape %v with %d values", n.shape, len(n.vals))
 				}
 			}
-			if img, err := readFrame(m.vals[i], "x", false); err == nil && len(img.Pix) != 3*img.H*img.W {
+			if img, err := readFrame(m.vals[i], "x", false, nil); err == nil && len(img.Pix) != 3*img.H*img.W {
 				t.Fatalf("%dx%d frame with %d values", img.H, img.W, len(img.Pix))
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/servertest"
 )
 
 // A hang in sp (or pd, or one device): the request gets a 503 with a Retry-After, /health answers
@@ -27,14 +29,16 @@ func TestPI05HealthHung(t *testing.T) {
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("request on the hung device: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	status, h := getJSON(t, ts.URL+"/health")
+	status, h := servertest.GetJSON(t, ts.URL+"/health")
 	if status != 503 || h["status"] != "hung" || !strings.Contains(fmt.Sprint(h["hangs"]), "device 0") {
 		t.Errorf("/health: %d %v, want 503 hung naming device 0", status, h)
 	}
-	_, info := getJSON(t, ts.URL+"/info")
+	_, info := servertest.GetJSON(t, ts.URL+"/info")
 	if info["status"] != "hung" || !strings.Contains(fmt.Sprint(info["megakernel"]), "device 0 (serve) stuck") {
 		t.Errorf("/info: status %v, megakernel %v", info["status"], info["megakernel"])
 	}
+	// Deliberate twin of TestHangExitAfterDrain in models/pi05/serving/engine_test.go: each layer
+	// waits for its own exit signal with its own deadline.
 	select {
 	case code := <-m.Exit():
 		if code != 75 {
@@ -74,7 +78,7 @@ func TestPI05RobotIdentity(t *testing.T) {
 	if status, out := postJSON(t, ts.URL+"/predict", fmt.Sprintf(`{"images": [%q], "robot_id": [1]}`, img)); status != 400 || !strings.Contains(fmt.Sprint(out["detail"]), "robot_id") {
 		t.Errorf("a list as robot_id: %d %v", status, out)
 	}
-	_, info := getJSON(t, ts.URL+"/info")
+	_, info := servertest.GetJSON(t, ts.URL+"/info")
 	robots := fmt.Sprint(info["megakernel"].(map[string]any)["slo"].(map[string]any)["robots"])
 	for _, want := range []string{"arm-1", "42", "arm-2", "arm-3"} {
 		if !strings.Contains(robots, want) {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/tinylib/msgp/msgp"
+
+	"github.com/ttmodel/tt-model/internal/servertest"
 )
 
 // testObservation is one observation sent every way the server takes it: JSON (HxWx3 lists),
@@ -297,13 +299,8 @@ func TestPI05MsgpackBadBodies(t *testing.T) {
 
 func metricValue(t *testing.T, base, name string) string {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
+	_, text := servertest.Get(t, base+"/metrics")
+	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
 			return line[strings.LastIndex(line, " ")+1:]
 		}
@@ -336,7 +333,7 @@ func TestPI05PrefixCacheHTTP(t *testing.T) {
 			t.Errorf("%s = %q, want %s", name, got, want)
 		}
 	}
-	_, md := getJSON(t, ts.URL+"/v1/actions/metadata")
+	_, md := servertest.GetJSON(t, ts.URL+"/v1/actions/metadata")
 	if md["capabilities"].(map[string]any)["exact_prefix_cache"] != true {
 		t.Errorf("metadata capabilities %v", md["capabilities"])
 	}
@@ -410,7 +407,7 @@ func FuzzPI05MsgpackAction(f *testing.F) {
 	f.Add(mustPack(f, map[string]any{"prompt": "x", "images": map[string]any{"cam_high": npArray{"|u1", []int{3, 2, 2}, make([]byte, 12)}}, "state": []any{1, 2}}))
 	f.Add(mustPack(f, map[string]any{"observation/image": []any{[]any{[]any{1, 2, 3}}}, "prev_chunk_left_over": []any{[]any{0.5}}, "inference_delay": 1}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ar, aerr := m.decodeActionMsgpack(b, true)
+		ar, aerr := m.decodeActionMsgpack(b, true, nil)
 		if aerr != nil {
 			if aerr.status != http.StatusBadRequest && aerr.status != http.StatusNotFound {
 				t.Fatalf("status %d for a bad body: %s", aerr.status, aerr.detail)

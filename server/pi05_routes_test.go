@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/models/pi05/pi05native"
 	"github.com/ttmodel/tt-model/native"
 )
@@ -317,19 +318,19 @@ func TestPI05GenerationsMatchesPredict(t *testing.T) {
 
 func TestPI05InfoMetadataModels(t *testing.T) {
 	ts := newPI05TestServer(t, nil)
-	status, md := getJSON(t, ts.URL+"/v1/actions/metadata")
+	status, md := servertest.GetJSON(t, ts.URL+"/v1/actions/metadata")
 	if status != http.StatusOK || md["action_horizon"] != 10.0 || md["action_dim"] != 32.0 || md["num_cameras"] != 2.0 || fmt.Sprint(md["prompt_buckets"]) != "[32 64 128 160 224]" {
 		t.Errorf("metadata %d %v", status, md)
 	}
-	status, info := getJSON(t, ts.URL+"/info")
+	status, info := servertest.GetJSON(t, ts.URL+"/info")
 	if status != http.StatusOK || info["status"] != "ok" || info["model"] != "lerobot/pi05_base" || info["dims"] == nil {
 		t.Errorf("info %d %v", status, info)
 	}
-	status, models := getJSON(t, ts.URL+"/v1/models")
+	status, models := servertest.GetJSON(t, ts.URL+"/v1/models")
 	if status != http.StatusOK || fmt.Sprint(models["data"]) != "[map[id:lerobot/pi05_base object:model owned_by:lerobot]]" {
 		t.Errorf("models %d %v", status, models)
 	}
-	status, health := getJSON(t, ts.URL+"/health")
+	status, health := servertest.GetJSON(t, ts.URL+"/health")
 	if status != http.StatusOK || health["status"] != "ok" || health["model"] != "lerobot/pi05_base" {
 		t.Errorf("health %d %v", status, health)
 	}

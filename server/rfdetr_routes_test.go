@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 
 	"github.com/ttmodel/tt-model/server/api"
@@ -261,7 +262,7 @@ func TestPredictInferenceFailuresKeepServing(t *testing.T) {
 					t.Fatalf("request %d: %d %s, want 500 %q", i, code, b, c.want)
 				}
 			}
-			if code, _ := getJSON(t, ts.URL+"/health"); code != 200 {
+			if code, _ := servertest.GetJSON(t, ts.URL+"/health"); code != 200 {
 				t.Errorf("health after failures: %d", code)
 			}
 		})
@@ -274,7 +275,7 @@ func (e *forwardError) Error() string { return e.msg }
 
 func TestRFDETRInfoAndModels(t *testing.T) {
 	ts := newRFDETRTestServer(t, twoLabelOutputs())
-	code, info := getJSON(t, ts.URL+"/info")
+	code, info := servertest.GetJSON(t, ts.URL+"/info")
 	if code != 200 || info["model"] != RFDETRName || info["status"] != "ok" || info["device"] != "cpu test" {
 		t.Fatalf("info %d %v", code, info)
 	}
@@ -282,7 +283,7 @@ func TestRFDETRInfoAndModels(t *testing.T) {
 	if len(labels) != 91 || labels[17] != "cat" || labels[12] != "N/A" {
 		t.Errorf("labels %v", labels)
 	}
-	code, models := getJSON(t, ts.URL+"/v1/models")
+	code, models := servertest.GetJSON(t, ts.URL+"/v1/models")
 	data, _ := models["data"].([]any)
 	if code != 200 || len(data) != 1 || data[0].(map[string]any)["id"] != rfdetr.DefaultRepo {
 		t.Errorf("models %d %v", code, models)

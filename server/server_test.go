@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/server/api"
 )
 
@@ -65,18 +66,6 @@ func (m *echoModel) Routes() []Route {
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func getJSON(t *testing.T, url string) (int, map[string]any) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
-}
-
 func post(t *testing.T, url, body string) (int, string) {
 	t.Helper()
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
@@ -116,7 +105,7 @@ func TestStartingThenReadyThenGracefulStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	base, done := startRun(t, ctx, s)
 
-	code, body := getJSON(t, base+"/health")
+	code, body := servertest.GetJSON(t, base+"/health")
 	if code != 200 || body["status"] != "starting" || body["model"] != "echo" || body["device"] != nil {
 		t.Fatalf("health while starting: %d %v", code, body)
 	}
@@ -125,11 +114,11 @@ func TestStartingThenReadyThenGracefulStop(t *testing.T) {
 	}
 	close(m.release)
 	waitReady(t, s)
-	code, body = getJSON(t, base+"/health")
+	code, body = servertest.GetJSON(t, base+"/health")
 	if code != 200 || body["status"] != "ok" || body["device"] != "test device" {
 		t.Fatalf("health when ready: %d %v", code, body)
 	}
-	if code, body := getJSON(t, base+"/v1/models"); code != 200 || body["object"] != "list" {
+	if code, body := servertest.GetJSON(t, base+"/v1/models"); code != 200 || body["object"] != "list" {
 		t.Fatalf("/v1/models: %d %v", code, body)
 	}
 	cancel()

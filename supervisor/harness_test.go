@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/internal/syncbuf"
 )
 
@@ -95,7 +96,7 @@ func newHarness(t testing.TB) *harness {
 		mustWrite(t, filepath.Join(dev, strconv.Itoa(id)), "")
 		mustWrite(t, filepath.Join(sys, fmt.Sprintf("tenstorrent!%d", id), "tt_heartbeat"), "1\n")
 	}
-	h.port = freePort(t)
+	h.port = servertest.FreePort(t)
 	h.cfg = Defaults(h.port)
 	h.cfg.ProbeInterval = 10 * time.Millisecond
 	h.cfg.ProbeTimeout = time.Second
@@ -259,6 +260,20 @@ func (h *harness) kinds() []string {
 	return out
 }
 
+// wantEvents checks the test server's events, in order, against want.
+func (h *harness) wantEvents(t testing.TB, want ...string) {
+	t.Helper()
+	wantSequence(t, "events", h.kinds(), want)
+}
+
+// wantSequence checks got against want, in order; what names the sequence.
+func wantSequence(t testing.TB, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got %q\nwant %q", what, got, want)
+	}
+}
+
 func (h *harness) count(kind string) int {
 	n := 0
 	for _, k := range h.kinds() {
@@ -398,6 +413,13 @@ func (n *notifySocket) pings() int {
 	return c
 }
 
+// wantMessages checks the datagrams sent to the notify socket, in order,
+// against want.
+func (n *notifySocket) wantMessages(t testing.TB, want ...string) {
+	t.Helper()
+	wantSequence(t, "datagrams", n.messages(), want)
+}
+
 func (n *notifySocket) has(prefix string) bool {
 	for _, m := range n.messages() {
 		if strings.HasPrefix(m, prefix) {
@@ -415,16 +437,6 @@ func mustWrite(t testing.TB, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func fakeReset(t testing.TB) string {

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/servertest"
 )
 
 // Exit 75: one reset with the chips, the marker gone, the server ready
@@ -19,7 +21,7 @@ func TestHangExitResetsAndStartsAgain(t *testing.T) {
 	envDump := filepath.Join(h.dir, "env")
 	h.server("-plan", "exit:75,ready", "-exit-after", "300ms", "-env-dump", envDump)
 	h.cfg.Env = map[string]string{"HF_MODEL": "lerobot/pi05_base"}
-	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(servertest.FreePort(t))
 	n := h.listenNotify(false)
 	var readyOrder []int // server "ready" events seen when each READY=1 arrived
 	n.onReady = func() { readyOrder = append(readyOrder, h.count("ready")) }
@@ -39,24 +41,18 @@ func TestHangExitResetsAndStartsAgain(t *testing.T) {
 		t.Errorf("exit code %d, want 0 (the server's on SIGTERM)", code)
 	}
 
-	wantEvents := []string{"start", "ready", "exit 75", "reset 0,1", "start", "ready", "signal SIGTERM", "exit 0"}
-	if got := h.kinds(); !slices.Equal(got, wantEvents) {
-		t.Errorf("events:\n got %q\nwant %q", got, wantEvents)
-	}
+	h.wantEvents(t, "start", "ready", "exit 75", "reset 0,1", "start", "ready", "signal SIGTERM", "exit 0")
 	if fileExists(h.cfg.HangMarker) {
 		t.Error("hang marker still exists after a good reset")
 	}
-	want := []string{
+	n.wantMessages(t,
 		"STATUS=starting: server started (start 1)\nEXTEND_TIMEOUT_USEC=N",
 		"READY=1\nSTATUS=ready: server ready (start 1)",
 		"STATUS=resetting: resetting chips 0,1: server exited 75 (hang)",
 		"STATUS=starting: server started (start 2)",
 		"READY=1\nSTATUS=ready: server ready (start 2)",
 		"STOPPING=1\nSTATUS=stopping: stopping the server: received SIGTERM",
-	}
-	if got := n.messages(); !slices.Equal(got, want) {
-		t.Errorf("datagrams:\n got %q\nwant %q", got, want)
-	}
+	)
 	if !slices.Equal(readyOrder, []int{1, 2}) {
 		t.Errorf("READY=1 arrived when the server had been ready %v times, want [1 2]", readyOrder)
 	}
@@ -87,21 +83,15 @@ func TestStartTimeoutIsAHang(t *testing.T) {
 	if code := s.wait(t); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	want := []string{"start", "signal SIGTERM", "exit 0", "reset 0,1", "start", "ready", "signal SIGTERM", "exit 0"}
-	if got := h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events:\n got %q\nwant %q", got, want)
-	}
-	wantMsgs := []string{
+	h.wantEvents(t, "start", "signal SIGTERM", "exit 0", "reset 0,1", "start", "ready", "signal SIGTERM", "exit 0")
+	n.wantMessages(t,
 		"STATUS=starting: server started (start 1)\nEXTEND_TIMEOUT_USEC=N",
 		"STATUS=stopping: stopping the server: not ready within the start timeout 300ms",
 		"STATUS=resetting: resetting chips 0,1: not ready within the start timeout 300ms\nEXTEND_TIMEOUT_USEC=N",
 		"STATUS=starting: server started (start 2)\nEXTEND_TIMEOUT_USEC=N",
 		"READY=1\nSTATUS=ready: server ready (start 2)",
 		"STOPPING=1\nSTATUS=stopping: stopping the server: received SIGTERM",
-	}
-	if got := n.messages(); !slices.Equal(got, wantMsgs) {
-		t.Errorf("datagrams:\n got %q\nwant %q", got, wantMsgs)
-	}
+	)
 	if fileExists(h.cfg.HangMarker) {
 		t.Error("hang marker still exists after a good reset")
 	}
@@ -118,21 +108,15 @@ func TestCrashLoopGivesUpWithServerCode(t *testing.T) {
 	if code := h.start().wait(t); code != 3 {
 		t.Errorf("exit code %d, want 3", code)
 	}
-	want := []string{"start", "exit 3", "start", "exit 3", "start", "exit 3"}
-	if got := h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events:\n got %q\nwant %q", got, want)
-	}
-	wantMsgs := []string{
+	h.wantEvents(t, "start", "exit 3", "start", "exit 3", "start", "exit 3")
+	n.wantMessages(t,
 		"STATUS=starting: server started (start 1)\nEXTEND_TIMEOUT_USEC=N",
 		"STATUS=backoff: restarting in 10ms after server exit 3",
 		"STATUS=starting: server started (start 2)\nEXTEND_TIMEOUT_USEC=N",
 		"STATUS=backoff: restarting in 20ms after server exit 3",
 		"STATUS=starting: server started (start 3)\nEXTEND_TIMEOUT_USEC=N",
 		"STATUS=failed: giving up after 2 restarts in 30m0s; last: server exit 3",
-	}
-	if got := n.messages(); !slices.Equal(got, wantMsgs) {
-		t.Errorf("datagrams:\n got %q\nwant %q", got, wantMsgs)
-	}
+	)
 }
 
 // Server exit 0 ends the supervisor with 0 and no restart.
@@ -142,16 +126,14 @@ func TestCleanExitEndsSupervisor(t *testing.T) {
 	if code := h.start().wait(t); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	if want, got := []string{"start", "ready", "exit 0"}, h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	h.wantEvents(t, "start", "ready", "exit 0")
 }
 
 // SIGTERM reaches the server and the supervisor exits with its code.
 func TestSIGTERMReachesServer(t *testing.T) {
 	h := newHarness(t)
 	h.server("-term-exit", "7")
-	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(servertest.FreePort(t))
 	s := h.start()
 	eventually(t, s, "ready", func() bool { st, err := status(t, h.cfg.StatusAddr); return err == nil && st.State == StateReady })
 	s.signal(t, syscall.SIGUSR1)
@@ -160,9 +142,7 @@ func TestSIGTERMReachesServer(t *testing.T) {
 	if code := s.wait(t); code != 7 {
 		t.Errorf("exit code %d, want the server's 7", code)
 	}
-	if want, got := []string{"start", "ready", "signal SIGUSR1", "signal SIGTERM", "exit 7"}, h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	h.wantEvents(t, "start", "ready", "signal SIGUSR1", "signal SIGTERM", "exit 7")
 	if fileExists(h.cfg.HangMarker) {
 		t.Error("a server that stopped on SIGTERM left a hang marker")
 	}
@@ -181,9 +161,7 @@ func TestIgnoredSIGTERMIsKilledAndMarked(t *testing.T) {
 	if code := s.wait(t); code != 128+int(syscall.SIGKILL) {
 		t.Errorf("exit code %d, want 137", code)
 	}
-	if want, got := []string{"start", "ready", "signal SIGTERM"}, h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	h.wantEvents(t, "start", "ready", "signal SIGTERM")
 	if !fileExists(h.cfg.HangMarker) {
 		t.Error("no hang marker after the server had to be SIGKILLed")
 	}
@@ -194,6 +172,8 @@ func TestIgnoredSIGTERMIsKilledAndMarked(t *testing.T) {
 
 // SIGHUP restarts the server gracefully: RELOADING=1, then READY=1 when the
 // new one is ready; no reset, no restart counted.
+//
+// Deliberate twin of TestSecondSupervisorRefuses: each supervisor test starts its own harness.
 func TestSIGHUPRestartsServer(t *testing.T) {
 	h := newHarness(t)
 	h.server()
@@ -204,17 +184,14 @@ func TestSIGHUPRestartsServer(t *testing.T) {
 	eventually(t, s, "ready again", func() bool { return n.has("READY=1\nSTATUS=ready: server ready (start 2)") })
 	s.signal(t, syscall.SIGTERM)
 	s.wait(t)
-	want := []string{
+	n.wantMessages(t,
 		"STATUS=starting: server started (start 1)\nEXTEND_TIMEOUT_USEC=N",
 		"READY=1\nSTATUS=ready: server ready (start 1)",
 		"RELOADING=1\nSTATUS=stopping: stopping the server: SIGHUP",
 		"STATUS=starting: server started (start 2)",
 		"READY=1\nSTATUS=ready: server ready (start 2)",
 		"STOPPING=1\nSTATUS=stopping: stopping the server: received SIGTERM",
-	}
-	if got := n.messages(); !slices.Equal(got, want) {
-		t.Errorf("datagrams:\n got %q\nwant %q", got, want)
-	}
+	)
 	if h.count("reset 0,1") != 0 {
 		t.Error("a graceful restart reset the chips")
 	}
@@ -232,19 +209,14 @@ func TestUnrecoverableChipsExit75(t *testing.T) {
 	if code := h.start().wait(t); code != HangExitCode {
 		t.Errorf("exit code %d, want 75", code)
 	}
-	if want, got := []string{"reset 0,1", "reset 0,1", "reset 0,1"}, h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	h.wantEvents(t, "reset 0,1", "reset 0,1", "reset 0,1")
 	if !fileExists(h.cfg.HangMarker) {
 		t.Error("hang marker removed although the chips did not come back")
 	}
-	want := []string{
-		"STATUS=resetting: resetting chips 0,1: hang marker " + h.cfg.HangMarker + " exists\nEXTEND_TIMEOUT_USEC=N",
+	n.wantMessages(t,
+		"STATUS=resetting: resetting chips 0,1: hang marker "+h.cfg.HangMarker+" exists\nEXTEND_TIMEOUT_USEC=N",
 		"STATUS=failed: chips 0,1 cannot be recovered",
-	}
-	if got := n.messages(); !slices.Equal(got, want) {
-		t.Errorf("datagrams:\n got %q\nwant %q", got, want)
-	}
+	)
 }
 
 // A reset command that hangs is killed (its whole group) at the reset
@@ -269,9 +241,7 @@ func TestResetTimeoutKillsGroupAndRetries(t *testing.T) {
 	if code := s.wait(t); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	if want, got := []string{"reset 0,1", "reset 0,1", "start", "ready", "exit 0"}, h.kinds(); !slices.Equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
+	h.wantEvents(t, "reset 0,1", "reset 0,1", "start", "ready", "exit 0")
 	if !strings.Contains(s.stderr.String(), "did not finish within 300ms: killed") {
 		t.Error("the log does not say the reset command was killed")
 	}
@@ -320,9 +290,7 @@ func TestNoChipsReset(t *testing.T) {
 			if code := s.wait(t); code != tc.wantCode {
 				t.Errorf("exit code %d, want %d", code, tc.wantCode)
 			}
-			if got := h.kinds(); !slices.Equal(got, tc.wantEvents) {
-				t.Errorf("events %q, want %q", got, tc.wantEvents)
-			}
+			h.wantEvents(t, tc.wantEvents...)
 			for _, want := range []string{"no Tenstorrent chips on this host", tc.wantLog} {
 				if !strings.Contains(s.stderr.String(), want) {
 					t.Errorf("the log lacks %q", want)
@@ -336,6 +304,8 @@ func TestNoChipsReset(t *testing.T) {
 }
 
 // A second supervisor on the same chips refuses and names the holder.
+//
+// Deliberate twin of TestSIGHUPRestartsServer: each supervisor test starts its own harness.
 func TestSecondSupervisorRefuses(t *testing.T) {
 	h := newHarness(t)
 	h.server()

@@ -20,8 +20,8 @@ func (h *harness) readState() Status {
 	return st
 }
 
-// Issue 17, defect 2: `kill -9` of the supervisor must not leave its server
-// running unsupervised. The server dies with it (Pdeathsig), and the chips
+// `kill -9` of the supervisor must not leave its server running
+// unsupervised. The server dies with it (Pdeathsig), and the chips
 // are free again for the next supervisor, which starts its own server.
 func TestKilledSupervisorTakesItsServer(t *testing.T) {
 	h := newHarness(t)

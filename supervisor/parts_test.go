@@ -20,7 +20,7 @@ func TestResetArgv(t *testing.T) {
 		want  []string
 	}{
 		{"tt-smi  -r {chips}", []int{2, 3}, []string{"tt-smi", "-r", "2,3"}},
-		// Issue 17: no empty argument for an empty {chips}.
+		// An empty {chips} expands to nothing, not to an empty argument.
 		{"/usr/local/bin/site-reset --chips={chips} {chips}", nil, []string{"/usr/local/bin/site-reset", "--chips="}},
 	} {
 		if got := resetArgv(tc.cmd, tc.chips); !slices.Equal(got, tc.want) {

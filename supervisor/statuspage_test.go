@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/internal/servertest"
 )
 
 // After an exit 75 the status JSON has the whole story on its timeline (the
@@ -17,7 +19,7 @@ func TestStatusTimelineAndPage(t *testing.T) {
 	h := newHarness(t)
 	h.tickHeartbeats()
 	h.server("-plan", "exit:75,ready", "-exit-after", "300ms")
-	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(servertest.FreePort(t))
 	s := h.start()
 	var st Status
 	eventually(t, s, "the second start to be ready", func() bool {

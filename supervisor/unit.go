@@ -99,6 +99,9 @@ func systemdSeconds(d time.Duration) string {
 }
 
 // execLine quotes each word of an ExecStart= line.
+//
+// Deliberate twin of shellJoin in runner/print.go: shell words and systemd ExecStart words quote
+// differently.
 func execLine(argv []string) string {
 	words := make([]string, len(argv))
 	for i, a := range argv {

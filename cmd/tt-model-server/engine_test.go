@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -86,18 +87,6 @@ func predictAs(t *testing.T, base, robot string, seed int, frame string) answer 
 	return a
 }
 
-func health(t *testing.T, base string) (int, map[string]any) {
-	t.Helper()
-	resp, err := http.Get(base + "/health")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var h map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&h)
-	return resp.StatusCode, h
-}
-
 // getInfo decodes GET /info into v.
 func getInfo(t *testing.T, base string, v any) {
 	t.Helper()
@@ -111,20 +100,12 @@ func getInfo(t *testing.T, base string, v any) {
 	}
 }
 
-func metricsText(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
 // Two devices in dp: two robots are bound to different devices and their calls run at the same
 // time (each serving call is stretched to 400 ms by the fault switch's delay, so the overlap is
 // certain; the wall times are logged, not asserted: timings belong to benchmarks).
+//
+// Deliberate twin of TestPI05HTTPThreadsBound: each test starts its own server with the environment
+// it is about.
 func TestPI05TwoDevicesRunTogether(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -153,9 +134,9 @@ func TestPI05TwoDevicesRunTogether(t *testing.T) {
 	if got[0].status != 200 || got[1].status != 200 || got[0].device == got[1].device {
 		t.Fatalf("two robots: %d on device %s, %d on device %s; want 200 on different devices", got[0].status, got[0].device, got[1].status, got[1].device)
 	}
-	m := metricsText(t, r.base)
+	_, m := servertest.Get(t, r.base+"/metrics")
 	if !strings.Contains(m, "tt_model_pi05_devices_busy_peak 2") {
-		t.Errorf("/metrics does not show both devices in a call at once:\n%s", grepLines(m, "tt_model_pi05"))
+		t.Errorf("/metrics does not show both devices in a call at once:\n%s", servertest.GrepLines(m, "tt_model_pi05"))
 	}
 	for _, want := range []string{`tt_model_pi05_device_batch_size_count{device="1"}`, `tt_model_pi05_device_robots{device="0"}`, `tt_model_pi05_device_queue{device="1"} 0`} {
 		if !strings.Contains(m, want) {
@@ -223,6 +204,9 @@ func TestPI05DevicesRunOnTheMappedWeights(t *testing.T) {
 
 // Exact mode (PI05_EXPERT_PACK=0): requests batched together give exactly the answers they get
 // alone.
+//
+// Deliberate twin of TestLeastLoadedRouting in models/pi05/serving/engine_test.go: each test runs
+// its own requests concurrently.
 func TestPI05BatchedEqualsSingleInExactMode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -279,26 +263,19 @@ func TestPI05HangDegradeThenRebind(t *testing.T) {
 				t.Errorf("hang marker: %v", err)
 			}
 			if action == "exit" { // nothing else is running: the drain is over at once (/health: server tests)
-				select {
-				case c := <-r.code:
-					if c != 75 {
-						t.Errorf("exit %d, want 75:\n%s", c, r.log.String())
-					}
-				case <-time.After(time.Minute):
-					t.Fatal("no exit after the drain")
-				}
+				r.waitExit(t, 75, "the drain")
 				return
 			}
-			if code, h := health(t, r.base); code != 200 || h["status"] != "degraded" {
+			if code, h := servertest.GetJSON(t, r.base+"/health"); code != 200 || h["status"] != "degraded" {
 				t.Errorf("/health after the quarantine: %d %v", code, h)
 			}
 			if b := predictAs(t, r.base, "b", 4, frame); b.status != 200 || b.device != "0" {
 				t.Errorf("robot b re-bound: %d on device %s, want 200 on device 0: %s", b.status, b.device, b.body)
 			}
-			m := metricsText(t, r.base)
+			_, m := servertest.Get(t, r.base+"/metrics")
 			for _, want := range []string{`tt_model_pi05_device_quarantined{device="1"} 1`, `tt_model_pi05_rejected_total{reason="hang"} 1`, "tt_model_pi05_hangs_total 1"} {
 				if !strings.Contains(m, want) {
-					t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "tt_model_pi05"))
+					t.Errorf("/metrics lacks %s:\n%s", want, servertest.GrepLines(m, "tt_model_pi05"))
 				}
 			}
 			cancel()
@@ -332,14 +309,7 @@ func TestPI05HangHungExits(t *testing.T) {
 			if a.status != 503 || a.retryAfter == "" {
 				t.Errorf("the request on the hung device: %d, Retry-After %q: %s", a.status, a.retryAfter, a.body)
 			}
-			select {
-			case c := <-r.code:
-				if c != 75 {
-					t.Errorf("exit %d, want 75:\n%s", c, r.log.String())
-				}
-			case <-time.After(time.Minute):
-				t.Fatal("no exit after the hang")
-			}
+			r.waitExit(t, 75, "the hang")
 		})
 	}
 }
@@ -362,22 +332,12 @@ func TestPI05EnvironmentIsActedOnOrRefused(t *testing.T) {
 			t.Errorf("start log lacks %q:\n%s", want, log)
 		}
 	}
-	if l := grepLines(log, "TT_WEIGHT_CACHE=off has no effect") + grepLines(log, "TT_GEMM_TUNE=off has no effect"); l != "" {
+	if l := servertest.GrepLines(log, "TT_WEIGHT_CACHE=off has no effect") + servertest.GrepLines(log, "TT_GEMM_TUNE=off has no effect"); l != "" {
 		t.Errorf("a variable main acts on was named as without effect:\n%s", l)
 	}
-	if _, h := health(t, r.base); !strings.Contains(fmt.Sprint(h["device"]), "dp: 2 devices") {
+	if _, h := servertest.GetJSON(t, r.base+"/health"); !strings.Contains(fmt.Sprint(h["device"]), "dp: 2 devices") {
 		t.Errorf("TT_MESH_SHAPE=1x2: health %v, want 2 devices", h)
 	}
-}
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // The three profiles of models/pi05/tt-model.yaml, with their resolved environment (the tiny
@@ -472,6 +432,9 @@ func processCPUsForTest() []int {
 
 // PI05_HTTP_THREADS bounds the requests being prepared or run at once: with one, two devices never
 // run at the same time.
+//
+// Deliberate twin of TestPI05TwoDevicesRunTogether: each test starts its own server with the
+// environment it is about.
 func TestPI05HTTPThreadsBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -489,7 +452,7 @@ func TestPI05HTTPThreadsBound(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if m := metricsText(t, r.base); !strings.Contains(m, "tt_model_pi05_devices_busy_peak 1") {
-		t.Errorf("PI05_HTTP_THREADS=1: devices ran at once:\n%s", grepLines(m, "busy"))
+	if _, m := servertest.Get(t, r.base+"/metrics"); !strings.Contains(m, "tt_model_pi05_devices_busy_peak 1") {
+		t.Errorf("PI05_HTTP_THREADS=1: devices ran at once:\n%s", servertest.GrepLines(m, "busy"))
 	}
 }

@@ -17,13 +17,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/ttmodel/tt-model/internal/memlimit"
 	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
@@ -51,6 +54,8 @@ type config struct {
 	cacheNote         string // why there is none, when TT_WEIGHT_CACHE did not say off
 	tuning            native.GEMMTuning
 	logLevel          slog.Level
+	requestMemory     int64  // the request memory budget in bytes (0: none)
+	goMemory          string // what the Go memory limit will be (memlimit.Describe)
 }
 
 // environment is the process environment: one variable, and all of them.
@@ -59,14 +64,30 @@ type environment struct {
 	list func() []string
 }
 
-// precisionVars are each model's precision variable, default and choices.
-var precisionVars = map[string]struct {
-	name    string
-	def     native.Precision
-	allowed []native.Precision
-}{
-	api.KindRFDETR: {"RFDETR_PRECISION", native.FP32, []native.Precision{native.FP32, native.BF16}},
-	api.KindPI05:   {"PI05_PRECISION", native.BF16, []native.Precision{native.BF16, native.FP32, native.Ref}},
+// servedModel is one model this binary serves: its precision variable,
+// default and choices, and how its server.Model is built.
+type servedModel struct {
+	precisionVar string
+	precisionDef native.Precision
+	precisions   []native.Precision
+	build        func(env environment, c config) (server.Model, error)
+}
+
+// servedModels are the models this binary serves, by kind: the one list
+// that --model's help, the precision checks and serve read, so a model added
+// here is named by --help and served by --model.
+func servedModels() map[string]servedModel {
+	return map[string]servedModel{
+		api.KindRFDETR: {"RFDETR_PRECISION", native.FP32, []native.Precision{native.FP32, native.BF16}, rfdetrModel},
+		api.KindPI05:   {"PI05_PRECISION", native.BF16, []native.Precision{native.BF16, native.FP32, native.Ref}, pi05Model},
+	}
+}
+
+// servedKinds are the keys of servedModels, sorted.
+func servedKinds() []string {
+	kinds := slices.Collect(maps.Keys(servedModels()))
+	slices.Sort(kinds)
+	return kinds
 }
 
 func run(ctx context.Context, args []string, env environment, stdout, stderr io.Writer) int {
@@ -76,11 +97,20 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 	var cfg config
 	fs.StringVar(&cfg.host, "host", "0.0.0.0", "address to listen on")
 	fs.StringVar(&cfg.port, "port", "8000", "port to listen on")
-	fs.StringVar(&cfg.model, "model", "auto", "model to serve: "+strings.Join(api.Kinds(), ", ")+", or auto (from TT_RF_DETR_WEIGHTS, PI05_WEIGHTS_DIR or HF_MODEL)")
+	fs.StringVar(&cfg.model, "model", "auto", "model to serve: "+strings.Join(servedKinds(), ", ")+", or auto (from TT_RF_DETR_WEIGHTS, PI05_WEIGHTS_DIR or HF_MODEL)")
 	verify := fs.Bool("verify", false, "print the configuration and CPU features, open no weights, exit 0 (image builds)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: tt-model-server [flags]\n\n"+
+			"Example:\n  TT_RF_DETR_WEIGHTS=/srv/rf-detr tt-model-server --port 8000\n"+
+			"  tt-model-server --model pi05 --verify\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if *showVersion {
@@ -121,13 +151,13 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 	}
 	c.kind = kind
 	// The served model's precision; before the model is known, every model's variable is checked.
-	for k, v := range precisionVars {
-		p, err := native.ParsePrecision(v.name, getenv(v.name), v.def, v.allowed...)
+	for k, m := range servedModels() {
+		p, err := native.ParsePrecision(m.precisionVar, getenv(m.precisionVar), m.precisionDef, m.precisions...)
 		if err != nil {
 			return err
 		}
 		if k == kind {
-			c.precision, c.precisionVar = p, v.name
+			c.precision, c.precisionVar = p, m.precisionVar
 		}
 	}
 	c.threads = native.DefaultThreads()
@@ -140,6 +170,10 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 	if c.tuning, err = native.GEMMTuningFromEnv(getenv, c.cacheDir); err != nil {
 		return err
 	}
+	if c.requestMemory, err = server.RequestMemoryFromEnv(getenv); err != nil {
+		return err
+	}
+	c.goMemory = memlimit.Describe(getenv, "/")
 	if getenv("TT_MODEL_FAULT_EXIT_AFTER") != "" {
 		return fmt.Errorf("TT_MODEL_FAULT_EXIT_AFTER was replaced by TT_MODEL_FAULT=exit:after=N")
 	}
@@ -154,6 +188,24 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 
 func (c *config) device() string {
 	return fmt.Sprintf("cpu %s, %s, %d threads", native.DetectCPU().BestISA, c.precision, c.threads)
+}
+
+// rfdetrModel builds the RF-DETR server from its environment (RFDETR_*,
+// TT_RF_DETR_WEIGHTS, HF_MODEL) on the native kernels at c's precision; a bad
+// setting is an error naming the variable (exit 2).
+func rfdetrModel(env environment, c config) (server.Model, error) {
+	notices, err := server.RFDETREnvironment(env.list())
+	if err != nil {
+		return nil, err
+	}
+	return server.NewRFDETR(server.RFDETROptions{
+		Notices: notices,
+		Getenv:  env.get,
+		Build: rfdetrnative.Builder(rfdetrnative.Options{RFDETROptions: native.RFDETROptions{Precision: c.precision, Threads: c.threads},
+			CacheDir: c.cacheDir, Tuning: c.tuning}),
+		Device:  c.device(),
+		Version: version.Version,
+	}), nil
 }
 
 // cacheString says where packed weights are kept.
@@ -183,35 +235,25 @@ func (c *config) print(w io.Writer) {
 	fmt.Fprintf(w, "threads:   %d (TT_NUM_THREADS, else usable CPUs)\n", c.threads)
 	fmt.Fprintf(w, "cache:     %s\n", c.cacheString())
 	fmt.Fprintf(w, "gemm:      %s\n", c.tuning)
+	fmt.Fprintf(w, "requests:  %s\n", requestMemoryString(c.requestMemory))
+	fmt.Fprintf(w, "go memory: %s\n", c.goMemory)
 	fmt.Fprintf(w, "cpu:       %s\n", native.DetectCPU())
 	fmt.Fprintln(w, "weights:   not opened (--verify)")
 }
 
+// requestMemoryString says what the request memory budget is.
+func requestMemoryString(n int64) string {
+	if n == 0 {
+		return "no memory budget (" + server.RequestMemoryEnv + "=0)"
+	}
+	return fmt.Sprintf("%d MiB memory budget for bodies and decoded images (%s)", n>>20, server.RequestMemoryEnv)
+}
+
 func serve(ctx context.Context, c config, env environment, log *slog.Logger) int {
-	getenv := env.get
-	var m server.Model
-	switch c.kind {
-	case api.KindRFDETR:
-		notices, err := server.RFDETREnvironment(env.list())
-		if err != nil {
-			log.Error("rf-detr settings", "err", err)
-			return 2
-		}
-		m = server.NewRFDETR(server.RFDETROptions{
-			Notices: notices,
-			Getenv:  getenv,
-			Build: rfdetrnative.Builder(rfdetrnative.Options{RFDETROptions: native.RFDETROptions{Precision: c.precision, Threads: c.threads},
-				CacheDir: c.cacheDir, Tuning: c.tuning}),
-			Device:  c.device(),
-			Version: version.Version,
-		})
-	case api.KindPI05:
-		pm, err := pi05Model(env, c)
-		if err != nil {
-			log.Error("pi05 settings", "err", err)
-			return 2
-		}
-		m = pm
+	m, err := servedModels()[c.kind].build(env, c)
+	if err != nil {
+		log.Error(c.kind+" settings", "err", err)
+		return 2
 	}
 	log.Info("packed weights cache", "cache", c.cacheString(), "gemm", c.tuning.String())
 	if c.fault.Kind == "exit" {
@@ -222,7 +264,9 @@ func serve(ctx context.Context, c config, env environment, log *slog.Logger) int
 		log.Error("listen", "err", err)
 		return 1
 	}
-	srv := server.New(m, server.Options{Log: log, Fault: c.fault})
+	limiter := memlimit.Start(env.get, "/", log)
+	log.Info("request memory budget", "budget", requestMemoryString(c.requestMemory))
+	srv := server.New(m, server.Options{Log: log, Fault: c.fault, RequestMemory: c.requestMemory, Loaded: limiter.ModelLoaded})
 	err = srv.Run(ctx, ln)
 	var exit *server.ExitError
 	switch {

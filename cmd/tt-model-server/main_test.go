@@ -8,30 +8,25 @@ import (
 	"image"
 	"image/png"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/internal/syncbuf"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/models/safetensors"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
-}
+// freePort is servertest.FreePort as the --port flag takes it.
+func freePort(t *testing.T) string { return strconv.Itoa(servertest.FreePort(t)) }
 
 type running struct {
 	base string
@@ -58,6 +53,20 @@ func start(t *testing.T, ctx context.Context, env map[string]string) running {
 		r.code <- run(ctx, []string{"--host", "127.0.0.1", "--port", port}, mapEnv(env), io.Discard, r.log)
 	}()
 	return r
+}
+
+// waitExit waits up to a minute for the server to exit with code; after
+// names what should have made it exit.
+func (r running) waitExit(t *testing.T, code int, after string) {
+	t.Helper()
+	select {
+	case c := <-r.code:
+		if c != code {
+			t.Errorf("exit %d after %s, want %d:\n%s", c, after, code, r.log.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("no exit after %s:\n%s", after, r.log.String())
+	}
 }
 
 // waitOK polls /health until it says ok, then checks that it names model on
@@ -106,6 +115,9 @@ func predictBody(t *testing.T, extra string) string {
 // switch fires after two of them; a second server stops cleanly on a signal
 // once its packed weights are in the cache; a third maps them and answers the
 // first prediction exactly as the first server did.
+//
+// Deliberate twin of TestPackedWeightsCache in models/rfdetr/rfdetrnative/cache_test.go: each test
+// writes its own random checkpoint.
 func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "full-size checkpoint: skipped with -short")
@@ -240,6 +252,11 @@ func TestFlags(t *testing.T) {
 		{[]string{"--verify"}, map[string]string{"TT_GEMM_TUNE": "maybe"}, 2, "TT_GEMM_TUNE"},
 		{[]string{"--verify"}, map[string]string{"TT_GEMM_PLAN": "kc=1,mb=0"}, 2, "TT_GEMM_PLAN"},
 		{[]string{"--verify"}, map[string]string{"TT_GEMM_PLAN": "kc=128,mb=8,nb=4,pf=1"}, 0, "gemm:      plan kc=128"},
+		{[]string{"--verify"}, nil, 0, "requests:  256 MiB memory budget for bodies and decoded images (TT_REQUEST_MEMORY_MB)"},
+		{[]string{"--verify"}, map[string]string{"TT_REQUEST_MEMORY_MB": "0"}, 0, "requests:  no memory budget (TT_REQUEST_MEMORY_MB=0)"},
+		{[]string{"--verify"}, map[string]string{"TT_REQUEST_MEMORY_MB": "64MB"}, 2, `TT_REQUEST_MEMORY_MB="64MB": want MiB from 0`},
+		{[]string{"--verify"}, map[string]string{"TT_REQUEST_MEMORY_MB": "-1"}, 2, "TT_REQUEST_MEMORY_MB"},
+		{[]string{"--verify"}, map[string]string{"GOMEMLIMIT": "1GiB"}, 0, "go memory: GOMEMLIMIT=1GiB (left as set)"},
 		{[]string{}, nil, 2, "no model to serve"},
 	}
 	for _, c := range cases {
@@ -248,5 +265,39 @@ func TestFlags(t *testing.T) {
 		if code != c.code || !strings.Contains(out.String(), c.out) {
 			t.Errorf("%v %v: exit %d, output %q; want %d containing %q", c.args, c.env, code, out.String(), c.code, c.out)
 		}
+	}
+}
+
+// --help names every model this binary serves, read from servedModels, so a
+// model added there cannot be left out of the help; servedModels and the
+// route tables (api.Kinds) list the same models, and each name the help gives
+// is one --model takes.
+func TestHelpNamesEveryModel(t *testing.T) {
+	kinds := servedKinds()
+	if want := slices.Sorted(slices.Values(api.Kinds())); !slices.Equal(kinds, want) {
+		t.Fatalf("servedModels serves %q, the route tables (api.Kinds) list %q", kinds, want)
+	}
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, mapEnv(nil), &out, &out); code != 0 {
+		t.Fatalf("--help: exit %d, want 0:\n%s", code, out.String())
+	}
+	help := out.String()
+	_, modelHelp, ok := strings.Cut(help, "-model string")
+	if !ok {
+		t.Fatalf("--help has no --model flag:\n%s", help)
+	}
+	modelHelp, _, _ = strings.Cut(modelHelp, "\n  -")
+	for _, kind := range kinds {
+		if !strings.Contains(modelHelp, kind) {
+			t.Errorf("--model's help does not name %q:\n%s", kind, modelHelp)
+		}
+		var verify bytes.Buffer
+		if code := run(context.Background(), []string{"--verify", "--model", kind}, mapEnv(nil), &verify, &verify); code != 0 ||
+			!strings.Contains(verify.String(), "model:     "+kind+"\n") {
+			t.Errorf("--verify --model %s: exit %d:\n%s", kind, code, verify.String())
+		}
+	}
+	if !strings.Contains(help, "Example:\n  ") {
+		t.Errorf("--help has no example:\n%s", help)
 	}
 }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/browsertest"
 	"github.com/ttmodel/tt-model/internal/demopicture"
-	"github.com/ttmodel/tt-model/internal/syncbuf"
 )
 
 // The supervisor's status page in a real browser after a night's worth of
@@ -42,39 +39,11 @@ func TestSupervisorPageInBrowser(t *testing.T) {
 	if err := os.WriteFile(reset, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	abs := func(p string) string {
-		a, err := filepath.Abs(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
 	port, status := freePort(t), "127.0.0.1:"+freePort(t)
 	base := "http://127.0.0.1:" + port
-	cmd := exec.Command(ttModel, "supervise", "--ready-url", base+"/health", "--hang-marker", marker,
-		"--reset-cmd", reset+" {chips}", "--status-addr", status, "--stop-grace", "10s",
-		"--", server, "--model", "pi05", "--host", "127.0.0.1", "--port", port)
-	cmd.Env = append(os.Environ(), "PI05_WEIGHTS_DIR="+abs(pi05TinyDir), "PI05_TOKENIZER="+abs(pi05Tokenizer),
-		"PI05_PRECISION=fp32", "PI05_ACTION_HORIZON=6", "PI05_NUM_STEPS=3", "PI05_NUM_IMAGES=1",
+	_, exited := superviseTinyPI05(t, ttModel, server, port,
+		[]string{"--ready-url", base + "/health", "--hang-marker", marker, "--reset-cmd", reset + " {chips}", "--status-addr", status},
 		"PI05_HANG_MARKER="+marker, "TT_MODEL_FAULT=exit:after=1")
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("supervise output:\n%s", out.String())
-		}
-	}()
 
 	// waitStatus polls the supervisor's JSON until cond holds.
 	waitStatus := func(what string, cond func(st map[string]any) bool) {

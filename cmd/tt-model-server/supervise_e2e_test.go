@@ -29,6 +29,47 @@ func buildBinary(t *testing.T, dir, pkg, name string) string {
 	return out
 }
 
+// superviseTinyPI05 starts `tt-model supervise FLAGS --stop-grace 10s --`
+// over tt-model-server serving the tiny pi0.5 checkpoint (one camera, a
+// 6-step horizon, 3 denoising steps, fp32) on 127.0.0.1:port, with env
+// added to the environment. It returns supervise's combined output and a
+// channel that receives its exit; the test's cleanup stops it (SIGTERM,
+// SIGKILL after 30 s) and logs the output when the test failed.
+func superviseTinyPI05(t *testing.T, ttModel, server, port string, flags []string, env ...string) (*syncbuf.Buffer, <-chan error) {
+	t.Helper()
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	args := append(append([]string{"supervise"}, flags...), "--stop-grace", "10s",
+		"--", server, "--model", "pi05", "--host", "127.0.0.1", "--port", port)
+	cmd := exec.Command(ttModel, args...)
+	cmd.Env = append(append(os.Environ(), "PI05_WEIGHTS_DIR="+abs(pi05TinyDir), "PI05_TOKENIZER="+abs(pi05Tokenizer),
+		"PI05_PRECISION=fp32", "PI05_ACTION_HORIZON=6", "PI05_NUM_STEPS=3", "PI05_NUM_IMAGES=1"), env...)
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("supervise output:\n%s", out.String())
+		}
+	})
+	return out, exited
+}
+
 // The hang chain end to end on real processes: `tt-model supervise` runs tt-model-server on the
 // tiny pi0.5 checkpoint with one device and the fault switch; the server's second serving call
 // hangs, the watchdog answers it with a 503, writes the marker and exits 75; the supervisor runs
@@ -46,34 +87,9 @@ func TestPI05HangUnderSupervise(t *testing.T) {
 	marker, record := filepath.Join(work, "hang_marker"), filepath.Join(work, "resets.jsonl")
 	port := freePort(t)
 	base := "http://127.0.0.1:" + port
-	abs := func(p string) string {
-		a, err := filepath.Abs(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	cmd := exec.Command(ttModel, "supervise", "--ready-url", base+"/health", "--hang-marker", marker,
-		"--reset-cmd", reset+" "+record+" "+marker+" {chips}", "--stop-grace", "10s",
-		"--", server, "--model", "pi05", "--host", "127.0.0.1", "--port", port)
-	cmd.Env = append(os.Environ(), "PI05_WEIGHTS_DIR="+abs(pi05TinyDir), "PI05_TOKENIZER="+abs(pi05Tokenizer),
-		"PI05_PRECISION=fp32", "PI05_ACTION_HORIZON=6", "PI05_NUM_STEPS=3", "PI05_NUM_IMAGES=1", "TT_CPU_DEVICES=1",
-		"PI05_HANG_S=3", "PI05_HANG_DRAIN_S=1", "PI05_HANG_MARKER="+marker, "TT_MODEL_FAULT=hang:device=0,after=2")
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	}()
+	out, exited := superviseTinyPI05(t, ttModel, server, port,
+		[]string{"--ready-url", base + "/health", "--hang-marker", marker, "--reset-cmd", reset + " " + record + " " + marker + " {chips}"},
+		"TT_CPU_DEVICES=1", "PI05_HANG_S=3", "PI05_HANG_DRAIN_S=1", "PI05_HANG_MARKER="+marker, "TT_MODEL_FAULT=hang:device=0,after=2")
 
 	waitHealthy := func() {
 		t.Helper()

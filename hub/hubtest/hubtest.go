@@ -185,14 +185,7 @@ func (s *Server) AddCommit(repoID, branch string, files []File) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repoLocked(repoID)
-	fm := map[string]File{}
-	for _, f := range files {
-		fm[f.Path] = f
-		if f.LFS {
-			r.lfs[SHA256(f.Data)] = f.Data
-		}
-	}
-	c := s.newCommitLocked(r, r.refs[branch], "Upload files", fm)
+	c := s.newCommitLocked(r, r.refs[branch], "Upload files", r.storeLocked(files))
 	r.refs[branch] = c.id
 	return c.id
 }
@@ -203,6 +196,16 @@ func (s *Server) AddCommitAt(repoID, branch, id string, files []File) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repoLocked(repoID)
+	fm := r.storeLocked(files)
+	s.nextID++
+	r.commits[id] = &commit{id: id, parent: r.refs[branch], title: "Upload files", files: fm,
+		at: r.created.Add(time.Duration(s.nextID) * time.Minute)}
+	r.refs[branch] = id
+}
+
+// storeLocked keeps the LFS files' contents in r's object store and returns
+// files by path, a commit's file map.
+func (r *repo) storeLocked(files []File) map[string]File {
 	fm := map[string]File{}
 	for _, f := range files {
 		fm[f.Path] = f
@@ -210,10 +213,7 @@ func (s *Server) AddCommitAt(repoID, branch, id string, files []File) {
 			r.lfs[SHA256(f.Data)] = f.Data
 		}
 	}
-	s.nextID++
-	r.commits[id] = &commit{id: id, parent: r.refs[branch], title: "Upload files", files: fm,
-		at: r.created.Add(time.Duration(s.nextID) * time.Minute)}
-	r.refs[branch] = id
+	return fm
 }
 
 // StallAfter makes storage downloads send n bytes and then hang until the
@@ -287,30 +287,33 @@ func (s *Server) Files(repoID, rev string) []File {
 
 // Commits counts the commits of repoID.
 func (s *Server) Commits(repoID string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.repos[repoID]; r != nil {
-		return len(r.commits)
-	}
-	return 0
+	var n int
+	s.withRepo(repoID, func(r *repo) { n = len(r.commits) })
+	return n
 }
 
 // Objects counts the LFS objects repoID holds (uploaded and verified).
 func (s *Server) Objects(repoID string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.repos[repoID]; r != nil {
-		return len(r.lfs)
-	}
-	return 0
+	var n int
+	s.withRepo(repoID, func(r *repo) { n = len(r.lfs) })
+	return n
 }
 
 // Private reports the visibility of repoID.
 func (s *Server) Private(repoID string) bool {
+	var private bool
+	s.withRepo(repoID, func(r *repo) { private = r.private })
+	return private
+}
+
+// withRepo calls f on repoID's repo under the lock; not at all when there
+// is no such repo.
+func (s *Server) withRepo(repoID string, f func(r *repo)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.repos[repoID]
-	return r != nil && r.private
+	if r := s.repos[repoID]; r != nil {
+		f(r)
+	}
 }
 
 // SHA256 is the hex sha256 of b (the etag of an LFS file).

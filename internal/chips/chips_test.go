@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// The one grammar of `serve --device-id` and `supervise --chips` (issue 10:
-// `serve --device-id 0-3` used to be refused where `supervise --chips 0-3`
-// worked; issue 17: --chips 0-100000 created ~20 000 lock files).
+// The one grammar of `serve --device-id` and `supervise --chips`: both take
+// ranges such as 0-3, and an id above MaxID is refused before anything is
+// created for it (0-100000 would otherwise mean a lock file per id).
 func TestParse(t *testing.T) {
 	cases := []struct {
 		in      string
@@ -33,6 +33,8 @@ func TestParse(t *testing.T) {
 		{"0-2,1", nil, "names chip 1 twice"},
 	}
 	for _, c := range cases {
+		// Deliberate twin of TestSplitWords in builder/verify_test.go: the table-driven loop: each
+		// case's error is checked, then its value.
 		got, err := Parse(c.in)
 		if c.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {

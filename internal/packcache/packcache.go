@@ -285,6 +285,40 @@ func Load(ctx context.Context, dir string, key Key, log *slog.Logger) (*Mapped, 
 	return m, "", nil
 }
 
+// Wanted is the packed form a model server looks for: the key's model, the checkpoint file it
+// packs, the precision and the kernels' layout id; What names the model in log lines ("pi05",
+// "rf-detr").
+type Wanted struct {
+	Model, What, Checkpoint, Precision string
+	Layout                             uint64
+}
+
+// Open maps the packed form w from dir when the cache has it whole and hands the mapping to open,
+// which owns it from then on (it is unmapped here when open fails). With nothing usable cached it
+// logs why and returns the zero T; the key comes back either way, for the caller to store the
+// weights it packs from the checkpoint under.
+func Open[T any](ctx context.Context, dir string, w Wanted, log *slog.Logger, open func(*Mapped) (T, error)) (Key, T, error) {
+	var none T
+	source, err := SourceID(w.Checkpoint)
+	if err != nil {
+		return Key{}, none, err
+	}
+	key := Key{Model: w.Model, Source: source, Precision: w.Precision, Layout: fmt.Sprintf("%016x", w.Layout)}
+	mapped, why, err := Load(ctx, dir, key, log)
+	if err != nil || mapped == nil {
+		if err == nil {
+			log.Info(w.What+" packing the checkpoint", "why", why)
+		}
+		return key, none, err
+	}
+	v, err := open(mapped)
+	if err != nil {
+		_ = mapped.Close()
+		return key, none, fmt.Errorf("packed weights %s: %w", mapped.Path, err)
+	}
+	return key, v, nil
+}
+
 func readHeader(f *os.File) (*header, error) {
 	var pre [16]byte
 	if _, err := f.ReadAt(pre[:], 0); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -158,6 +159,41 @@ func TestStoreThenLoad(t *testing.T) {
 	must(t, Store(ctx, dir, rf, data[:10], quiet()))
 	if _, err := os.Stat(filepath.Join(dir, other.FileName())); err != nil {
 		t.Error("storing another model removed pi05's file")
+	}
+}
+
+// Open finds the packed form a server wants by its checkpoint's identity and hands the mapping to
+// the server's constructor; a miss logs why and gives the key to store under, and a constructor
+// that refuses the mapping gets an error naming the file.
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "model.safetensors")
+	writeSafetensors(t, ckpt, "w")
+	w := Wanted{Model: "rfdetr", What: "rf-detr", Checkpoint: ckpt, Precision: "fp32", Layout: 0xabc}
+	size := func(m *Mapped) (int, error) { return len(m.Data), nil }
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+
+	key, n, err := Open(ctx, dir, w, log, size)
+	if err != nil || n != 0 || key.Layout != "0000000000000abc" || key.Model != "rfdetr" || !strings.HasPrefix(key.Source, "file:") {
+		t.Fatalf("empty cache: key %+v, %d, %v", key, n, err)
+	}
+	if !strings.Contains(logs.String(), "rf-detr packing the checkpoint") {
+		t.Errorf("a miss is not logged:\n%s", logs.String())
+	}
+	must(t, Store(ctx, dir, key, payload(5000), quiet()))
+	if again, n, err := Open(ctx, dir, w, log, size); err != nil || n != 5000 || again != key {
+		t.Errorf("after the store: key %+v, %d bytes, %v; want %+v and 5000", again, n, err, key)
+	}
+	refuse := func(*Mapped) (int, error) { return 0, errors.New("layout mismatch") }
+	if _, _, err := Open(ctx, dir, w, log, refuse); err == nil || !strings.Contains(err.Error(), key.FileName()) ||
+		!strings.Contains(err.Error(), "layout mismatch") {
+		t.Errorf("a refused mapping: %v", err)
+	}
+	w.Checkpoint = filepath.Join(dir, "missing.safetensors")
+	if _, _, err := Open(ctx, dir, w, log, size); err == nil {
+		t.Error("a missing checkpoint has packed weights")
 	}
 }
 

@@ -27,6 +27,8 @@
 
 /* exp(x): x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 Taylor polynomial
  * (truncation < 2e-8 relative), then 2^n applied with scalef. */
+/* Deliberate twin of tt_exp256: one vector exp per ISA width: the same clamp, split and polynomial,
+ * so both give the same results. */
 TT_TARGET_AVX512 static inline __m512 tt_exp512(__m512 x)
 {
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(TT_EXP_MIN)), _mm512_set1_ps(TT_EXP_MAX));

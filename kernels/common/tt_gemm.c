@@ -1,6 +1,7 @@
 /* tt_gemm.c: the packed GEMM of tt_gemm.h: bf16 conversion, packing, the
  * micro-kernels per isa (scalar reference, AVX2 strips, AVX-512 tiles, AVX-512
- * BF16 vdpbf16ps tiles), the blocked driver, and the peak-FLOPS benchmark.
+ * BF16 vdpbf16ps tiles, AMX-BF16 tdpbf16ps tiles with their own walk), the
+ * blocked drivers, and the peak-FLOPS benchmarks.
  * Must not: change a kernel's summation order per isa without the self-test
  * (gemm/<isa> against float64) and the models' parity tests agreeing. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
@@ -230,6 +231,8 @@ void tt_to_bf16_rows(tt_isa isa, const float *src, long lds, uint16_t *dst, long
  * C over kc steps of K. `init` selects the start value: C itself (later K
  * blocks, or accumulation) or zero; bias is added when non-NULL. */
 
+/* Deliberate twin of tile_bf16_scalar: the scalar reference of the f32 kernels; each dtype's
+ * reference reads as plainly as the math. */
 static void tile_f32_scalar(int mr, int kc, const float *a, long lda, const float *b, float *c,
                             long ldc, int ncols, int from_c, const float *bias)
 {
@@ -462,19 +465,182 @@ static const char *slice_ahead(const tt_mat *w, int p, int k0, int p0, int p1, i
     return slice_at(w, np_, nk0);
 }
 
+/* ---------- AMX-BF16 (tdpbf16ps) ----------
+ * A row group of up to TT_AMX_MR = 32 rows x one panel is 4 C tiles of 16 x 16 fp32: tiles 0, 1
+ * hold rows 0-15 (columns 0-15, 16-31), tiles 2, 3 rows 16-31; tile 4 and 5 are A (rows 0-15,
+ * 16-31; 16 pairs = 64 bytes a row, straight from the bf16 rows of A), tiles 6 and 7 are B: the
+ * panel's pair rows are 128 bytes (32 columns x one pair), so 16 pair rows of columns 0-15 are a
+ * tile of stride 128 at the slice, columns 16-31 the same at +64 bytes. The packed layout is the
+ * vdpbf16ps one unchanged.
+ * Tails: a row group of fewer rows gets a tile configuration with that many rows (tile loads and
+ * stores then touch only valid rows of A and C); a panel of fewer columns goes through a stack
+ * buffer (the panel's lanes past n are zero); the K pairs past the last multiple of 16 are one
+ * more step from zero-padded copies of A's and B's tail (past the panel's last row lies the next
+ * panel, or the end of the buffer). K blocks are multiples of 16 pairs, so every blocking runs the
+ * same steps in the same order. */
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+/* GCC's tile intrinsics do not tell the compiler they read memory, so stores to a staging buffer
+ * could be moved past them; these do ("memory"). */
+#define AMX_LOAD(t, base, stride) \
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"((const void *)(base)), "r"((long)(stride)) : "memory")
+#define AMX_STORE(t, base, stride) \
+    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"((void *)(base)), "r"((long)(stride)) : "memory")
+#define AMX_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
+#define AMX_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+TT_TARGET_AMXBF16 static void amx_configure(int r0, int r1)
+{
+    amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    const int rows[8] = {r0, r0, r1, r1, r0, r1, TT_AMX_KS, TT_AMX_KS};
+    for (int t = 0; t < 8; t++)
+        if (rows[t] > 0) cfg.rows[t] = (uint8_t)rows[t], cfg.colsb[t] = 64;
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
+}
+
+TT_TARGET_AMXBF16 static void amx_release(void) { __asm__ volatile("tilerelease" ::: "memory"); }
+
+/* One row group x one panel over a K block: C from ci (stride ldi floats; NULL: zero), nsteps steps
+ * of 16 pairs from a (stride lda bf16) and b (the slice, 128 bytes a pair row), then one step from
+ * the staged tails at (32 rows x 64 bytes) and bt (16 pair rows x 128 bytes) when at != NULL;
+ * stored to co (stride ldo floats). TWO: the configuration has rows 16-31 (tiles 2, 3, 5). */
+#define AMX_TILE_BODY(TWO)                                                                        \
+    do {                                                                                          \
+        if (ci != NULL) {                                                                         \
+            AMX_LOAD(0, ci, ldi * 4);                                                             \
+            AMX_LOAD(1, ci + 16, ldi * 4);                                                        \
+            if (TWO) { AMX_LOAD(2, ci + 16 * ldi, ldi * 4); AMX_LOAD(3, ci + 16 * ldi + 16, ldi * 4); }\
+        } else {                                                                                  \
+            AMX_ZERO(0);                                                                          \
+            AMX_ZERO(1);                                                                          \
+            if (TWO) { AMX_ZERO(2); AMX_ZERO(3); }                                                \
+        }                                                                                         \
+        for (int s = 0; s <= nsteps; s++) {                                                       \
+            const uint16_t *as = a + s * 2 * TT_AMX_KS, *bs = b + (long)s * TT_AMX_KS * 2 * TT_NR; \
+            long sa = lda * 2;                                                                    \
+            if (s == nsteps) {                                                                    \
+                if (at == NULL) break;                                                            \
+                as = at, bs = bt, sa = 64;                                                        \
+            }                                                                                     \
+            AMX_LOAD(4, as, sa);                                                                  \
+            if (TWO) AMX_LOAD(5, as + 16 * sa / 2, sa);                                           \
+            AMX_LOAD(6, bs, 128);                                                                 \
+            AMX_LOAD(7, bs + 32, 128);                                                            \
+            AMX_DP(0, 4, 6);                                                                      \
+            AMX_DP(1, 4, 7);                                                                      \
+            if (TWO) { AMX_DP(2, 5, 6); AMX_DP(3, 5, 7); }                                        \
+        }                                                                                         \
+        AMX_STORE(0, co, ldo * 4);                                                                \
+        AMX_STORE(1, co + 16, ldo * 4);                                                           \
+        if (TWO) { AMX_STORE(2, co + 16 * ldo, ldo * 4); AMX_STORE(3, co + 16 * ldo + 16, ldo * 4); }\
+    } while (0)
+
+TT_TARGET_AMXBF16 static void amx_tile32(int nsteps, const uint16_t *a, long lda, const uint16_t *b,
+                                          const uint16_t *at, const uint16_t *bt, const float *ci, long ldi,
+                                          float *co, long ldo)
+{
+    AMX_TILE_BODY(1);
+}
+
+TT_TARGET_AMXBF16 static void amx_tile16(int nsteps, const uint16_t *a, long lda, const uint16_t *b,
+                                          const uint16_t *at, const uint16_t *bt, const float *ci, long ldi,
+                                          float *co, long ldo)
+{
+    AMX_TILE_BODY(0);
+}
+
+/* dst[0:rows][0:32] (stride 32) = (from ? from[i][j] : 0) + (bias ? bias[j] : 0) for j < ncols, 0 past. */
+static void amx_stage_init(float *dst, int rows, int ncols, const float *from, long ldf, const float *bias)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < TT_NR; j++)
+            dst[i * TT_NR + j] = j < ncols ? (from ? from[i * ldf + j] : 0.0f) + (bias ? bias[j] : 0.0f) : 0.0f;
+}
+
+/* tt_gemm_block_with for bf16 on AMX (see the section comment); the caller applies the activation. */
+TT_TARGET_AMXBF16 static void block_amx(const tt_blocking *bk, const tt_mat *w, const uint16_t *a, long lda,
+                                         float *c, long ldc, int m0, int m1, int p0, int p1, int accum)
+{
+    enum { KS = TT_AMX_KS, MR = TT_AMX_MR };
+    _Alignas(64) float stage[MR * TT_NR], binit[MR * TT_NR];
+    _Alignas(64) uint16_t atail[MR * 2 * KS], btail[KS * 2 * TT_NR];
+    int ksteps = w->kp / 2;
+    int kcmax = ((bk->kc > 0 ? bk->kc : tt_blocking_builtin.kc) + KS - 1) / KS * KS;
+    int nkb = (ksteps + kcmax - 1) / kcmax;
+    int kcb = nkb > 1 ? ((ksteps + nkb - 1) / nkb + KS - 1) / KS * KS : kcmax;
+    int kfull = ksteps / KS * KS, kt = ksteps - kfull;
+    int mfull = m0 + (m1 - m0) / MR * MR, edge = m1 - mfull;
+    int cur = -1; /* the loaded configuration: rows of the first half * 64 + rows of the second */
+    if (kt > 0) memset(btail, 0, sizeof btail);
+    for (int k0 = 0; k0 < ksteps || k0 == 0; k0 += kcb) {
+        int kc = ksteps - k0 < kcb ? ksteps - k0 : kcb;
+        int first = k0 == 0, last = k0 + kc >= ksteps;
+        int nsteps = (last ? kfull - k0 : kc) / KS, tail = last && kt > 0;
+        for (int pass = 0; pass < 2; pass++) {
+            int r0 = pass == 0 ? m0 : mfull, r1 = pass == 0 ? mfull : m1;
+            if (r0 >= r1) continue;
+            int h0 = pass == 0 ? 16 : edge < 16 ? edge : 16, h1 = pass == 0 ? 16 : edge - h0;
+            if (cur != h0 * 64 + h1) amx_configure(h0, h1), cur = h0 * 64 + h1;
+            for (int p = p0; p < p1; p++) {
+                int col = p * TT_NR, ncols = w->n - col < TT_NR ? w->n - col : TT_NR;
+                const float *bias = first && w->bias ? w->bias + col : NULL;
+                const uint16_t *bp = (const uint16_t *)w->panels + ((long)p * ksteps + k0) * 2 * TT_NR;
+                if (tail) memcpy(btail, bp + (long)nsteps * KS * 2 * TT_NR, (size_t)kt * 2 * TT_NR * 2);
+                if (bias && !accum) amx_stage_init(binit, MR, ncols, NULL, 0, bias);
+                int nkc = 0;
+                const char *next = pass == 0 && bk->pf > 0 ? slice_ahead(w, p, k0, p0, p1, kcb, ksteps, bk->pf, &nkc)
+                                                          : NULL;
+                int ngroups = (r1 - r0) / MR;
+                for (int r = r0; r < r1; r += MR) {
+                    int mr = r1 - r < MR ? r1 - r : MR;
+                    if (next != NULL) prefetch_share(next, (long)nkc * TT_NR * 4, (r - r0) / MR, ngroups);
+                    float *cp = c + (long)r * ldc + col;
+                    const uint16_t *ap = a + (long)r * lda + 2 * k0;
+                    const float *ci = cp;
+                    long ldi = ldc;
+                    if (first && !accum && !bias) ci = NULL;
+                    else if (bias && !accum) ci = binit, ldi = TT_NR;
+                    else if (bias || ncols < TT_NR) {
+                        amx_stage_init(stage, mr, ncols, cp, ldc, bias);
+                        ci = stage, ldi = TT_NR;
+                    }
+                    if (tail) {
+                        memset(atail, 0, sizeof atail);
+                        for (int i = 0; i < mr; i++)
+                            memcpy(atail + i * 2 * KS, a + (long)(r + i) * lda + 2 * kfull, (size_t)kt * 4);
+                    }
+                    float *co = ncols < TT_NR ? stage : cp;
+                    long ldo = ncols < TT_NR ? TT_NR : ldc;
+                    if (h1 > 0) amx_tile32(nsteps, ap, lda, bp, tail ? atail : NULL, btail, ci, ldi, co, ldo);
+                    else amx_tile16(nsteps, ap, lda, bp, tail ? atail : NULL, btail, ci, ldi, co, ldo);
+                    if (co == stage)
+                        for (int i = 0; i < mr; i++) memcpy(cp + (long)i * ldc, stage + i * TT_NR, sizeof(float) * ncols);
+                }
+            }
+        }
+        if (kc == 0) break;
+    }
+    amx_release();
+}
+
 void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc, int m0, int m1,
                    int p0, int p1, int flags)
 {
     tt_gemm_block_with(&tt_blocking_builtin, w, a, lda, c, ldc, m0, m1, p0, p1, flags);
 }
 
-/* C[m0:m1][panels p0:p1] (+)= A[m0:m1][0:k] . W^T + bias, then act: K in equal blocks of at most
- * bk->kc steps (a panel slice stays in L1), each block over every panel and row group of TT_MR rows. */
-void tt_gemm_block_with(const tt_blocking *bk, const tt_mat *w, const void *a, long lda, float *c, long ldc,
-                        int m0, int m1, int p0, int p1, int flags)
+/* The vector walk (scalar, AVX2, AVX-512, vdpbf16ps): K in equal blocks of at most bk->kc steps (a
+ * panel slice stays in L1), each block over every panel and row group of TT_MR rows. */
+static void block_vec(const tt_blocking *bk, const tt_mat *w, const void *a, long lda, float *c, long ldc,
+                      int m0, int m1, int p0, int p1, int accum)
 {
-    int accum = (flags & TT_GEMM_ACCUM) != 0;
-    tt_act act = (tt_act)(flags & 0xff);
     int f32 = w->dtype == TT_F32;
     int ksteps = f32 ? w->kp : w->kp / 2; /* fp32 rows or bf16 pairs */
     int kcmax = bk->kc > 0 ? bk->kc : tt_blocking_builtin.kc;
@@ -507,10 +673,28 @@ void tt_gemm_block_with(const tt_blocking *bk, const tt_mat *w, const void *a, l
         }
         if (kc == 0) break;
     }
+}
+
+/* C[m0:m1][panels p0:p1] (+)= A[m0:m1][0:k] . W^T + bias, then act: bf16 on AMX in row groups of
+ * TT_AMX_MR rows, everything else in row groups of TT_MR rows. */
+void tt_gemm_block_with(const tt_blocking *bk, const tt_mat *w, const void *a, long lda, float *c, long ldc,
+                        int m0, int m1, int p0, int p1, int flags)
+{
+    int accum = (flags & TT_GEMM_ACCUM) != 0;
+    tt_act act = (tt_act)(flags & 0xff);
+    if (w->dtype == TT_BF16 && w->isa >= TT_ISA_AMXBF16 && tt_cpu_amx_permitted())
+        block_amx(bk, w, (const uint16_t *)a, lda, c, ldc, m0, m1, p0, p1, accum);
+    else
+        block_vec(bk, w, a, lda, c, ldc, m0, m1, p0, p1, accum);
     if (act != TT_ACT_NONE) {
         int c0 = p0 * TT_NR, c1 = p1 * TT_NR < w->n ? p1 * TT_NR : w->n;
         for (int r = m0; r < m1; r++) tt_act_inplace(w->isa, act, c + (long)r * ldc + c0, c1 - c0);
     }
+}
+
+int tt_gemm_group_rows(const tt_mat *w)
+{
+    return w->dtype == TT_BF16 && w->isa >= TT_ISA_AMXBF16 ? TT_AMX_MR : TT_MR;
 }
 
 size_t tt_gemm_ws_bytes(const tt_mat *w, int m)
@@ -564,7 +748,7 @@ void tt_gemm(tt_pool *pool, const tt_gemm_plan *plan, const tt_mat *w, const flo
 {
     if (m <= 0) return;
     const tt_blocking *bk = plan_pick(plan, m);
-    int rows = (bk->mb > 0 ? bk->mb : tt_blocking_builtin.mb) * TT_MR;
+    int rows = (bk->mb > 0 ? bk->mb : tt_blocking_builtin.mb) * tt_gemm_group_rows(w);
     int nbp = bk->nb > 0 ? bk->nb : tt_blocking_builtin.nb;
     tt_blocking eff = *bk;
     eff.nb = nbp;
@@ -609,6 +793,33 @@ TT_TARGET_AVX512BF16 static double peak_bf16(long iters)
     return (double)s;
 }
 
+/* tdpbf16ps on register tiles: 4 C tiles (16 x 16 fp32) from 2 A and 2 B tiles of 16 x 32 bf16,
+ * the AMX micro-kernel's shape without its loads. */
+TT_TARGET_AMXBF16 static double peak_amx(long iters)
+{
+    _Alignas(64) uint16_t one[16 * 32];
+    _Alignas(64) float out[16 * 16];
+    for (int i = 0; i < 16 * 32; i++) one[i] = 0x3f80; /* 1.0: the sums stay exact and finite */
+    amx_configure(16, 16);
+    AMX_ZERO(0);
+    AMX_ZERO(1);
+    AMX_ZERO(2);
+    AMX_ZERO(3);
+    AMX_LOAD(4, one, 64);
+    AMX_LOAD(5, one, 64);
+    AMX_LOAD(6, one, 64);
+    AMX_LOAD(7, one, 64);
+    for (long it = 0; it < iters; it++) {
+        AMX_DP(0, 4, 6);
+        AMX_DP(1, 4, 7);
+        AMX_DP(2, 5, 6);
+        AMX_DP(3, 5, 7);
+    }
+    AMX_STORE(0, out, 64);
+    amx_release();
+    return (double)out[0];
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -616,28 +827,46 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-double tt_peak_gflops(tt_dtype dtype, long iters)
+tt_isa tt_peak_isa(tt_dtype dtype)
+{
+    tt_isa best = tt_cpu_best_isa();
+    if (dtype == TT_BF16 && best >= TT_ISA_AMXBF16) return TT_ISA_AMXBF16;
+    if (dtype == TT_BF16) return best >= TT_ISA_AVX512BF16 ? TT_ISA_AVX512BF16 : TT_ISA_SCALAR;
+    return best >= TT_ISA_AVX512 ? TT_ISA_AVX512 : TT_ISA_SCALAR;
+}
+
+double tt_peak_gflops_isa(tt_isa isa, tt_dtype dtype, long iters)
 {
     double t0, t1, flops;
     volatile double sink;
-    if (dtype == TT_F32) {
-        if (!tt_cpu_supports(TT_ISA_AVX512)) return 0.0;
+    if (!tt_cpu_supports(isa)) return 0.0;
+    if (dtype == TT_F32 && isa >= TT_ISA_AVX512) {
         t0 = now_s();
         sink = peak_f32(iters);
         t1 = now_s();
         flops = (double)iters * 16 * 16 * 2;
-    } else {
-        if (!tt_cpu_supports(TT_ISA_AVX512BF16)) return 0.0;
+    } else if (dtype == TT_BF16 && isa >= TT_ISA_AMXBF16) {
+        long n = iters / 8 > 0 ? iters / 8 : 1; /* about as long as the vdpbf16ps loop of iters */
+        t0 = now_s();
+        sink = peak_amx(n);
+        t1 = now_s();
+        flops = (double)n * 4 * 16 * 16 * 32 * 2;
+    } else if (dtype == TT_BF16 && isa >= TT_ISA_AVX512BF16) {
         t0 = now_s();
         sink = peak_bf16(iters);
         t1 = now_s();
         flops = (double)iters * 16 * 32 * 2;
+    } else {
+        return 0.0;
     }
     (void)sink;
     return flops / (t1 - t0) * 1e-9;
 }
 
+double tt_peak_gflops(tt_dtype dtype, long iters) { return tt_peak_gflops_isa(tt_peak_isa(dtype), dtype, iters); }
+
 typedef struct {
+    tt_isa isa;
     tt_dtype dtype;
     long iters;
     int n;
@@ -653,13 +882,19 @@ static void peak_task(void *arg, int task, int thread)
      * the other tasks are necessarily running on other threads. */
     __atomic_add_fetch(&j->started, 1, __ATOMIC_ACQ_REL);
     while (__atomic_load_n(&j->started, __ATOMIC_ACQUIRE) < j->n) __builtin_ia32_pause();
-    j->gflops[task] = tt_peak_gflops(j->dtype, j->iters);
+    j->gflops[task] = tt_peak_gflops_isa(j->isa, j->dtype, j->iters);
 }
 
 double tt_peak_gflops_pool(tt_pool *pool, tt_dtype dtype, long iters)
 {
+    return tt_peak_gflops_pool_isa(pool, tt_peak_isa(dtype), dtype, iters);
+}
+
+double tt_peak_gflops_pool_isa(tt_pool *pool, tt_isa isa, tt_dtype dtype, long iters)
+{
     peak_job j;
     memset(&j, 0, sizeof j);
+    j.isa = isa;
     j.dtype = dtype;
     j.iters = iters;
     int n = tt_pool_threads(pool);

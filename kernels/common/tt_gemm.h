@@ -7,6 +7,17 @@
  * Lanes past n and k past the end are zero, so kernels never branch on them.
  * A and C are row-major fp32 with arbitrary row strides. A bf16 GEMM rounds A
  * to bf16 (round to nearest even) and accumulates in fp32, like vdpbf16ps.
+ * bf16 semantics per isa, against the scalar reference (tile_bf16_scalar: C starts at bias (+ C),
+ * then per pair acc += a1*b1, acc += a0*b0, each product and sum rounded to fp32):
+ *   - avx2, avx512bf16: the same operands and fp32 accumulation; vdpbf16ps sums a pair in its own
+ *     order (and, like the reference, honours denormals), so results agree within fp32 rounding.
+ *   - amxbf16 (tdpbf16ps, the bf16 GEMM only; fp32 and the other kernels run avx512bf16 code):
+ *     C rows in groups of TT_AMX_MR, K in steps of TT_AMX_KS pairs, each step's pairs accumulated
+ *     into the fp32 C tile in the instruction's order. bf16 denormal inputs count as zero and fp32
+ *     denormal results are flushed to zero (DAZ/FTZ, whatever MXCSR says); rounding is to nearest
+ *     even. So |C_amx - C_ref| stays within fp32 rounding of sum |a*b| plus the size of the
+ *     denormal operands dropped (below 2^-126 each, nothing for weights and activations of models).
+ *     Within the amxbf16 path every blocking and task split gives bit-identical results.
  * Must not: allocate on the hot path: tt_gemm, tt_gemm_block, tt_mat_pack_into
  * and tt_to_bf16_rows work in caller memory; only tt_mat_pack/alloc allocate.
  */
@@ -19,7 +30,9 @@
 #include "tt_cpu.h"
 #include "tt_pool.h"
 
-enum { TT_NR = 32, TT_MR = 12 };
+/* TT_NR columns per panel; row groups of TT_MR rows (vector kernels) or TT_AMX_MR (AMX: 2 x 16-row
+ * tiles), K steps of TT_AMX_KS bf16 pairs on AMX. */
+enum { TT_NR = 32, TT_MR = 12, TT_AMX_MR = 32, TT_AMX_KS = 16 };
 
 typedef enum { TT_F32 = 0, TT_BF16 = 1 } tt_dtype;
 
@@ -90,7 +103,7 @@ size_t tt_gemm_ws_bytes(const tt_mat *w, int m);
 typedef struct {
     int kc; /* K block in panel rows (fp32 values or bf16 pairs, 128 bytes each): a panel slice of
                kc x 128 bytes is reused by every row group of a task, so it should stay in L1 */
-    int mb; /* row groups of TT_MR rows per task */
+    int mb; /* row groups per task (tt_gemm_group_rows rows each: TT_MR, TT_AMX_MR on AMX) */
     int nb; /* panels (of TT_NR columns) per task */
     int pf; /* prefetch the panel slice this many slices ahead (0: no prefetch) */
 } tt_blocking;
@@ -118,23 +131,39 @@ void tt_gemm(tt_pool *pool, const tt_gemm_plan *plan, const tt_mat *w, const flo
 /* Serial building block for callers that parallelise themselves: rows
  * [m0, m1) and panels [p0, p1). A must already be in w->dtype: float for fp32,
  * bf16 pairs (uint16_t, lda even, zero past k) for bf16 (see tt_to_bf16_rows).
- * tt_gemm_block uses tt_blocking_builtin; tt_gemm_block_with the given blocking (b->kc, b->pf). */
+ * tt_gemm_block uses tt_blocking_builtin; tt_gemm_block_with the given blocking (b->kc, b->pf).
+ * A bf16 matrix of isa amxbf16 runs on AMX here too, for any m0, m1 and lda (no padding asked of
+ * the caller: tails go through configuration and stack buffers); the tiles are released before
+ * returning, so a thread carries no AMX state between calls. On AMX, K blocks are rounded up to
+ * multiples of TT_AMX_KS pairs. */
 void tt_gemm_block(const tt_mat *w, const void *a, long lda, float *c, long ldc, int m0, int m1,
                    int p0, int p1, int flags);
 void tt_gemm_block_with(const tt_blocking *b, const tt_mat *w, const void *a, long lda, float *c, long ldc,
                         int m0, int m1, int p0, int p1, int flags);
 
+/* Rows of one row group of w's kernel: TT_AMX_MR for bf16 on amxbf16, else TT_MR. */
+int tt_gemm_group_rows(const tt_mat *w);
+
 /* dst[r][0:kp] = bf16(src[r][0:k]) with a zero in column k when k is odd. */
 void tt_to_bf16_rows(tt_isa isa, const float *src, long lds, uint16_t *dst, long ldd, int rows,
                      int k);
 
-/* Peak multiply-add throughput microbenchmark of one thread: runs a register
- * blocked FMA (fp32) or vdpbf16ps (bf16) loop for about `iters` iterations and
- * returns GFLOP/s (a multiply-add counts 2). 0 when the CPU lacks the ISA. */
+/* Peak multiply-add throughput microbenchmark of one thread: runs a register blocked loop of the
+ * best instruction the GEMM of dtype uses here (tt_peak_isa: FMA for fp32; tdpbf16ps on 4 C tiles
+ * from 2 A and 2 B tiles for bf16 on amxbf16, else vdpbf16ps) for about as long as `iters`
+ * iterations of the vector loop, and returns GFLOP/s (a multiply-add counts 2). 0 when the CPU
+ * lacks the ISA. */
 double tt_peak_gflops(tt_dtype dtype, long iters);
+
+/* The ISA whose peak tt_peak_gflops(dtype) measures (TT_ISA_SCALAR: none). */
+tt_isa tt_peak_isa(tt_dtype dtype);
+
+/* The peak of one given ISA's loop: TT_ISA_AVX512BF16 for vdpbf16ps on an AMX machine. */
+double tt_peak_gflops_isa(tt_isa isa, tt_dtype dtype, long iters);
 
 /* The same loop on every thread of pool at once; returns the summed GFLOP/s
  * (what those threads can do together right now, e.g. on a shared machine). */
 double tt_peak_gflops_pool(tt_pool *pool, tt_dtype dtype, long iters);
+double tt_peak_gflops_pool_isa(tt_pool *pool, tt_isa isa, tt_dtype dtype, long iters);
 
 #endif

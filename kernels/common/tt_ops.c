@@ -208,6 +208,7 @@ TT_TARGET_AVX512 static void softmax_row_avx512(float *x, int n, float scale)
 }
 
 
+/* Deliberate twin of rms_inv_avx2: one vector reduction per ISA width. */
 TT_TARGET_AVX512 static float rms_inv_avx512(const float *x, int n, float eps)
 {
     __m512 acc = _mm512_setzero_ps();

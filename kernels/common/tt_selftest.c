@@ -79,9 +79,12 @@ static int gemm_variants_match(tt_pool *pool, const tt_mat *mat, const float *a,
 /* ---- GEMM against a float64 reference on the (bf16-rounded) operands ---- */
 static int test_gemm(tt_isa isa, char *msg, size_t len)
 {
+    /* row, column and K tails of every kernel: AMX's 16-row halves and 32-row groups (m 16, 25,
+     * 33, 37, 50, 100), its 16-pair K steps (k 48: one step and a tail of 8 pairs; 515: 16 steps
+     * and 2 pairs; 1100: 34 steps and 6), the vector kernels' 12-row groups and odd k */
     static const int shapes[][3] = {{1, 1, 1}, {13, 33, 7}, {25, 91, 384}, {100, 64, 101},
                                     {37, 130, 515}, {12, 32, 600}, {5, 4, 256},
-                                    {100, 130, 300}};
+                                    {100, 130, 300}, {33, 65, 48}, {16, 32, 32}, {50, 33, 1100}};
     static const int flagsets[] = {0, TT_ACT_RELU, TT_ACT_GELU, TT_ACT_SILU, TT_GEMM_ACCUM,
                                    TT_GEMM_ACCUM | TT_ACT_GELU};
     tt_pool *pool = tt_pool_create(3);
@@ -147,6 +150,58 @@ static int test_gemm(tt_isa isa, char *msg, size_t len)
             }
         }
         free(a), free(w), free(bias), free(c0), free(c), free(cv), free(ws);
+    }
+    tt_pool_destroy(pool);
+    return rc;
+}
+
+/* A GEMM's tails read nothing outside their operands: an infinity in one row of A and in one
+ * weight row makes that row and that column of C non-finite and nothing else, though the row
+ * follows its neighbour in the bf16 copy of A and the weight row's panel follows panel 0 (a K tail
+ * that read past its row or its panel would pick them up: inf x 0 is NaN). The rest must match
+ * float64 as in test_gemm. */
+static int test_gemm_tails(tt_isa isa, char *msg, size_t len)
+{
+    enum { M = 40, N = 64, BAD_ROW = 20, BAD_COL = 40 };
+    static const int ks[] = {20, 52};
+    tt_pool *pool = tt_pool_create(2);
+    if (!pool) return snprintf(msg, len, "pool"), -1;
+    int rc = 0;
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0] && rc == 0; ki++) {
+        int k = ks[ki];
+        float *a = malloc(sizeof(float) * M * k), *w = malloc(sizeof(float) * N * k), *c = malloc(sizeof(float) * M * N);
+        void *ws = aligned_alloc(64, ((size_t)M * (k + 2) * 2 + 63) & ~(size_t)63);
+        fill(a, (long)M * k, 71 + ki, 1.0f);
+        fill(w, (long)N * k, 72 + ki, 0.5f);
+        for (int j = 0; j < k; j++) a[BAD_ROW * k + j] = INFINITY, w[BAD_COL * k + j] = INFINITY;
+        for (int dt = 0; dt < 2 && rc == 0; dt++) {
+            tt_mat mat;
+            if (tt_mat_pack(&mat, (tt_dtype)dt, isa, w, k, 0, N, k, NULL) != 0) {
+                snprintf(msg, len, "pack: out of memory");
+                rc = -1;
+                break;
+            }
+            tt_gemm(pool, NULL, &mat, a, k, c, N, M, 0, ws);
+            for (int i = 0; i < M && rc == 0; i++)
+                for (int j = 0; j < N && rc == 0; j++) {
+                    if (i == BAD_ROW || j == BAD_COL) continue;
+                    double want = 0, scale = 0;
+                    for (int kk = 0; kk < k; kk++) {
+                        float av = a[i * k + kk], wv = w[(long)j * k + kk];
+                        if (dt == TT_BF16) av = tt_bf16_to_f32(tt_f32_to_bf16(av)), wv = tt_bf16_to_f32(tt_f32_to_bf16(wv));
+                        want += (double)av * wv;
+                        scale += fabs((double)av * wv);
+                    }
+                    double got = c[i * N + j];
+                    if (!(fabs(got - want) <= 2e-6 * scale + 2e-6 * fabs(want))) {
+                        snprintf(msg, len, "%s %s k=%d C[%d][%d]=%g want %g (a tail read outside its operand?)",
+                                 dt ? "bf16" : "f32", tt_isa_name(isa), k, i, j, got, want);
+                        rc = -1;
+                    }
+                }
+            tt_mat_free(&mat);
+        }
+        free(a), free(w), free(c), free(ws);
     }
     tt_pool_destroy(pool);
     return rc;
@@ -595,7 +650,7 @@ typedef int (*test_fn)(tt_isa isa, char *, size_t);
 #define ON(isa) (1u << (isa))
 enum {
     NO_ISA = 0,
-    ALL_ISAS = ON(TT_ISA_SCALAR) | ON(TT_ISA_AVX2) | ON(TT_ISA_AVX512) | ON(TT_ISA_AVX512BF16),
+    ALL_ISAS = ON(TT_ISA_SCALAR) | ON(TT_ISA_AVX2) | ON(TT_ISA_AVX512) | ON(TT_ISA_AVX512BF16) | ON(TT_ISA_AMXBF16),
     SCALAR_AVX2_AVX512 = ON(TT_ISA_SCALAR) | ON(TT_ISA_AVX2) | ON(TT_ISA_AVX512),
     SCALAR_AVX512 = ON(TT_ISA_SCALAR) | ON(TT_ISA_AVX512),
 };
@@ -606,6 +661,7 @@ static const struct {
     unsigned isas;
 } tests[] = {
     {"gemm", test_gemm, ALL_ISAS},
+    {"gemm_tails", test_gemm_tails, ALL_ISAS},
     {"pack", test_pack, ON(TT_ISA_AVX512)},
     {"pack_bf16", test_pack_bf16, NO_ISA},
     {"bf16_convert", test_bf16_convert, SCALAR_AVX512},
@@ -629,7 +685,7 @@ static int case_at(int i, int *test, tt_isa *isa, int *has_isa)
             if (i-- == 0) return *test = t, *isa = TT_ISA_SCALAR, *has_isa = 0, 0;
             continue;
         }
-        for (int a = TT_ISA_SCALAR; a <= TT_ISA_AVX512BF16; a++)
+        for (int a = TT_ISA_SCALAR; a <= TT_ISA_LAST; a++)
             if ((tests[t].isas & ON(a)) && i-- == 0) return *test = t, *isa = (tt_isa)a, *has_isa = 1, 0;
     }
     return -1;

@@ -39,6 +39,7 @@ typedef struct {
 #define DL "transformer.decoder.layers.%d."
 enum { NBL = 11, NDL = 3 }; /* backbone layers used (layer 11 is skipped), decoder layers */
 
+/* Deliberate twin: one row per checkpoint tensor: a table, not code. */
 static const wdesc wtable[W_KINDS] = {
     [W_CLS] = {BB "embeddings.cls_token", 1, 3, {1, 1, 384}, 0},
     [W_POS] = {BB "embeddings.position_embeddings", 1, 3, {1, 1370, 384}, 0},

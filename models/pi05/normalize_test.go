@@ -114,7 +114,7 @@ func TestResolveWeightsDir(t *testing.T) {
 	if _, err := c.ResolveWeightsDir(getenv); err == nil || !strings.Contains(err.Error(), "PI05_WEIGHTS_DIR") {
 		t.Errorf("bad PI05_WEIGHTS_DIR: %v", err)
 	}
-	// Issue 21: `tt-model serve` passes the pinned snapshot folder as HF_MODEL; the served id stays
+	// `tt-model serve` passes the pinned snapshot folder as HF_MODEL; the served id stays
 	// the repo.
 	env["HF_MODEL"] = snap
 	c, _ = ServerConfigFromEnv(getenv)

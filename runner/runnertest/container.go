@@ -3,7 +3,6 @@ package runnertest
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -64,15 +63,4 @@ func ServerEnv(t testing.TB, url string, output func() string) map[string]string
 			t.Fatalf("GET %s/env: %v\n%s", url, err, output())
 		}
 	}
-}
-
-// FreePort is a loopback port free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

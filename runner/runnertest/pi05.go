@@ -38,16 +38,8 @@ type PI05Package struct {
 // caller's to remove.
 func PackagePI05(t testing.TB, root, bin, name string) *PI05Package {
 	t.Helper()
-	yaml, err := os.ReadFile(filepath.Join(root, "models", "pi05", "tt-model.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"\nname: pi05\n", "\n  revision: " + PI05Pin + "\n"} {
-		if !bytes.Contains(yaml, []byte(want)) {
-			t.Fatalf("models/pi05/tt-model.yaml no longer has %q; update runnertest.PackagePI05", strings.TrimSpace(want))
-		}
-	}
-	yaml = bytes.Replace(yaml, []byte("\nname: pi05\n"), []byte("\nname: "+name+"\n"), 1)
+	pin := "\n  revision: " + PI05Pin + "\n" // the revision the checkpoint below is stored as
+	yaml := EditedManifest(t, root, "pi05", [2]string{"\nname: pi05\n", "\nname: " + name + "\n"}, [2]string{pin, pin})
 
 	work, home := t.TempDir(), t.TempDir()
 	p := &PI05Package{Bin: bin, Name: name, HFHome: filepath.Join(home, "hf")}
@@ -72,6 +64,7 @@ func PackagePI05(t testing.TB, root, bin, name string) *PI05Package {
 	}
 	p.Run(t, root, "package", "--container", manifestPath, "--out", filepath.Join(work, "build"))
 	p.Dir = filepath.Join(work, "build", name)
+	var err error
 	if p.Wire, err = manifest.ReadWire(filepath.Join(p.Dir, manifest.WireFile)); err != nil {
 		t.Fatal(err)
 	}
@@ -194,4 +187,23 @@ func copyFile(t testing.TB, src, dst string) {
 	if err := os.WriteFile(dst, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// EditedManifest is root's models/<model>/tt-model.yaml with each edit's
+// first text replaced by its second, once; a manifest that no longer holds
+// the text fails the test, saying so.
+func EditedManifest(t testing.TB, root, model string, edits ...[2]string) []byte {
+	t.Helper()
+	path := filepath.Join(root, "models", model, "tt-model.yaml")
+	yaml, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ed := range edits {
+		if !bytes.Contains(yaml, []byte(ed[0])) {
+			t.Fatalf("%s no longer has %q; update this test", path, strings.TrimSpace(ed[0]))
+		}
+		yaml = bytes.Replace(yaml, []byte(ed[0]), []byte(ed[1]), 1)
+	}
+	return yaml
 }

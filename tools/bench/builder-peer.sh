@@ -45,14 +45,8 @@ git -C "$repo" archive HEAD | tar -x -C "$work/src"
 
 # ---- measuring -------------------------------------------------------------
 
-# daemon_ticks: CPU ticks so far of dockerd and containerd with their reaped children.
-daemon_ticks() {
-	local p t=0
-	for p in $(pidof dockerd containerd); do
-		t=$((t + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$p/stat")))
-	done
-	echo "$t"
-}
+# shellcheck source=engine-ticks.sh
+source "$repo/tools/bench/engine-ticks.sh" # daemon_ticks
 
 # The fuse-overlayfs sampler: "pid ticks" lines, every 0.1 s, for the whole run.
 # A helper may exit between pgrep and cat: the sampler must not stop on that.

@@ -52,13 +52,8 @@ cp -r "$repo/builder/testdata/kinds/echo" "$work/pkg"
 cd "$work/pkg"
 export SOURCE_DATE_EPOCH=1700000000
 
-daemon_ticks() {
-	local p t=0
-	for p in $(pidof dockerd containerd); do
-		t=$((t + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$p/stat")))
-	done
-	echo "$t"
-}
+# shellcheck source=engine-ticks.sh
+source "$repo/tools/bench/engine-ticks.sh" # daemon_ticks
 
 # timed NAME CMD...: runs CMD, appending "wall cpu" (seconds) to $work/NAME.
 timed() {

@@ -90,8 +90,11 @@ type report struct {
 	Steps          int                `json:"steps"`
 	PrefixLen      int                `json:"prefix_len"`
 	LoadAvg        string             `json:"loadavg_at_start"`
+	PeakISA        string             `json:"peak_isa"` // the instructions of the peak: amxbf16 (tdpbf16ps) or avx512bf16 (vdpbf16ps)
 	PeakBF16GFLOPS float64            `json:"peak_bf16_gflops"`
 	PeakPerCPU     float64            `json:"peak_bf16_gflops_per_cpu_s"`
+	VdpPeak        float64            `json:"vdpbf16ps_peak_gflops,omitempty"` // beside an AMX peak
+	VdpPerCPU      float64            `json:"vdpbf16ps_peak_gflops_per_cpu_s,omitempty"`
 	LoadS          float64            `json:"load_s"`
 	PackedBytes    int64              `json:"packed_bytes"`
 	PeakRSSBytes   int64              `json:"peak_rss_bytes"`
@@ -156,9 +159,18 @@ func run(ctx context.Context, o options) error {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		rep.LoadAvg = strings.TrimSpace(string(b))
 	}
-	rep.PeakBF16GFLOPS, rep.PeakPerCPU = peakBF16(o.threads)
-	progress("bf16 peak %.0f GFLOP/s on %d threads (%.0f per CPU-second), load average %s",
-		rep.PeakBF16GFLOPS, o.threads, rep.PeakPerCPU, rep.LoadAvg)
+	peakISA, err := native.PeakISA("bf16")
+	if err != nil {
+		return err
+	}
+	rep.PeakISA = string(peakISA)
+	rep.PeakBF16GFLOPS, rep.PeakPerCPU = peakBF16(native.ISABest, o.threads)
+	progress("bf16 peak (%s) %.0f GFLOP/s on %d threads (%.0f per CPU-second), load average %s",
+		peakISA, rep.PeakBF16GFLOPS, o.threads, rep.PeakPerCPU, rep.LoadAvg)
+	if peakISA == native.ISAAMXBF16 {
+		rep.VdpPeak, rep.VdpPerCPU = peakBF16(native.ISAAVX512BF16, o.threads)
+		progress("vdpbf16ps peak beside it %.0f GFLOP/s (%.0f per CPU-second)", rep.VdpPeak, rep.VdpPerCPU)
+	}
 
 	t0 := time.Now()
 	k, m, err := load(ctx, o)
@@ -306,8 +318,12 @@ func slicesMax(v []int) int {
 func printTable(w io.Writer, r *report) {
 	fmt.Fprintf(w, "\npi0.5 bench: %s; %d threads; %d cameras + %d prompt tokens (bucket %d, %d prefix rows), horizon %d, %d steps\n",
 		r.CPU, r.Threads, r.Cams, r.Tokens, r.Bucket, r.PrefixLen, r.Horizon, r.Steps)
-	fmt.Fprintf(w, "bf16 peak measured in this run: %.0f GFLOP/s on %d threads (vdpbf16ps in registers); load average at start %s\n",
-		r.PeakBF16GFLOPS, r.Threads, r.LoadAvg)
+	instr := "vdpbf16ps in registers"
+	if r.PeakISA == string(native.ISAAMXBF16) {
+		instr = fmt.Sprintf("AMX tdpbf16ps on register tiles; vdpbf16ps beside it: %.0f GFLOP/s", r.VdpPeak)
+	}
+	fmt.Fprintf(w, "bf16 peak measured in this run: %.0f GFLOP/s on %d threads (%s); load average at start %s\n",
+		r.PeakBF16GFLOPS, r.Threads, instr, r.LoadAvg)
 	fmt.Fprintf(w, "ours: kernels/pi05 bf16, %s, GEMM plan %s, %.2f GB packed, loaded in %.1f s\n", r.ISA, r.Plan, float64(r.PackedBytes)/1e9, r.LoadS)
 	if r.Peer != nil {
 		fmt.Fprintf(w, "peer: %s (converted in %.1f s)\n", r.Peer.Config, r.Peer.LoadS)
@@ -394,9 +410,10 @@ func timeIt(reps int, fn func() error) timing {
 	return timing{Median: ts[len(ts)/2], Best: ts[0], CPU: cpu}
 }
 
-// peakBF16 runs the vdpbf16ps microbenchmark on every thread at once and sums; perCPU is the same
-// work per second of CPU time of one thread (the single-thread peak, whatever the machine's load).
-func peakBF16(threads int) (total, perCPU float64) {
+// peakBF16 runs the bf16 peak microbenchmark of isa (ISABest: what the GEMM uses, tdpbf16ps on an
+// AMX machine) on every thread at once and sums; perCPU is the same work per second of CPU time of
+// one thread (the single-thread peak, whatever the machine's load).
+func peakBF16(isa native.ISA, threads int) (total, perCPU float64) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := 0; i < threads; i++ {
@@ -404,7 +421,7 @@ func peakBF16(threads int) (total, perCPU float64) {
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
-			g, _ := native.PeakGFLOPS("bf16", 200_000_000)
+			g, _ := native.PeakGFLOPS(isa, "bf16", 200_000_000)
 			mu.Lock()
 			total += g
 			mu.Unlock()
@@ -412,7 +429,7 @@ func peakBF16(threads int) (total, perCPU float64) {
 	}
 	wg.Wait()
 	t, c := time.Now(), cpuMS()
-	g, _ := native.PeakGFLOPS("bf16", 200_000_000)
+	g, _ := native.PeakGFLOPS(isa, "bf16", 200_000_000)
 	if cpu := cpuMS() - c; cpu > 0 {
 		perCPU = g * float64(time.Since(t).Milliseconds()) / cpu
 	}

@@ -266,6 +266,16 @@ def dims_from(tensors, cfg):
 
 # ---------------------------------------------------------------- the model
 
+def time_embedding(t, d):
+    """The flow time t as lerobot embeds it: sin and cos of t at e_width/2 periods spaced
+    geometrically from min_period to max_period, computed in float64, returned as float32."""
+    half = d["e_width"] // 2
+    frac = torch.linspace(0.0, 1.0, half, dtype=torch.float64)
+    period = d["min_period"] * (d["max_period"] / d["min_period"]) ** frac
+    a = (1.0 / period * 2 * math.pi) * torch.tensor(t, dtype=torch.float32).double()
+    return torch.cat([torch.sin(a), torch.cos(a)]).float()
+
+
 class Pi05:
     """pi0.5 inference for one request (batch 1), fp32 or bf16 (see the module doc)."""
 
@@ -366,12 +376,7 @@ class Pi05:
         return torch.stack(Ks), torch.stack(Vs), pad
 
     def time_cond(self, t):
-        d = self.d
-        half = d["e_width"] // 2
-        frac = torch.linspace(0.0, 1.0, half, dtype=torch.float64)
-        period = d["min_period"] * (d["max_period"] / d["min_period"]) ** frac
-        a = (1.0 / period * 2 * math.pi) * torch.tensor(t, dtype=torch.float32).double()
-        emb = torch.cat([torch.sin(a), torch.cos(a)]).float()
+        emb = time_embedding(t, self.d)
         c = F.silu(self.lin(emb, "time_mlp_in.", fp32=True))
         return F.silu(self.lin(c, "time_mlp_out.", fp32=True))
 

@@ -243,13 +243,7 @@ class Peer:
         return Ks, Vs
 
     def time_cond(self, t):
-        d = self.d
-        half = d["e_width"] // 2
-        frac = torch.linspace(0.0, 1.0, half, dtype=torch.float64)
-        period = d["min_period"] * (d["max_period"] / d["min_period"]) ** frac
-        a = (1.0 / period * 2 * math.pi) * torch.tensor(t, dtype=torch.float32).double()
-        emb = torch.cat([torch.sin(a), torch.cos(a)]).float()
-        c = F.silu(F.linear(emb, *self.t_in))
+        c = F.silu(F.linear(ref.time_embedding(t, self.d), *self.t_in))
         return F.silu(F.linear(c, *self.t_out))
 
     def ada(self, x, mod):

@@ -29,7 +29,8 @@ type result struct {
 	median, best   time.Duration
 	gflops         float64 // all GEMM + attention FLOPs / median
 	bbGEMM         float64 // backbone GEMM GFLOP/s (median forward)
-	peak           float64 // median FMA / vdpbf16ps peak of `threads` threads, measured after each forward
+	peak           float64 // median peak (native.PeakISA's instructions) of `threads` threads, measured after each forward
+	vdpPeak        float64 // bf16 on an AMX machine: the vdpbf16ps peak beside it (median), else 0
 	bestGEMM       float64 // best backbone GEMM GFLOP/s over the forwards
 	bestPeak       float64 // best peak over the measurements
 	backbone, proj float64
@@ -150,7 +151,10 @@ func run(threadsFlag string, repeat, rounds int, specPath, python string, torchT
 		fmt.Printf("peer: %s; best round of %d, each the median of %d forwards (rounds, fp32 / bf16 ms: %s)\n",
 			peer.Config, rounds, repeat, strings.Join(peerRounds, "; "))
 	}
-	fmt.Printf("ours: best round of %d, each the median of %d forwards (and its best); peak: the FMA (fp32) or vdpbf16ps (bf16) peak of the row's threads, measured after each forward of the round (median)\n\n", rounds, repeat)
+	fp32ISA, _ := native.PeakISA("fp32")
+	bf16ISA, _ := native.PeakISA("bf16")
+	fmt.Printf("ours: best round of %d, each the median of %d forwards (and its best); peak: the %s peak (fp32) or the %s peak (bf16) of the row's threads, measured after each forward of the round (median)\n\n",
+		rounds, repeat, peakName(fp32ISA), peakName(bf16ISA))
 	fmt.Println("| precision | threads | ours forward median (best) | ours GFLOP/s | % of peak | backbone GEMMs % of peak | peak GFLOP/s | backbone / projector / decoder ms | peer forward | peer GFLOP/s | % of peak | ours / peer |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range best {
@@ -168,6 +172,12 @@ func run(threadsFlag string, repeat, rounds int, specPath, python string, torchT
 			row += " | | | |"
 		}
 		fmt.Println(row)
+	}
+	for _, r := range best {
+		if r.vdpPeak > 0 {
+			fmt.Printf("\n%s, %d threads: vdpbf16ps peak beside the %s one: %.0f GFLOP/s (ours %.0f%% of it)", r.precision, r.threads,
+				peakName(bf16ISA), r.vdpPeak, 100*r.gflops/r.vdpPeak)
+		}
 	}
 	fmt.Println("\nmedians of the rounds, ms:")
 	for i, r := range best {
@@ -212,6 +222,7 @@ func measure(m *native.RFDETR, pixels []float32, repeat int) (result, error) {
 		t    native.RFDETRTiming
 		gemm float64 // backbone GEMM GFLOP/s
 		peak float64
+		vdp  float64 // the vdpbf16ps peak beside an AMX one
 	}
 	var s []sample
 	for i := 0; i < repeat; i++ {
@@ -221,13 +232,21 @@ func measure(m *native.RFDETR, pixels []float32, repeat int) (result, error) {
 		}
 		d := time.Since(t0)
 		t := m.LastTiming()
-		peak, err := native.PeakGFLOPSThreads(string(m.Precision()), m.Threads(), 20_000_000)
+		peak, err := native.PeakGFLOPSThreads(native.ISABest, string(m.Precision()), m.Threads(), 20_000_000)
 		if err != nil {
 			return result{}, err
 		}
-		s = append(s, sample{d, t, t.BackboneGEMMFlops / t.BackboneGEMM * 1e-9, peak})
+		vdp := 0.0
+		if isa, _ := native.PeakISA(string(m.Precision())); isa == native.ISAAMXBF16 {
+			if vdp, err = native.PeakGFLOPSThreads(native.ISAAVX512BF16, "bf16", m.Threads(), 20_000_000); err != nil {
+				return result{}, err
+			}
+		}
+		s = append(s, sample{d, t, t.BackboneGEMMFlops / t.BackboneGEMM * 1e-9, peak, vdp})
 	}
 	r := result{precision: m.Precision(), threads: m.Threads()}
+	sort.Slice(s, func(i, j int) bool { return s[i].vdp < s[j].vdp })
+	r.vdpPeak = s[len(s)/2].vdp
 	for _, x := range s {
 		r.bestGEMM = math.Max(r.bestGEMM, x.gemm)
 		r.bestPeak = math.Max(r.bestPeak, x.peak)
@@ -243,6 +262,19 @@ func measure(m *native.RFDETR, pixels []float32, repeat int) (result, error) {
 	r.flops = med.t.Flops
 	r.backbone, r.proj, r.decoder = med.t.Backbone, med.t.Projector, med.t.Decoder
 	return r, nil
+}
+
+// peakName says which instructions a peak of isa runs.
+func peakName(isa native.ISA) string {
+	switch isa {
+	case native.ISAAMXBF16:
+		return "AMX tdpbf16ps (amxbf16)"
+	case native.ISAAVX512BF16:
+		return "vdpbf16ps (avx512bf16)"
+	case native.ISAAVX512:
+		return "FMA (avx512)"
+	}
+	return "none (" + string(isa) + ")"
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

@@ -32,6 +32,10 @@ type Options struct {
 // Builder returns a pi05.Builder that maps the packed weights of the checkpoint from the cache, or
 // hands every tensor of the checkpoint, by name with its dtype, to a new native model from several
 // goroutines and keeps the packed result in the cache.
+//
+// Deliberate twin of Builder in models/rfdetr/rfdetrnative/native.go: each model's Builder sets its
+// own defaults around its own constructor; what they share (the packed-weights look-up) is
+// packcache.Open.
 func Builder(opts Options) pi05.Builder {
 	if opts.Precision == "" {
 		opts.Precision = native.BF16
@@ -94,24 +98,10 @@ func fromCache(ctx context.Context, opts Options, ck *pi05.Checkpoint, log *slog
 	if err != nil {
 		return packcache.Key{}, nil, err
 	}
-	source, err := packcache.SourceID(ck.Path)
-	if err != nil {
-		return packcache.Key{}, nil, err
-	}
-	key := packcache.Key{Model: "pi05", Source: source, Precision: string(opts.Precision), Layout: fmt.Sprintf("%016x", layout)}
-	mapped, why, err := packcache.Load(ctx, opts.CacheDir, key, log)
-	if err != nil || mapped == nil {
-		if err == nil {
-			log.Info("pi05 packing the checkpoint", "why", why)
-		}
-		return key, nil, err
-	}
-	m, err := native.NewPi05ModelPacked(ck.Dims, opts.Precision, opts.ISA, mapped.Data, layout, mapped.Close)
-	if err != nil {
-		_ = mapped.Close()
-		return key, nil, fmt.Errorf("packed weights %s: %w", mapped.Path, err)
-	}
-	return key, m, nil
+	w := packcache.Wanted{Model: "pi05", What: "pi05", Checkpoint: ck.Path, Precision: string(opts.Precision), Layout: layout}
+	return packcache.Open(ctx, opts.CacheDir, w, log, func(m *packcache.Mapped) (*native.Pi05Model, error) {
+		return native.NewPi05ModelPacked(ck.Dims, opts.Precision, opts.ISA, m.Data, layout, m.Close)
+	})
 }
 
 type kernels struct {

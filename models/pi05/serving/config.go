@@ -9,9 +9,10 @@ package serving
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -280,7 +281,7 @@ func FromEnv(env Env) (Config, error) {
 
 	// Variables of the chip programs: the seed's values are accepted and recorded.
 	c.ChipOnly = map[string]string{}
-	for _, name := range sortedKeys(chipOnly) {
+	for _, name := range slices.Sorted(maps.Keys(chipOnly)) {
 		v := r.get(name)
 		if v == "" {
 			continue
@@ -391,15 +392,6 @@ func (r *reader) guards(devices int) map[int]float64 {
 		}
 		out[d] = g
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

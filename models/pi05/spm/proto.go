@@ -250,6 +250,8 @@ func parsePiece(b []byte) (piece, error) {
 	return p, err
 }
 
+// Deliberate twin of parseNormalizerSpec: one decoder per protobuf message, with that message's
+// field numbers.
 func parseTrainerSpec(b []byte, t *trainerSpec) error {
 	return decodeFields(b, func(r *wireReader, field, wire int) (bool, error) {
 		var err error
@@ -279,6 +281,8 @@ func parseTrainerSpec(b []byte, t *trainerSpec) error {
 	})
 }
 
+// Deliberate twin of parseTrainerSpec: one decoder per protobuf message, with that message's field
+// numbers.
 func parseNormalizerSpec(b []byte, n *normalizerSpec) error {
 	return decodeFields(b, func(r *wireReader, field, wire int) (bool, error) {
 		var err error

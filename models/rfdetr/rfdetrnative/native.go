@@ -29,6 +29,10 @@ type Options struct {
 // Builder returns an rfdetr.Builder that maps the checkpoint's packed weights from the cache, or
 // packs the weights into a native program (tensors handed over by name, one at a time in the
 // program's order, straight from the checkpoint mapping) and keeps the result in the cache.
+//
+// Deliberate twin of Builder in models/pi05/pi05native/native.go: each model's Builder sets its own
+// defaults around its own constructor; what they share (the packed-weights look-up) is
+// packcache.Open.
 func Builder(opts Options) rfdetr.Builder {
 	if opts.Precision == "" {
 		opts.Precision = native.FP32
@@ -111,24 +115,10 @@ func fromCache(ctx context.Context, opts Options, path string, log *slog.Logger)
 	if err != nil {
 		return packcache.Key{}, nil, err
 	}
-	source, err := packcache.SourceID(path)
-	if err != nil {
-		return packcache.Key{}, nil, err
-	}
-	key := packcache.Key{Model: "rfdetr", Source: source, Precision: string(opts.Precision), Layout: fmt.Sprintf("%016x", layout)}
-	mapped, why, err := packcache.Load(ctx, opts.CacheDir, key, log)
-	if err != nil || mapped == nil {
-		if err == nil {
-			log.Info("rf-detr packing the checkpoint", "why", why)
-		}
-		return key, nil, err
-	}
-	prog, err := native.NewRFDETRPacked(opts.RFDETROptions, mapped.Data, layout, mapped.Close)
-	if err != nil {
-		_ = mapped.Close()
-		return key, nil, fmt.Errorf("packed weights %s: %w", mapped.Path, err)
-	}
-	return key, prog, nil
+	w := packcache.Wanted{Model: "rfdetr", What: "rf-detr", Checkpoint: path, Precision: string(opts.Precision), Layout: layout}
+	return packcache.Open(ctx, opts.CacheDir, w, log, func(m *packcache.Mapped) (*native.RFDETR, error) {
+		return native.NewRFDETRPacked(opts.RFDETROptions, m.Data, layout, m.Close)
+	})
 }
 
 // Network adapts a native program to rfdetr.Network.
@@ -143,6 +133,9 @@ func (n *Network) WaitStored() error { return n.stored.Wait() }
 
 // Program exposes the native program (stages, timing) to tests and benchmarks.
 func (n *Network) Program() *native.RFDETR { return n.prog }
+
+// NativeBytes is the program's memory outside the Go heap: packed weights and scratch.
+func (n *Network) NativeBytes() int64 { return n.prog.Bytes() }
 
 // Forward runs the whole network in one cgo call and copies the outputs.
 // The call cannot be interrupted: ctx is only checked before it starts.
