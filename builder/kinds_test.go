@@ -75,7 +75,7 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 	}
 	defer e.Close()
 	var out strings.Builder
-	code, err := e.run(context.Background(), res.Image, []string{"/usr/local/bin/serve-default.sh"}, &out)
+	code, err := e.run(context.Background(), res.Image, []string{"/usr/local/bin/serve-default.sh"}, nil, &out)
 	if err != nil || code != 1 || !strings.Contains(out.String(), "started without /dev/tenstorrent") || !strings.Contains(out.String(), "TT_MODEL_NO_CHIPS=1") {
 		t.Errorf("serve-default.sh without chips: exit %d, %v:\n%s", code, err, out.String())
 	}

@@ -163,6 +163,12 @@ func superviseExec(fs *pflag.FlagSet, sup superviseFlags, cfg supervisor.Config,
 		if supervise.Lookup(f.Name) == nil {
 			return // a service flag (--name, --user, --print, --watchdog)
 		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok { // --default-env: once per value
+			for _, v := range sv.GetSlice() {
+				out = append(out, "--"+f.Name, v)
+			}
+			return
+		}
 		v := f.Value.String()
 		if f.Name == "manifest" || f.Name == "hang-marker" {
 			abs, err := filepath.Abs(v)

@@ -144,14 +144,7 @@ func TestServiceInstallPrintArgv(t *testing.T) {
 // The supervisor takes the hang marker and PI05_RESET_ON_START (auto, 1, 0) from the server's
 // environment: a --manifest profile's, else its own; the flags win.
 func TestSuperviseReadsServerHangSettings(t *testing.T) {
-	m, err := manifest.Load("../models/pi05/tt-model.yaml", manifest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), manifest.WireFile)
-	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: version.Version}).WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
+	path := pi05Wire(t, nil)
 	config := func(args ...string) (supervisorConfig, error) {
 		var f superviseFlags
 		fs := pflag.NewFlagSet("supervise", pflag.ContinueOnError)

@@ -306,24 +306,6 @@ func TestRenderRefuses(t *testing.T) {
 	}
 }
 
-// TestRenderImageEnvNote: a pod of another profile than the one the image
-// was packaged with inherits that profile's variables from the image; the
-// render says which.
-func TestRenderImageEnvNote(t *testing.T) {
-	pkg := stagedPackage(t, "pi05", func(w *manifest.Wire) { w.Container.Built = map[string]any{"profile": "multi-robot"} })
-	m, err := Render(pkg, Options{Profile: "single-robot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	notes := strings.Join(m.Notes, "\n")
-	if !strings.Contains(notes, "packaged with profile multi-robot") || !strings.Contains(notes, "PI05_SLO_MS=100") || strings.Contains(notes, "PI05_LAYOUT") {
-		t.Errorf("notes: %s", notes)
-	}
-	if m, _ := Render(pkg, Options{Profile: "multi-robot"}); strings.Contains(strings.Join(m.Notes, ""), "packaged with") {
-		t.Errorf("the packaged profile drew the note: %q", m.Notes)
-	}
-}
-
 // TestRenderZeroReplicas: --replicas 0 is kept (scaled to zero), not taken
 // for "the default".
 func TestRenderZeroReplicas(t *testing.T) {

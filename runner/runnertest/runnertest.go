@@ -36,7 +36,8 @@ const BrokenMessage = "PI05_LAYOUT=xx: refused (a test server that cannot start)
 
 // BuildHealthServer compiles runner/testdata/healthserver as a static
 // binary: it answers /health with "ok" only when $HF_MODEL/config.json is
-// readable, prints HF_MODEL, and ignores SIGTERM when IGNORE_SIGTERM=1.
+// readable and /env with its environment, prints HF_MODEL, and ignores
+// SIGTERM when IGNORE_SIGTERM=1.
 func BuildHealthServer(t testing.TB) string {
 	t.Helper()
 	return BuildStatic(t, "healthserver", "tt-model-server")
