@@ -99,9 +99,12 @@ func TestProbeBudgets(t *testing.T) {
 				if budget != start {
 					t.Errorf("%s/%s: startup probe budget %d × %ds = %s, supervisor start timeout %s", model, prof, sp.FailureThreshold, sp.PeriodSeconds, budget, start)
 				}
+				// The kubelet's SIGKILL must come after the supervisor's longest stop.
+				sup := supervisor.Defaults(0)
+				sup.StopGrace = stop
 				grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-				if grace < stop {
-					t.Errorf("%s/%s: terminationGracePeriodSeconds %s < --stop-grace %s", model, prof, grace, stop)
+				if grace <= sup.StopBudget() {
+					t.Errorf("%s/%s: terminationGracePeriodSeconds %s <= the supervisor's longest stop %s (--stop-grace %s)", model, prof, grace, sup.StopBudget(), stop)
 				}
 			}
 		}
