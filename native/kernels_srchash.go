@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "a00f8816c9050ecf634caf038bb0e35742c19d9421a82ec7ec6ce05958cbdf44"
+const kernelSourcesSHA256 = "d1a6bf7f1b6fcb79aadb35664678ade6d897a2997151fa0bb71bf6087f185dca"

@@ -126,7 +126,7 @@ func (tp testPNG) encode() []byte {
 // streamRows decodes every row of a PNG through pngRows.
 func streamRows(t *testing.T, data []byte) ([]uint8, error) {
 	t.Helper()
-	pic, err := DecodePicture(data)
+	pic, err := DecodePicture(data, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,7 @@ func TestStreamedPNGBoundsMemory(t *testing.T) {
 	chunk(&buf, "IDAT", z.Bytes())
 	chunk(&buf, "IEND", nil)
 	data := buf.Bytes()
-	pic, err := DecodePicture(data)
+	pic, err := DecodePicture(data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
