@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/internal/ocilayout"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -88,7 +89,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 		}
 		d := idx.Manifests[0]
 		want := "tt-model/demo:" + strings.TrimPrefix(res.Digest, "sha256:")[:12]
-		if d.Digest != res.Digest || d.Annotations[refNameAnnotation] != want || d.MediaType != "application/vnd.oci.image.manifest.v1+json" {
+		if d.Digest != res.Digest || d.Annotations[ocilayout.RefName] != want || d.MediaType != "application/vnd.oci.image.manifest.v1+json" {
 			t.Errorf("index entry %+v, want digest %s named %s (OCI manifest)", d, res.Digest, want)
 		}
 		if res.Image != want {
@@ -231,7 +232,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 	})
 
 	t.Run("validate", func(t *testing.T) {
-		img, err := readLayoutImage(layoutDir, res.Image)
+		img, err := ocilayout.Image(layoutDir, res.Image)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -98,13 +98,14 @@ func ReadHeader(data []byte) (Header, error) {
 	return Header{}, errors.New("not a PNG or JPEG file")
 }
 
-// PNG colour types (PNG spec 11.2.2).
+// PNG colour types (PNG spec 11.2.2), as IHDR's colour type byte holds them; package rfdetr's
+// PNG decoder reads the same byte.
 const (
-	ctGray      = 0
-	ctTrueColor = 2
-	ctPaletted  = 3
-	ctGrayAlpha = 4
-	ctRGBA      = 6
+	PNGGray      = 0
+	PNGTrueColor = 2
+	PNGPaletted  = 3
+	PNGGrayAlpha = 4
+	PNGRGBA      = 6
 )
 
 // pngHeader reads IHDR and looks for tRNS before the first IDAT: image/png decodes gray and
@@ -134,25 +135,25 @@ func pngHeader(data []byte) (Header, error) {
 	var bpp int64
 	var kind string
 	switch ctype {
-	case ctGray:
+	case PNGGray:
 		kind, bpp = "gray", 1
-	case ctTrueColor:
+	case PNGTrueColor:
 		kind, bpp = "RGB", 4
-	case ctPaletted:
+	case PNGPaletted:
 		kind, bpp = "paletted", 1
-	case ctGrayAlpha:
+	case PNGGrayAlpha:
 		kind, bpp = "gray+alpha", 4
-	case ctRGBA:
+	case PNGRGBA:
 		kind, bpp = "RGBA", 4
 	default:
 		return Header{}, fmt.Errorf("png: unknown color type %d", ctype)
 	}
-	if transparent && ctype == ctGray {
+	if transparent && ctype == PNGGray {
 		bpp = 4 // NRGBA
 	}
 	if depth == 16 {
 		bpp = 8 // Gray16 is 2, every other 16-bit type 8
-		if ctype == ctGray && !transparent {
+		if ctype == PNGGray && !transparent {
 			bpp = 2
 		}
 	}

@@ -25,6 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/ttmodel/tt-model/hub/hubtest"
+	"github.com/ttmodel/tt-model/internal/imagetest"
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -91,14 +93,7 @@ func BinImage(t testing.TB, bin, name string, env []string) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Env = env
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
+	if img, err = imagetest.Linux(img, func(cf *v1.ConfigFile) { cf.Config.Env = env }); err != nil {
 		t.Fatal(err)
 	}
 	return img
@@ -110,7 +105,7 @@ func WriteLayout(t testing.TB, dir, server, tag string) {
 	t.Helper()
 	img := BinImage(t, server, "tt-model-server", []string{"PATH=/usr/local/bin"})
 	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{
-		Add: img, Descriptor: v1.Descriptor{Annotations: map[string]string{"org.opencontainers.image.ref.name": tag}},
+		Add: img, Descriptor: v1.Descriptor{Annotations: map[string]string{ocilayout.RefName: tag}},
 	})
 	if _, err := layout.Write(dir, idx); err != nil {
 		t.Fatal(err)
