@@ -2,6 +2,7 @@ package builder
 
 import (
 	"bytes"
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -83,7 +84,7 @@ func TestVerifyGetsThePackagedProfile(t *testing.T) {
 	if !strings.Contains(log.String(), "verify ok uid=1000 HF_HOME=/hf TT_MESH_SHAPE=1x2") {
 		t.Errorf("the verify step did not get the two-chip profile's env:\n%s", log.String())
 	}
-	img, err := readLayoutImage(filepath.Join(res.Dir, "image"), res.Image)
+	img, err := ocilayout.Image(filepath.Join(res.Dir, "image"), res.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
