@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/ttmodel/tt-model/internal/imagetest"
 )
 
 // testBaseImage is a small Docker-typed (not OCI) distro-like base: its own
@@ -63,16 +65,11 @@ func testBaseImage(t *testing.T) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Labels = map[string]string{"com.example.base": "yes"}
-	cf.Config.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	cf.History = append(cf.History, v1.History{CreatedBy: "ENV PATH=...", EmptyLayer: true})
-	img, err = mutate.ConfigFile(img, cf)
+	img, err = imagetest.Linux(img, func(cf *v1.ConfigFile) {
+		cf.Config.Labels = map[string]string{"com.example.base": "yes"}
+		cf.Config.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+		cf.History = append(cf.History, v1.History{CreatedBy: "ENV PATH=...", EmptyLayer: true})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

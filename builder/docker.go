@@ -41,14 +41,15 @@ func (d *dockerEngine) load(ctx context.Context, tag string, img v1.Image) error
 }
 
 // run starts argv in a fresh container of image (no network, the image's
-// user and env), copies its output to out, and returns its exit code. The
-// container is removed afterwards.
-func (d *dockerEngine) run(ctx context.Context, image string, argv []string, out io.Writer) (int, error) {
+// user, its env with env on top), copies its output to out, and returns its
+// exit code. The container is removed afterwards.
+func (d *dockerEngine) run(ctx context.Context, image string, argv, env []string, out io.Writer) (int, error) {
 	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image:      image,
 			Entrypoint: argv[:1],
 			Cmd:        argv[1:],
+			Env:        env,
 		},
 		HostConfig: &container.HostConfig{NetworkMode: network.NetworkNone},
 	})

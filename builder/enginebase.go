@@ -9,11 +9,10 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/engine"
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 )
 
 // engineImageID is the id of image ref in the engine, ok=false when the
@@ -68,21 +67,11 @@ func imageFromEngine(ctx context.Context, ref, scratch string) (img v1.Image, ok
 	// engine's copy is used.
 	// Kept with OCI media types, as the builder uses a base: converting a
 	// Docker-typed layout image at every build costs seconds.
-	tmp := cacheDir + ".partial"
-	os.RemoveAll(tmp)
 	oci, err := toOCI(img)
-	var p layout.Path
 	if err == nil {
-		p, err = layout.Write(tmp, empty.Index)
-	}
-	if err == nil {
-		err = p.AppendImage(oci)
-	}
-	if err == nil {
-		err = os.Rename(tmp, cacheDir)
+		err = ocilayout.WriteAtomic(cacheDir, oci)
 	}
 	if err != nil {
-		os.RemoveAll(tmp)
 		return img, true, "", nil
 	}
 	pruneCache(filepath.Dir(cacheDir))

@@ -50,8 +50,17 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The image's Env holds only what every profile's server shares; the
+	// rest of the packaged profile's environment travels in the entrypoint
+	// as the supervisor's --default-env flags, which a runner serving
+	// another profile drops (sharedEnv says why).
+	launches, err := profileLaunches(m, j.profile.Name)
+	if err != nil {
+		return nil, err
+	}
+	shared := sharedEnv(launches)
 	env := map[string]string{"HF_HOME": ImageHFDir, "TT_METAL_CACHE": ImageCacheDir, "HOME": ImageHomeDir}
-	for k, v := range j.launch.Env {
+	for k, v := range shared {
 		env[k] = v
 	}
 	if extra := closure.extraLibraryPath(); len(extra) > 0 {
@@ -66,7 +75,7 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	}
 	spec := imageSpec{
 		Base: base, Server: server, Tool: tool, Closure: closure,
-		Entrypoint: []string{ImageToolPath, "supervise", "--"},
+		Entrypoint: append(append([]string{ImageToolPath, "supervise"}, defaultEnvFlags(j.launch, shared)...), "--"),
 		Cmd:        append([]string{ImageServerPath}, j.launch.Argv[1:]...),
 		Env:        env,
 		Port:       j.launch.Port,
@@ -84,7 +93,9 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	}
 	tag := imageTag(m.Name, digest)
 	p.stage("image %s (%s)", tag, digest)
-	where, err := verifyImage(ctx, j.opts.Verify, bi, tag, m.Verify, j.scratch, p)
+	// Verify as a plain `docker run` of the image serves: with the packaged
+	// profile's whole environment.
+	where, err := verifyImage(ctx, j.opts.Verify, bi, tag, m.Verify, launchEnv(j.launch), j.scratch, p)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/fslink"
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -111,7 +112,7 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 		return nil, fmt.Errorf("--revision %s is a commit: push to a branch", branch)
 	}
 	// The layout must hold the image the manifest records.
-	img, err := readLayoutImage(filepath.Join(dir, "image"), w.Container.Image.Tag)
+	img, err := ocilayout.Image(filepath.Join(dir, "image"), w.Container.Image.Tag)
 	if err != nil {
 		return nil, err
 	}

@@ -200,15 +200,24 @@ func TestPushHubBadInputs(t *testing.T) {
 	}
 }
 
-// A tampered blob is refused before any registry request.
-func TestPushRefusesTamperedBlobBeforeSending(t *testing.T) {
-	f := newHubPushFixture(t, nil)
+// failingRegistry starts a registry that fails every request and counts
+// them, for the checks that must refuse before sending anything. It returns
+// the repository prefix to push to.
+func failingRegistry(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
 	var requests atomic.Int64
-	registry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		http.Error(w, "no", http.StatusInternalServerError)
 	}))
-	defer registry.Close()
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://") + "/ns", &requests
+}
+
+// A tampered blob is refused before any registry request.
+func TestPushRefusesTamperedBlobBeforeSending(t *testing.T) {
+	f := newHubPushFixture(t, nil)
+	registry, requests := failingRegistry(t)
 	blobs, _ := filepath.Glob(filepath.Join(f.dir, "image", "blobs", "sha256", "*"))
 	data, err := os.ReadFile(blobs[0])
 	if err != nil {
@@ -218,7 +227,7 @@ func TestPushRefusesTamperedBlobBeforeSending(t *testing.T) {
 	if err := os.WriteFile(blobs[0], data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Push(context.Background(), f.dir, PushOptions{Registry: strings.TrimPrefix(registry.URL, "http://") + "/ns", Insecure: true})
+	_, err = Push(context.Background(), f.dir, PushOptions{Registry: registry, Insecure: true})
 	if err == nil || !strings.Contains(err.Error(), filepath.Base(blobs[0])) || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("err = %v, want the tampered blob named", err)
 	}
@@ -230,14 +239,9 @@ func TestPushRefusesTamperedBlobBeforeSending(t *testing.T) {
 // A tag outside the OCI grammar is refused before any registry request.
 func TestPushRefusesBadTagBeforeSending(t *testing.T) {
 	f := newHubPushFixture(t, nil)
-	var requests atomic.Int64
-	registry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		http.Error(w, "no", http.StatusInternalServerError)
-	}))
-	defer registry.Close()
+	registry, requests := failingRegistry(t)
 	for _, tag := range []string{"-lead", ".x", strings.Repeat("a", 129), "a:b"} {
-		_, err := Push(context.Background(), f.dir, PushOptions{Registry: strings.TrimPrefix(registry.URL, "http://") + "/ns", Tags: []string{tag}, Insecure: true})
+		_, err := Push(context.Background(), f.dir, PushOptions{Registry: registry, Tags: []string{tag}, Insecure: true})
 		if err == nil || !strings.Contains(err.Error(), "OCI distribution grammar") {
 			t.Errorf("tag %q: err = %v, want it refused by the tag grammar", tag, err)
 		}

@@ -182,13 +182,6 @@ func imageConfig(base v1.Config, spec imageSpec) v1.Config {
 	cfg.User = fmt.Sprintf("%d:%d", ImageUID, ImageGID)
 	cfg.WorkingDir = ImageHomeDir
 	cfg.ExposedPorts = map[string]struct{}{strconv.Itoa(spec.Port) + "/tcp": {}}
-	labels := map[string]string{}
-	for k, v := range base.Labels {
-		labels[k] = v
-	}
-	for k, v := range spec.Labels {
-		labels[k] = v
-	}
-	cfg.Labels = labels
+	cfg.Labels = mergeLabels(base.Labels, spec.Labels)
 	return cfg
 }

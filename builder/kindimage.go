@@ -4,11 +4,13 @@ import (
 	"archive/tar"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -70,7 +72,7 @@ func kindImageConfig(base v1.Config, c kindConfig) v1.Config {
 	env := map[string]string{}
 	var order []string
 	for _, kv := range base.Env {
-		k, v, _ := cutEnv(kv)
+		k, v, _ := strings.Cut(kv, "=")
 		if _, seen := env[k]; !seen {
 			order = append(order, k)
 		}
@@ -86,27 +88,20 @@ func kindImageConfig(base v1.Config, c kindConfig) v1.Config {
 	for _, k := range order {
 		cfg.Env = append(cfg.Env, k+"="+env[k])
 	}
-	labels := map[string]string{}
-	for k, v := range base.Labels {
-		labels[k] = v
-	}
-	for k, v := range c.Labels {
-		labels[k] = v
-	}
-	cfg.Labels = labels
+	cfg.Labels = mergeLabels(base.Labels, c.Labels)
 	cfg.ExposedPorts = map[string]struct{}{strconv.Itoa(c.Port) + "/tcp": {}}
 	cfg.User, cfg.WorkingDir = c.User, c.WorkDir
 	cfg.Entrypoint, cfg.Cmd = c.Entrypoint, c.Cmd
 	return cfg
 }
 
-func cutEnv(kv string) (string, string, bool) {
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i], kv[i+1:], true
-		}
-	}
-	return kv, "", false
+// mergeLabels is the base's labels with over's set by key on top, as a
+// build's LABEL lines apply; a new map, so the base's config is untouched.
+func mergeLabels(base, over map[string]string) map[string]string {
+	labels := make(map[string]string, len(base)+len(over))
+	maps.Copy(labels, base)
+	maps.Copy(labels, over)
+	return labels
 }
 
 // addTree adds every directory, file and symlink under host dir to the

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/internal/pybase"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
@@ -31,7 +32,7 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 	}
 	// Deliberate twin of TestPackageOnLayoutAndArchiveBases in builder/package_test.go: each test
 	// reads back what its own build wrote.
-	img, err := readLayoutImage(filepath.Join(res.Dir, "image"), res.Image)
+	img, err := ocilayout.Image(filepath.Join(res.Dir, "image"), res.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 	}
 	defer e.Close()
 	var out strings.Builder
-	code, err := e.run(context.Background(), res.Image, []string{"/usr/local/bin/serve-default.sh"}, &out)
+	code, err := e.run(context.Background(), res.Image, []string{"/usr/local/bin/serve-default.sh"}, nil, &out)
 	if err != nil || code != 1 || !strings.Contains(out.String(), "started without /dev/tenstorrent") || !strings.Contains(out.String(), "TT_MODEL_NO_CHIPS=1") {
 		t.Errorf("serve-default.sh without chips: exit %d, %v:\n%s", code, err, out.String())
 	}
@@ -150,7 +151,7 @@ func TestKindEngineBuild(t *testing.T) {
 	if !strings.Contains(string(dockerfile), "RUN bash /usr/local/share/tt-model/install_engine.sh") {
 		t.Errorf("Dockerfile runs no install_engine.sh:\n%s", dockerfile)
 	}
-	img, err := readLayoutImage(filepath.Join(res.Dir, "image"), res.Image)
+	img, err := ocilayout.Image(filepath.Join(res.Dir, "image"), res.Image)
 	if err != nil {
 		t.Fatal(err)
 	}

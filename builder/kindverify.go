@@ -50,7 +50,7 @@ func stepError(script string, steps []scriptStep, marker, output string, code in
 func runKindVerify(ctx context.Context, r runner, c *kindContext, p *progress) error {
 	p.stage("verify: %d check(s) of verify.sh in %s", len(c.Verify), r.Where())
 	var buf bytes.Buffer
-	code, err := r.Run(ctx, []string{"/bin/bash", verifyImagePath}, io.MultiWriter(&buf, p.writer()))
+	code, err := r.Run(ctx, []string{"/bin/bash", verifyImagePath}, nil, io.MultiWriter(&buf, p.writer()))
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}

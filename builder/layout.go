@@ -12,10 +12,6 @@ import (
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 )
 
-// refNameAnnotation names an image inside an OCI layout (skopeo's
-// oci:DIR:NAME, umoci's --image DIR:NAME).
-const refNameAnnotation = "org.opencontainers.image.ref.name"
-
 // imageTag is the name of a package's image: tt-model/<name>:<digest[:12]>,
 // the tag upstream's retag_to_digest gives, so a tag always names content.
 func imageTag(name string, digest v1.Hash) string {
@@ -30,7 +26,7 @@ func writeLayout(dir string, img v1.Image, tag string) error {
 	if err != nil {
 		return fmt.Errorf("create OCI layout %s: %w", dir, err)
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{refNameAnnotation: tag}),
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{ocilayout.RefName: tag}),
 		layout.WithPlatform(imagePlatform)); err != nil {
 		return fmt.Errorf("write image to %s: %w", dir, err)
 	}
@@ -40,33 +36,4 @@ func writeLayout(dir string, img v1.Image, tag string) error {
 		return fmt.Errorf("check the written layout: %w", err)
 	}
 	return nil
-}
-
-// readLayoutImage opens the image of a staged package's layout: the entry
-// named tag when given, else the only image.
-func readLayoutImage(dir, tag string) (v1.Image, error) {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("read OCI layout %s: %w", dir, err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, fmt.Errorf("read index of %s: %w", dir, err)
-	}
-	var found []v1.Descriptor
-	for _, d := range im.Manifests {
-		if !d.MediaType.IsImage() {
-			continue
-		}
-		if tag == "" || d.Annotations[refNameAnnotation] == tag {
-			found = append(found, d)
-		}
-	}
-	if len(found) != 1 {
-		if tag != "" {
-			return nil, fmt.Errorf("%s: %d images named %s in index.json", dir, len(found), tag)
-		}
-		return nil, fmt.Errorf("%s: %d images in index.json, want 1", dir, len(found))
-	}
-	return idx.Image(found[0].Digest)
 }

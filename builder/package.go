@@ -39,7 +39,7 @@ const (
 type Options struct {
 	Manifest    *manifest.Manifest // loaded and validated by the caller
 	OutDir      string             // parent of <name>/; "build" when empty
-	Profile     string             // the profile whose env the image carries; "" = default
+	Profile     string             // the profile a plain `docker run` of the image serves; "" = default
 	ToolVersion string
 	// Executable is the running tt-model (os.Executable), where an installed
 	// tt-model-server is looked for beside it.

@@ -11,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -34,7 +35,7 @@ func TestPackageReproducible(t *testing.T) {
 			t.Errorf("code/%s not staged: %v", p, err)
 		}
 	}
-	img, err := readLayoutImage(filepath.Join(a.Dir, "image"), a.Image)
+	img, err := ocilayout.Image(filepath.Join(a.Dir, "image"), a.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
 			res := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "out"), VerifyRootfs))
 			// Deliberate twin of TestKindHTTPServerDaemonless in builder/kinds_test.go: each test
 			// reads back what its own build wrote.
-			img, err := readLayoutImage(filepath.Join(res.Dir, "image"), res.Image)
+			img, err := ocilayout.Image(filepath.Join(res.Dir, "image"), res.Image)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -81,7 +81,7 @@ func Push(ctx context.Context, dir string, opts PushOptions) (PushResult, error)
 	if err := ocilayout.VerifyBlobs(layoutDir, nil); err != nil {
 		return PushResult{}, fmt.Errorf("%s: %w; repackage", dir, err)
 	}
-	img, err := readLayoutImage(layoutDir, w.Container.Image.Tag)
+	img, err := ocilayout.Image(layoutDir, w.Container.Image.Tag)
 	if err != nil {
 		return PushResult{}, err
 	}

@@ -71,25 +71,15 @@ func renderKind(in kindInput, meta renderMeta) (*kindContext, error) {
 		CodeFirst: len(install) > 0 && k.installReadsCode(in)}
 	ctx.Verify = append(k.checks(in), manifestChecks(m)...)
 
-	def := m.DefaultProfileName()
-	var defLaunch manifest.Launch
-	profiles := m.Profiles()
-	sort.SliceStable(profiles, func(i, j int) bool { return profiles[i].Name == def && profiles[j].Name != def })
-	for _, p := range profiles {
-		rp, err := m.ResolveProfile(p.Name)
-		if err != nil {
-			return nil, err
-		}
-		l, err := manifest.LaunchFor(m.Kind, m.Runtime, m.Weights.Repo, rp)
-		if err != nil {
-			return nil, fmt.Errorf("profile %s: %w", rp.Name, err)
-		}
-		if rp.Name == def {
-			defLaunch = l
-		}
-		name := "serve-" + rp.Name + ".sh"
+	launches, err := profileLaunches(m, "")
+	if err != nil {
+		return nil, err
+	}
+	defLaunch := launches[0].Launch
+	for _, pl := range launches {
+		name := "serve-" + pl.Name + ".sh"
 		ctx.ServeScripts = append(ctx.ServeScripts, name)
-		ctx.Files[name] = []byte(serveScript(m, rp.Name, l, meta.ToolVersion))
+		ctx.Files[name] = []byte(serveScript(m, pl.Name, pl.Launch, meta.ToolVersion))
 	}
 
 	env := [][2]string{

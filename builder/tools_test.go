@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/internal/ocilayout"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -88,7 +89,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 		}
 		d := idx.Manifests[0]
 		want := "tt-model/demo:" + strings.TrimPrefix(res.Digest, "sha256:")[:12]
-		if d.Digest != res.Digest || d.Annotations[refNameAnnotation] != want || d.MediaType != "application/vnd.oci.image.manifest.v1+json" {
+		if d.Digest != res.Digest || d.Annotations[ocilayout.RefName] != want || d.MediaType != "application/vnd.oci.image.manifest.v1+json" {
 			t.Errorf("index entry %+v, want digest %s named %s (OCI manifest)", d, res.Digest, want)
 		}
 		if res.Image != want {
@@ -133,11 +134,19 @@ func TestPackageImageOnRealTools(t *testing.T) {
 		if label.Name != "demo" || label.Container == nil || label.Container.Built["code_sha256"] != res.CodeSHA256 {
 			t.Errorf("manifest label: name %q, built %v", label.Name, label.Container)
 		}
+		// The image's env holds what both profiles share; MESH_DEVICE and
+		// TT_MESH_SHAPE differ between them, so the default profile's go to
+		// the supervisor in the entrypoint (checked below).
 		env := strings.Join(insp.Env, "\n")
-		for _, kv := range []string{"HF_MODEL=Roboflow/rf-detr-base", "MESH_DEVICE=P150", "TT_MESH_SHAPE=1x1",
-			"HF_HOME=/hf", "TT_METAL_CACHE=/cache", "TT_WEIGHTS_REVISION=7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"} {
+		for _, kv := range []string{"HF_MODEL=Roboflow/rf-detr-base", "HF_HOME=/hf", "TT_METAL_CACHE=/cache",
+			"TT_WEIGHTS_REVISION=7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"} {
 			if !strings.Contains(env+"\n", kv+"\n") {
 				t.Errorf("env lacks %s:\n%s", kv, env)
+			}
+		}
+		for _, k := range []string{"MESH_DEVICE=", "TT_MESH_SHAPE="} {
+			if strings.Contains(env, k) {
+				t.Errorf("env carries %s, which differs between the profiles:\n%s", k, env)
 			}
 		}
 		var cfg struct {
@@ -159,7 +168,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := cfg.Config
-		if strings.Join(c.Entrypoint, " ") != "/usr/local/bin/tt-model supervise --" ||
+		if strings.Join(c.Entrypoint, " ") != "/usr/local/bin/tt-model supervise --default-env MESH_DEVICE=P150 --default-env TT_MESH_SHAPE=1x1 --" ||
 			strings.Join(c.Cmd, " ") != "/usr/local/bin/tt-model-server --host 0.0.0.0 --port 8000" ||
 			c.User != "1000:1000" || c.WorkingDir != "/home/tt" {
 			t.Errorf("config: entrypoint %q cmd %q user %q workdir %q", c.Entrypoint, c.Cmd, c.User, c.WorkingDir)
@@ -194,7 +203,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 		if err := json.Unmarshal(b, &spec); err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Join(spec.Process.Args, " "); got != "/usr/local/bin/tt-model supervise -- /usr/local/bin/tt-model-server --host 0.0.0.0 --port 8000" {
+		if got := strings.Join(spec.Process.Args, " "); got != "/usr/local/bin/tt-model supervise --default-env MESH_DEVICE=P150 --default-env TT_MESH_SHAPE=1x1 -- /usr/local/bin/tt-model-server --host 0.0.0.0 --port 8000" {
 			t.Errorf("umoci process args %q", got)
 		}
 		if spec.Process.User.UID != 1000 || spec.Process.User.GID != 1000 {
@@ -223,7 +232,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 	})
 
 	t.Run("validate", func(t *testing.T) {
-		img, err := readLayoutImage(layoutDir, res.Image)
+		img, err := ocilayout.Image(layoutDir, res.Image)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +254,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 
 	t.Run("docker run --version", func(t *testing.T) {
 		var buf bytes.Buffer
-		code, err := engine.run(context.Background(), res.Image, []string{"/usr/local/bin/tt-model-server", "--version"}, &buf)
+		code, err := engine.run(context.Background(), res.Image, []string{"/usr/local/bin/tt-model-server", "--version"}, nil, &buf)
 		if err != nil || code != 0 {
 			t.Fatalf("tt-model-server --version in a container: exit %d, %v\n%s", code, err, buf.String())
 		}

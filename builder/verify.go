@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -18,7 +19,8 @@ import (
 type runner interface {
 	// Where names the place, for messages ("the Docker engine").
 	Where() string
-	Run(ctx context.Context, argv []string, out io.Writer) (int, error)
+	// Run runs argv with env (KEY=VALUE) on top of the image's env.
+	Run(ctx context.Context, argv, env []string, out io.Writer) (int, error)
 	Close() error
 }
 
@@ -29,8 +31,8 @@ type dockerRunner struct {
 }
 
 func (r dockerRunner) Where() string { return "a container on the Docker engine" }
-func (r dockerRunner) Run(ctx context.Context, argv []string, out io.Writer) (int, error) {
-	return r.engine.run(ctx, r.tag, argv, out)
+func (r dockerRunner) Run(ctx context.Context, argv, env []string, out io.Writer) (int, error) {
+	return r.engine.run(ctx, r.tag, argv, env, out)
 }
 func (r dockerRunner) Close() error { return r.engine.Close() }
 
@@ -46,8 +48,9 @@ type chrootRunner struct {
 
 func (r chrootRunner) Where() string { return "the unpacked image file system (chroot)" }
 
-func (r chrootRunner) Run(ctx context.Context, argv []string, out io.Writer) (int, error) {
-	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: r.env, Dir: r.cwd, Stdout: out, Stderr: out}
+func (r chrootRunner) Run(ctx context.Context, argv, env []string, out io.Writer) (int, error) {
+	// The later of two entries of one key wins: env over the image's.
+	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: append(slices.Clip(r.env), env...), Dir: r.cwd, Stdout: out, Stderr: out}
 	attr := &syscall.SysProcAttr{Chroot: r.dir, Credential: &syscall.Credential{Uid: ImageUID, Gid: ImageGID}}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags = syscall.CLONE_NEWUSER
@@ -207,13 +210,13 @@ func splitWords(s string) ([]string, error) {
 	return words, nil
 }
 
-// runVerify runs every step and fails on the first non-zero exit, quoting
-// the tail of its output.
-func runVerify(ctx context.Context, r runner, steps []verifyStep, p *progress) error {
+// runVerify runs every step with env on top of the image's and fails on
+// the first non-zero exit, quoting the tail of its output.
+func runVerify(ctx context.Context, r runner, steps []verifyStep, env []string, p *progress) error {
 	for _, st := range steps {
 		p.stage("verify: %s in %s", st.What, r.Where())
 		var buf bytes.Buffer
-		code, err := r.Run(ctx, st.Argv, io.MultiWriter(&buf, p.writer()))
+		code, err := r.Run(ctx, st.Argv, env, io.MultiWriter(&buf, p.writer()))
 		if err != nil {
 			return fmt.Errorf("verify: %s: %w", st.What, err)
 		}
@@ -232,8 +235,9 @@ func tail(s string, n int) string {
 	return s
 }
 
-// verifyImage runs the verify steps where the mode says.
-func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, statements []string, scratch string, p *progress) (string, error) {
+// verifyImage runs the verify steps where the mode says, with env
+// (KEY=VALUE) on top of the image's.
+func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, statements, env []string, scratch string, p *progress) (string, error) {
 	img := bi.Image
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -254,7 +258,7 @@ func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, st
 		return "", err
 	}
 	defer r.Close()
-	if err := runVerify(ctx, r, steps, p); err != nil {
+	if err := runVerify(ctx, r, steps, env, p); err != nil {
 		return "", err
 	}
 	return r.Where(), nil

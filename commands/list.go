@@ -12,6 +12,7 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
+// Deliberate twin of newLoginCmd in commands/login.go: every constructor is one cobra.Command literal; its fields are this command's own.
 func newListCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

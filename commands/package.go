@@ -65,7 +65,7 @@ func newPackageCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&file, "container", "", "the tt-model.yaml to package")
 	cmd.Flags().StringVar(&out, "out", "build", "parent directory of the staged <name>/")
-	cmd.Flags().StringVar(&profile, "profile", "", "the serve profile whose env the image carries (default: the manifest's default)")
+	cmd.Flags().StringVar(&profile, "profile", "", "the serve profile a plain docker run of the image serves, its argv and env (default: the manifest's default)")
 	cmd.Flags().StringVar(&verify, "verify-in", builder.VerifyAuto, "where to verify: docker, rootfs, or empty for docker when reachable else rootfs")
 	cmd.Flags().StringVar(&base, "base", "", "base image, overriding runtime.base: a registry reference, an OCI layout directory, a docker-archive or an image in the Docker engine")
 	cmd.Flags().StringVar(&network, "build-network", "", "network of the engine build's RUN steps (default, none or host; default: the engine's)")

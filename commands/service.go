@@ -103,18 +103,14 @@ func newServiceInstallCmd() *cobra.Command {
 				}
 			}
 			unit := supervisor.Unit{
-				Name:          name,
-				Description:   "tt-model server " + what,
-				Exec:          execArgv,
-				Environment:   env,
-				User:          sf.user,
-				StartTimeout:  sup.startTimeout,
-				StopGrace:     sup.stopGrace,
-				ResetBudget:   cfg.ResetBudget(),
-				RestartWindow: sup.restartWindow,
-				MaxRestarts:   sup.maxRestarts,
-				Watchdog:      watchdog,
-				RestartSec:    5 * time.Second,
+				Name:        name,
+				Description: "tt-model server " + what,
+				Exec:        execArgv,
+				Environment: env,
+				User:        sf.user,
+				Supervisor:  cfg,
+				Watchdog:    watchdog,
+				RestartSec:  5 * time.Second,
 			}
 			if printOnly {
 				text, err := unit.Render()
@@ -166,6 +162,12 @@ func superviseExec(fs *pflag.FlagSet, sup superviseFlags, cfg supervisor.Config,
 	fs.Visit(func(f *pflag.Flag) {
 		if supervise.Lookup(f.Name) == nil {
 			return // a service flag (--name, --user, --print, --watchdog)
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok { // --default-env: once per value
+			for _, v := range sv.GetSlice() {
+				out = append(out, "--"+f.Name, v)
+			}
+			return
 		}
 		v := f.Value.String()
 		if f.Name == "manifest" || f.Name == "hang-marker" {
@@ -306,11 +308,9 @@ func (f *serviceFlags) open() (*supervisor.Service, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("locate the tt-model binary: %w", err)
 	}
-	d := supervisor.Defaults(8000)
 	svc, err := supervisor.NewService(supervisor.Unit{
 		Name: name, Description: name, Exec: []string{self, "supervise"}, User: f.user,
-		StartTimeout: d.StartTimeout, StopGrace: d.StopGrace, ResetBudget: d.ResetBudget(), RestartWindow: d.RestartWindow,
-		MaxRestarts: d.MaxRestarts, Watchdog: time.Minute, RestartSec: 5 * time.Second,
+		Supervisor: supervisor.Defaults(8000), Watchdog: time.Minute, RestartSec: 5 * time.Second,
 	})
 	if err != nil {
 		return nil, "", err

@@ -2,12 +2,16 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/systemdtest"
+	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/supervisor"
 )
 
 // installTestServer installs unit name for the supervisor's test server on
@@ -154,17 +158,18 @@ func testLiveBadSettings(t *testing.T, h *systemdtest.Host) {
 }
 
 // `systemctl stop` on a server that ignores SIGTERM: the supervisor
-// SIGKILLs it after --stop-grace, well inside TimeoutStopSec, writes the
-// hang marker and exits 137, which leaves the unit failed; `service status`
-// says deactivating meanwhile (kardianos' status called that "not
-// installed").
+// SIGKILLs it after --stop-grace, well inside TimeoutStopSec (which the
+// unit derives from the same settings), writes the hang marker and exits
+// 137, which leaves the unit failed; `service status` says deactivating
+// meanwhile (kardianos' status called that "not installed"). The journal
+// stores the supervisor's lines at their own priority: its warning is
+// found by `journalctl -p warning`, its info lines are not.
 func testLiveStopGrace(t *testing.T, h *systemdtest.Host) {
 	u := liveUnit{h: h, name: "tt-model-stop-grace"}
 	installTestServer(t, u, 8105, []string{"--stop-grace", "4s"}, "--ignore-term")
 	u.systemctl(t, 0, "start", u.name)
-	if st := u.show(t, "TimeoutStopUSec"); st["TimeoutStopUSec"] != "34s" {
-		t.Errorf("TimeoutStopUSec: %v", st)
-	}
+	timeoutStop := u.stopTimeout(t, 4*time.Second)
+	began := time.Now()
 	u.systemctl(t, 0, "stop", "--no-block", u.name)
 	// The grace gives `service status` 4 s to see the stop in progress.
 	u.waitShow(t, "the stop to begin", 10*time.Second, func(m map[string]string) bool {
@@ -176,6 +181,9 @@ func testLiveStopGrace(t *testing.T, h *systemdtest.Host) {
 	st := u.waitShow(t, "the stop", time.Minute, func(m map[string]string) bool {
 		return m["ActiveState"] != "deactivating" && m["ActiveState"] != "active"
 	}, "ActiveState", "Result", "ExecMainStatus")
+	if took := time.Since(began); took >= timeoutStop {
+		t.Errorf("the stop took %s, not inside TimeoutStopSec=%s", took, timeoutStop)
+	}
 	j := u.journal(t)
 	for _, want := range []string{"server ignored SIGTERM for the stop grace: SIGKILL", "hang marker written"} {
 		if !strings.Contains(j, want) {
@@ -194,6 +202,133 @@ func testLiveStopGrace(t *testing.T, h *systemdtest.Host) {
 	if r, _ := h.Run(context.Background(), "test", "-s", marker); r.Code != 0 {
 		t.Errorf("no hang marker at %s after the SIGKILL", marker)
 	}
+
+	u.wantPriority(t, `msg="server ignored SIGTERM for the stop grace: SIGKILL"`, "4")
+	u.wantPriority(t, `msg="state ready"`, "6")
+	warnings := u.run(t, "journalctl", "--no-pager", "-o", "cat", "-u", u.name, "-p", "warning").Stdout
+	if !strings.Contains(warnings, `msg="server ignored SIGTERM for the stop grace: SIGKILL"`) || strings.Contains(warnings, `msg="state ready"`) {
+		t.Errorf("journalctl -p warning: want the supervisor's warning and none of its info lines:\n%s", warnings)
+	}
+}
+
+// A server stuck in the driver (frozen: it stays in the kernel after
+// SIGKILL) makes `systemctl stop` take the supervisor's longest stop: the
+// grace, the marker and SIGKILL, then the kill timeout, after which it exits
+// 75. That is still inside TimeoutStopSec: systemd never has to kill the
+// supervisor, and the journal's error line says why it gave up. (systemd
+// then waits, as it must, for the unkillable server to leave the cgroup:
+// the test thaws it.)
+func testLiveStopStuck(t *testing.T, h *systemdtest.Host) {
+	testenv.Require(t, "freezer")
+	u := liveUnit{h: h, name: "tt-model-stop-stuck"}
+	record := "/run/" + u.name + ".record"
+	installTestServer(t, u, 8109, []string{"--stop-grace", "4s"}, "--ignore-term", "--record", record)
+	u.systemctl(t, 0, "start", u.name)
+	timeoutStop := u.stopTimeout(t, 4*time.Second)
+	start := strings.Fields(h.Must(t, "head", "-n1", record))
+	if len(start) < 2 || start[0] != "start" {
+		t.Fatalf("record %s: %q", record, start)
+	}
+	// From inside the container: the pid is the container's, and the
+	// freezer hierarchy is bound in read-write.
+	group := testenv.FreezerDir + "/" + u.name
+	thaw := func() {
+		h.Run(context.Background(), "sh", "-c", `echo THAWED > "$1/freezer.state"; while [ -s "$1/cgroup.procs" ]; do sleep 0.1; done; rmdir "$1"`, "sh", group)
+	}
+	h.Must(t, "sh", "-c", `mkdir "$1" && echo "$2" > "$1/cgroup.procs" && echo FROZEN > "$1/freezer.state"`, "sh", group, start[1])
+	t.Cleanup(thaw)
+
+	began := time.Now()
+	u.systemctl(t, 0, "stop", "--no-block", u.name)
+	st := u.waitShow(t, "the supervisor's exit", 2*time.Minute, func(m map[string]string) bool {
+		return m["ExecMainExitTimestampMonotonic"] != "0"
+	}, "ExecMainExitTimestampMonotonic", "ExecMainStatus", "SubState")
+	took := time.Since(began)
+	budget := 4*time.Second + supervisor.Defaults(0).KillTimeout
+	if took < budget || took >= timeoutStop {
+		t.Errorf("the supervisor exited %s after the stop began: want the grace and the kill timeout (%s), inside TimeoutStopSec=%s", took, budget, timeoutStop)
+	}
+	if st["ExecMainStatus"] != "75" {
+		t.Errorf("the supervisor exited %s, want 75: %v", st["ExecMainStatus"], st)
+	}
+	if j := u.journal(t); strings.Contains(j, "State 'stop-sigterm' timed out") {
+		t.Errorf("systemd killed the supervisor at TimeoutStopSec:\n%s", j)
+	}
+	marker := "/var/lib/tt-model-test/" + u.name + "/hang_marker"
+	if r, _ := h.Run(context.Background(), "test", "-s", marker); r.Code != 0 {
+		t.Errorf("no hang marker at %s for a server stuck after SIGKILL", marker)
+	}
+	failed := `msg="state failed" from=stopping detail="server pid ` + start[1] + ` survived SIGKILL for ` +
+		supervisor.Defaults(0).KillTimeout.String() + ` (stuck in the driver?)"`
+	u.wantPriority(t, failed, "3")
+	if errs := u.run(t, "journalctl", "--no-pager", "-o", "cat", "-u", u.name, "-p", "err").Stdout; !strings.Contains(errs, failed) {
+		t.Errorf("journalctl -p err lacks %s:\n%s", failed, errs)
+	}
+
+	thaw() // the server takes its SIGKILL; systemd's stop completes
+	end := u.waitShow(t, "the stop", time.Minute, func(m map[string]string) bool {
+		return m["ActiveState"] != "deactivating" && m["ActiveState"] != "active"
+	}, "ActiveState", "Result")
+	if end["ActiveState"] != "failed" || end["Result"] != "exit-code" {
+		t.Errorf("after the stop: %v", end)
+	}
+}
+
+// stopTimeout checks that the unit's TimeoutStopSec is the one derived
+// from --stop-grace and the supervisor's kill timeout, and returns it.
+func (u liveUnit) stopTimeout(t *testing.T, stopGrace time.Duration) time.Duration {
+	t.Helper()
+	shown := u.show(t, "TimeoutStopUSec")["TimeoutStopUSec"]
+	got, err := parseTimespan(shown)
+	if err != nil {
+		t.Fatalf("TimeoutStopUSec: %v", err)
+	}
+	if want := stopGrace + supervisor.Defaults(0).KillTimeout + supervisor.StopMargin; got != want {
+		t.Errorf("TimeoutStopUSec=%s (%s), want %s: the stop grace, the kill timeout and the margin", shown, got, want)
+	}
+	return got
+}
+
+// wantPriority checks that the unit's journal entries whose MESSAGE holds
+// text exist, carry PRIORITY prio and no "<N>" prefix (journald took it).
+func (u liveUnit) wantPriority(t *testing.T, text, prio string) {
+	t.Helper()
+	found := 0
+	for _, line := range strings.Split(u.run(t, "journalctl", "--no-pager", "-o", "json", "-u", u.name).Stdout, "\n") {
+		var e struct{ MESSAGE, PRIORITY any }
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		msg, _ := e.MESSAGE.(string)
+		if !strings.Contains(msg, text) {
+			continue
+		}
+		found++
+		if e.PRIORITY != prio || !strings.HasPrefix(msg, "time=") {
+			t.Errorf("journal entry %q: PRIORITY=%v, want %s and the line without its prefix", msg, e.PRIORITY, prio)
+		}
+	}
+	if found == 0 {
+		t.Errorf("no journal entry holds %s", text)
+	}
+}
+
+// parseTimespan reads a duration as systemctl show prints one ("1min 4s").
+func parseTimespan(s string) (time.Duration, error) {
+	units := map[string]time.Duration{"h": time.Hour, "min": time.Minute, "s": time.Second, "ms": time.Millisecond, "us": time.Microsecond}
+	var total time.Duration
+	for _, part := range strings.Fields(s) {
+		i := strings.IndexFunc(part, func(r rune) bool { return r < '0' || r > '9' })
+		n, err := strconv.Atoi(part[:max(i, 0)])
+		if i <= 0 || err != nil || units[part[i:]] == 0 {
+			return 0, fmt.Errorf("timespan %q: cannot read %q", s, part)
+		}
+		total += time.Duration(n) * units[part[i:]]
+	}
+	if total == 0 {
+		return 0, fmt.Errorf("timespan %q: empty", s)
+	}
+	return total, nil
 }
 
 // A `--user` unit in TestUser's manager: install, start, status, journal,

@@ -57,6 +57,7 @@ func TestServiceUnderSystemd(t *testing.T) {
 			"watchdog":                  testLiveWatchdog,
 			"restart-outlasts-watchdog": testLiveRestartOutlastsWatchdog,
 			"stop-grace":                testLiveStopGrace,
+			"stop-stuck":                testLiveStopStuck,
 			"bad-settings":              testLiveBadSettings,
 			"user-unit":                 testLiveUserUnit,
 		} {

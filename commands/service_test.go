@@ -101,7 +101,7 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 		"ExecStart=" + self + " supervise --manifest " + wire + ` --profile fast --start-timeout 8m0s --hang-marker "/var/lib/pi05/hang marker"` + "\n",
 		// Absolute PATH entries only; the cache that HF_HOME names.
 		`Environment="PATH=/opt/tt bin:`, "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
-		"TimeoutStartSec=1380s\n", "Type=notify\n", "WantedBy=default.target\n",
+		"TimeoutStartSec=1500s\n", "Type=notify\n", "WantedBy=default.target\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("unit lacks %q:\n%s", want, out)
@@ -144,14 +144,7 @@ func TestServiceInstallPrintArgv(t *testing.T) {
 // The supervisor takes the hang marker and PI05_RESET_ON_START (auto, 1, 0) from the server's
 // environment: a --manifest profile's, else its own; the flags win.
 func TestSuperviseReadsServerHangSettings(t *testing.T) {
-	m, err := manifest.Load("../models/pi05/tt-model.yaml", manifest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), manifest.WireFile)
-	if err := m.ToWire(manifest.WireInfo{ImageTag: "test", ToolVersion: version.Version}).WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
+	path := pi05Wire(t, nil)
 	config := func(args ...string) (supervisorConfig, error) {
 		var f superviseFlags
 		fs := pflag.NewFlagSet("supervise", pflag.ContinueOnError)

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/ttmodel/tt-model/internal/chips"
+	"github.com/ttmodel/tt-model/internal/journallog"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -33,6 +36,7 @@ type superviseFlags struct {
 	restartWindow     time.Duration
 	statusAddr        string
 	stateFile         string
+	defaultEnv        []string
 }
 
 func (f *superviseFlags) bind(fs *pflag.FlagSet) {
@@ -43,7 +47,7 @@ func (f *superviseFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.readyLine, "ready-line", "", "ready when the server's output contains this text (instead of the URL)")
 	fs.DurationVar(&f.startTimeout, "start-timeout", d.StartTimeout, "a server not ready by then is stopped and handled as a hang")
 	fs.DurationVar(&f.stopGrace, "stop-grace", d.StopGrace, "SIGKILL a server this long after SIGTERM")
-	fs.StringVar(&f.hangMarker, "hang-marker", "", "hang marker file (default the server's PI05_HANG_MARKER — the --manifest profile's, else this environment's — or ~/.cache/pi05/hang_marker)")
+	fs.StringVar(&f.hangMarker, "hang-marker", "", "hang marker file (default the server's PI05_HANG_MARKER — the --manifest profile's, else this environment's, else --default-env's — or ~/.cache/pi05/hang_marker)")
 	fs.StringVar(&f.resetCmd, "reset-cmd", d.ResetCmd, "chip reset command; {chips} becomes the chip list (no shell)")
 	fs.DurationVar(&f.resetTimeout, "reset-timeout", d.ResetTimeout, "kill the reset command's process group after this long")
 	fs.StringVar(&f.chips, "chips", "", "chips the server uses, e.g. 0,1 or 0-3 (default every /dev/tenstorrent/N)")
@@ -52,6 +56,8 @@ func (f *superviseFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.restartWindow, "restart-window", d.RestartWindow, "window for --max-restarts")
 	fs.StringVar(&f.statusAddr, "status-addr", "", "serve the status JSON (GET /status, and / for machines) and the status page (/ in a browser) on this address, e.g. 127.0.0.1:9100 (default off)")
 	fs.StringVar(&f.stateFile, "state-file", "", "keep the status JSON (pids and start times, state, exit code at the end) in this file (default off)")
+	fs.StringArrayVar(&f.defaultEnv, "default-env", nil, "`KEY=VALUE` for the server unless this environment sets KEY (repeatable; a --manifest profile's env wins over both): "+
+		"how an image's entrypoint carries its packaged profile's variables, which docker run -e overrides as it would an image ENV")
 }
 
 // config builds the supervisor's Config from the flags and the server
@@ -75,10 +81,14 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 		return supervisor.Config{}, fmt.Errorf("--profile needs --manifest")
 	}
 
+	env, err := f.serverEnv(launch)
+	if err != nil {
+		return supervisor.Config{}, err
+	}
 	cfg := supervisor.Defaults(port)
 	cfg.Argv = argv
+	cfg.Env = env
 	if launch != nil {
-		cfg.Env = launch.Env
 		if launch.ReadyLine != "" {
 			cfg.ReadyLine = launch.ReadyLine
 		} else if launch.ReadyPath != "" {
@@ -92,11 +102,11 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 		cfg.ReadyLine = f.readyLine
 	}
 	cfg.StartTimeout, cfg.StopGrace = f.startTimeout, f.stopGrace
-	// The server's environment (a --manifest profile's, else this process's) says where the hang
-	// marker is and when to reset, as the seed's server reads them; the flags win.
+	// The server's environment (what the supervisor adds, else this process's) says where the
+	// hang marker is and when to reset, as the seed's server reads them; the flags win.
 	serverEnv := func(k string) string {
-		if launch != nil && launch.Env[k] != "" {
-			return launch.Env[k]
+		if env[k] != "" {
+			return env[k]
 		}
 		return os.Getenv(k)
 	}
@@ -126,6 +136,29 @@ func (f *superviseFlags) config(fs *pflag.FlagSet, argv []string) (supervisor.Co
 		cfg.Chips = ids
 	}
 	return cfg, cfg.Validate()
+}
+
+// serverEnv is what the supervisor adds to its own environment for the
+// server: each --default-env whose key this process's environment lacks,
+// then the --manifest profile's env over them.
+func (f *superviseFlags) serverEnv(launch *manifest.Launch) (map[string]string, error) {
+	env := map[string]string{}
+	for _, kv := range f.defaultEnv {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+			return nil, fmt.Errorf("--default-env %q: want KEY=VALUE", kv)
+		}
+		if _, set := os.LookupEnv(k); !set {
+			env[k] = v
+		}
+	}
+	if launch != nil {
+		maps.Copy(env, launch.Env)
+	}
+	if len(env) == 0 {
+		return nil, nil
+	}
+	return env, nil
 }
 
 // launchFromManifest resolves a package's profile into its server launch.
@@ -166,12 +199,21 @@ func newSuperviseCmd() *cobra.Command {
 			"with the server's code. Under systemd (Type=notify) it sends READY=1, STATUS=, watchdog pings; as a\n" +
 			"container's PID 1 it forwards signals and reaps orphans. SIGTERM/SIGINT stop the server, SIGHUP\n" +
 			"restarts it.",
+		Example: "  tt-model supervise --manifest build/rf-detr/tt_kernel_manifest.json --profile default\n" +
+			"  tt-model supervise --chips 0-3 --start-timeout 7m -- tt-model-server --port 8000\n" +
+			"  # an image's entrypoint: the packaged profile's variables, unless docker run -e sets them\n" +
+			"  tt-model supervise --default-env PI05_LAYOUT=dp -- /usr/local/bin/tt-model-server --port 8000",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := f.config(cmd.Flags(), args)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			// Under systemd, its lines carry their priority (journalctl -p).
+			h, logErr := journallog.Handler(cmd.ErrOrStderr(), nil)
+			log := slog.New(h)
+			if logErr != nil {
+				log.Warn("log lines go without journal priorities", "err", logErr)
+			}
 			s, err := supervisor.New(cfg, log, os.Stdout, os.Stderr)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"github.com/ttmodel/tt-model/supervisor"
 	"path"
 	"slices"
 	"strconv"
@@ -27,9 +28,6 @@ const (
 	// probeFailures is how many failed probes in a row mark a replica not
 	// ready, or a supervisor dead.
 	probeFailures = 3
-	// graceMargin is added to the stop grace for the supervisor's own exit
-	// after it has stopped (or killed) the server.
-	graceMargin = 15 * time.Second
 )
 
 // Paths inside the pod.
@@ -105,7 +103,7 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 	}
 	spec := corev1.PodSpec{
 		Containers:                    []corev1.Container{server},
-		TerminationGracePeriodSeconds: ptr(seconds(in.opts.StopGrace + graceMargin)),
+		TerminationGracePeriodSeconds: ptr(seconds(terminationGrace(in.opts.StopGrace))),
 		SecurityContext:               podSecurity(),
 		// The server needs no Kubernetes API and no service variables.
 		AutomountServiceAccountToken: ptr(false),
@@ -378,3 +376,14 @@ func cacheClaim(o Options, labels map[string]string) corev1.PersistentVolumeClai
 func intOrName(name string) intstr.IntOrString { return intstr.FromString(name) }
 
 func ptr[T any](v T) *T { return &v }
+
+// terminationGrace is how long the kubelet waits between its SIGTERM and its
+// SIGKILL of the supervisor: the supervisor's longest stop with this stop
+// grace (supervisor.Config.StopBudget: the grace, the SIGKILL, the wait for
+// the reap) plus the margin a systemd unit gives it (supervisor.StopMargin),
+// so the kubelet only ever kills a supervisor that is itself stuck.
+func terminationGrace(stopGrace time.Duration) time.Duration {
+	c := supervisor.Defaults(0)
+	c.StopGrace = stopGrace
+	return c.StopBudget() + supervisor.StopMargin
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -84,9 +83,6 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 	}
 	m := &Manifests{Name: name, Namespace: opts.Namespace, Profile: prof, Image: image}
 	if note != "" {
-		m.Notes = append(m.Notes, note)
-	}
-	if note := imageEnvNote(pkg, prof, launch); note != "" {
 		m.Notes = append(m.Notes, note)
 	}
 	if chips > 0 && opts.ResetCmd == "" && w.Container.Runtime["base"] == "scratch" {
@@ -240,32 +236,6 @@ func imageRef(pkg *runner.Package, registry string) (ref, note string, err error
 		repository = pkg.Wire.Name
 	}
 	return registry + "/" + repository + "@" + img.Digest, "", nil
-}
-
-// imageEnvNote says which variables of the profile the image was packaged
-// with stay set in a pod of another profile: the image's environment holds
-// them and a pod can override a variable, not unset it.
-func imageEnvNote(pkg *runner.Package, prof manifest.Profile, launch manifest.Launch) string {
-	packaged, _ := pkg.Wire.Container.Built["profile"].(string)
-	if packaged == "" || packaged == prof.Name {
-		return ""
-	}
-	_, baked, err := pkg.Launch(packaged)
-	if err != nil {
-		return ""
-	}
-	var extra []string
-	for k, v := range baked.Env {
-		if _, ok := launch.Env[k]; !ok {
-			extra = append(extra, k+"="+v)
-		}
-	}
-	if len(extra) == 0 {
-		return ""
-	}
-	slices.Sort(extra)
-	return fmt.Sprintf("the image was packaged with profile %s: its environment keeps %s in this profile's pods too (package with --profile %s to leave them out)",
-		packaged, strings.Join(extra, ", "), prof.Name)
 }
 
 // localRepository is the repository part of the image's local tag

@@ -99,9 +99,12 @@ func TestProbeBudgets(t *testing.T) {
 				if budget != start {
 					t.Errorf("%s/%s: startup probe budget %d × %ds = %s, supervisor start timeout %s", model, prof, sp.FailureThreshold, sp.PeriodSeconds, budget, start)
 				}
+				// The kubelet's SIGKILL must come after the supervisor's longest stop.
+				sup := supervisor.Defaults(0)
+				sup.StopGrace = stop
 				grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-				if grace < stop {
-					t.Errorf("%s/%s: terminationGracePeriodSeconds %s < --stop-grace %s", model, prof, grace, stop)
+				if grace <= sup.StopBudget() {
+					t.Errorf("%s/%s: terminationGracePeriodSeconds %s <= the supervisor's longest stop %s (--stop-grace %s)", model, prof, grace, sup.StopBudget(), stop)
 				}
 			}
 		}
@@ -303,24 +306,6 @@ func TestRenderRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
 		}
-	}
-}
-
-// TestRenderImageEnvNote: a pod of another profile than the one the image
-// was packaged with inherits that profile's variables from the image; the
-// render says which.
-func TestRenderImageEnvNote(t *testing.T) {
-	pkg := stagedPackage(t, "pi05", func(w *manifest.Wire) { w.Container.Built = map[string]any{"profile": "multi-robot"} })
-	m, err := Render(pkg, Options{Profile: "single-robot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	notes := strings.Join(m.Notes, "\n")
-	if !strings.Contains(notes, "packaged with profile multi-robot") || !strings.Contains(notes, "PI05_SLO_MS=100") || strings.Contains(notes, "PI05_LAYOUT") {
-		t.Errorf("notes: %s", notes)
-	}
-	if m, _ := Render(pkg, Options{Profile: "multi-robot"}); strings.Contains(strings.Join(m.Notes, ""), "packaged with") {
-		t.Errorf("the packaged profile drew the note: %q", m.Notes)
 	}
 }
 

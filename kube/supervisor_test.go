@@ -25,6 +25,7 @@ import (
 	"github.com/ttmodel/tt-model/internal/engine"
 	"github.com/ttmodel/tt-model/internal/kubetest"
 	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
 // testStatusReadsSupervisor reads a real supervisor's status through the
@@ -110,30 +111,11 @@ func runSupervisorContainer(t *testing.T, dc *client.Client) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dc.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) }) //nolint:errcheck // best effort
-	created, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: &container.Config{
+	_, ip := runnertest.RunContainer(t, dc, client.ContainerCreateOptions{Name: name, Config: &container.Config{
 		Image: tag,
 		Cmd:   []string{"/tt-model", "supervise", "--ready-line", "sleeper ready", "--status-addr", ":9100", "--", "/sleeper"},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		dc.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true}) //nolint:errcheck // best effort
-	})
-	if _, err := dc.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := dc.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range res.Container.NetworkSettings.Networks {
-		if n.IPAddress.IsValid() {
-			return n.IPAddress.String()
-		}
-	}
-	t.Fatalf("container %s has no IP address", name)
-	return ""
+	return ip
 }
 
 // rootfs is a tar of the named files of dir at / (mode 0755) and /tmp.

@@ -97,6 +97,7 @@ func TestCheckSources(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "code", "pkg"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Deliberate twin of the manifest in TestCheckSourcesLinks: each test's YAML is whole, so the line:col its errors want can be read off it.
 	yaml := `repo: a/b
 name: b
 kind: tt-go-server
@@ -167,6 +168,7 @@ func TestCheckSourcesLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Deliberate twin of the manifest in TestCheckSources: each test's YAML is whole, so the line:col its errors want can be read off it.
 	yaml := `repo: a/b
 name: b
 kind: tt-go-server

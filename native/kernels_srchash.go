@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "cca46f47efb01d8f1aaedb2bd961996f76b1e020fda4e91552d7dc7c34bcf28b"
+const kernelSourcesSHA256 = "05245d14660cfb29858fc56b77e11d5d77eb5bd72fd20821e2a25610ca87779d"

@@ -2,7 +2,9 @@ package native
 
 import (
 	"bytes"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,20 +95,18 @@ func TestRFDETRPackedWeightsAreOneBlock(t *testing.T) {
 			if !bytes.Equal(a.Packed(), b.Packed()) {
 				t.Fatal("two loads of one checkpoint pack different bytes")
 			}
+			want, err := a.Forward(pixels)
+			if err != nil {
+				t.Fatal(err)
+			}
 			mem, release := pageCopy(t, a.Packed())
+			rss := residentBytes(t)
 			mapped, err := NewRFDETRPacked(opts, mem, a.LayoutID(), release)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = mapped.Close() })
 			if err := mapped.Ready(); err != nil {
-				t.Fatal(err)
-			}
-			// Deliberate twin of rfParity in native/rfdetr_test.go, TestRFDETRHubRoundTrip in
-			// commands/hub_e2e_test.go: each step's error is checked where it happens; the steps
-			// differ.
-			want, err := a.Forward(pixels)
-			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := mapped.Forward(pixels)
@@ -116,6 +116,14 @@ func TestRFDETRPackedWeightsAreOneBlock(t *testing.T) {
 			if *got != *want {
 				t.Fatal("the forward over attached weights differs from the packing program's")
 			}
+			// Bytes counts the packed block and the scratch, which the program's first forward has
+			// all written: the process grew by the scratch (the block was already resident).
+			packed, scratch := int64(len(a.Packed())), mapped.Bytes()-int64(len(a.Packed()))
+			grown := residentBytes(t) - rss
+			t.Logf("Bytes %d: packed %d, scratch %d; resident memory grew by %d", mapped.Bytes(), packed, scratch, grown)
+			if a.Bytes() != mapped.Bytes() || scratch <= 0 || grown < scratch*8/10 || grown > scratch*11/10+4<<20 {
+				t.Errorf("Bytes %d (packing program %d) = packed %d + scratch %d; the process grew by %d", mapped.Bytes(), a.Bytes(), packed, scratch, grown)
+			}
 			if _, err := mapped.SetTensor("query_feat.weight", DTypeF32, []int{3900, 256}, make([]byte, 4*3900*256)); err == nil {
 				t.Error("SetTensor on attached weights accepted")
 			}
@@ -124,4 +132,24 @@ func TestRFDETRPackedWeightsAreOneBlock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// residentBytes is this process's resident memory (VmRSS).
+func residentBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }

@@ -405,6 +405,17 @@ func (m *RFDETR) Threads() int { return m.threads }
 // Precision is the GEMM precision the program was loaded with.
 func (m *RFDETR) Precision() Precision { return m.precision }
 
+// Bytes is the memory the program holds outside the Go heap: its packed weights (allocated, or the
+// mapping it was given) and its scratch buffers.
+func (m *RFDETR) Bytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p == nil {
+		return 0
+	}
+	return int64(C.rfdetr_bytes(m.p))
+}
+
 // Close frees the program's memory and stops its threads (and releases what its packed weights
 // came from). Idempotent.
 func (m *RFDETR) Close() error {

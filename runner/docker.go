@@ -264,10 +264,9 @@ func chipDevices(chips []int) []container.DeviceMapping {
 }
 
 // supervisedEntrypoint tells an image whose entrypoint is our supervisor
-// (`tt-model supervise [--ready-line L] --`) how this profile's readiness is
-// probed, and
-// passes it extra flags; any other entrypoint is kept as it is, and extra
-// flags for it are an error.
+// (`tt-model supervise [--ready-line L] [--default-env K=V]… --`) how this
+// profile's readiness is probed, and passes it extra flags; any other
+// entrypoint is kept as it is, and extra flags for it are an error.
 func supervisedEntrypoint(ep []string, l manifest.Launch, extra []string) ([]string, error) {
 	dash := slices.Index(ep, "--")
 	if dash < 0 || !slices.Contains(ep[:dash], "supervise") {
@@ -276,15 +275,19 @@ func supervisedEntrypoint(ep []string, l manifest.Launch, extra []string) ([]str
 		}
 		return ep, nil
 	}
-	// The image's own readiness flags (the kind's ready line, baked in by
-	// package) give way to this launch's, which knows the chosen port.
+	// The image's own launch of its default profile gives way to this one:
+	// its readiness flags (the kind's ready line) to this launch's, which
+	// knows the chosen port, and its --default-env variables (the default
+	// profile's, which the image's Env leaves out) to the container's env,
+	// which holds this profile's whole environment. A variable only the
+	// default profile sets thus never reaches another profile's server.
 	var out []string
 	for i := 0; i < dash; i++ {
-		if ep[i] == "--ready-line" || ep[i] == "--ready-url" {
+		if imageLaunchFlag(ep[i]) {
 			i++
 			continue
 		}
-		if strings.HasPrefix(ep[i], "--ready-line=") || strings.HasPrefix(ep[i], "--ready-url=") {
+		if name, _, ok := strings.Cut(ep[i], "="); ok && imageLaunchFlag(name) {
 			continue
 		}
 		out = append(out, ep[i])
@@ -296,6 +299,17 @@ func supervisedEntrypoint(ep []string, l manifest.Launch, extra []string) ([]str
 	}
 	out = append(out, extra...)
 	return append(out, ep[dash:]...), nil
+}
+
+// imageLaunchFlag says whether name is one of the supervisor flags with
+// which `tt-model package` writes the default profile's launch into an
+// image's entrypoint; each takes a value.
+func imageLaunchFlag(name string) bool {
+	switch name {
+	case "--ready-line", "--ready-url", "--default-env":
+		return true
+	}
+	return false
 }
 
 // containerUser makes what the container writes into the bind mounts belong

@@ -6,14 +6,10 @@ import (
 	"io"
 
 	cerrdefs "github.com/containerd/errdefs"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/ttmodel/tt-model/internal/engine"
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 )
-
-// refNameAnnotation names an image inside an OCI layout's index.json.
-const refNameAnnotation = "org.opencontainers.image.ref.name"
 
 // ensureImage makes the package's image present in the engine under its
 // tag, loading it from the package's image/ layout when the engine lacks it
@@ -32,7 +28,7 @@ func (d *Docker) ensureImage(ctx context.Context, pkg *Package, progress io.Writ
 		}
 		return ref.Tag, nil
 	}
-	img, err := layoutImage(dir, ref.Tag)
+	img, err := ocilayout.ImageOrOnly(dir, ref.Tag)
 	if err != nil {
 		return "", err
 	}
@@ -63,38 +59,4 @@ func (d *Docker) ensureImage(ctx context.Context, pkg *Package, progress io.Writ
 		return "", err
 	}
 	return tag, nil
-}
-
-// layoutImage opens the image named tag in an OCI layout, or its only image.
-func layoutImage(dir, tag string) (v1.Image, error) {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("read OCI layout %s: %w", dir, err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, fmt.Errorf("read %s/index.json: %w", dir, err)
-	}
-	var images, named []v1.Descriptor
-	for _, desc := range im.Manifests {
-		if !desc.MediaType.IsImage() {
-			continue
-		}
-		images = append(images, desc)
-		if tag != "" && desc.Annotations[refNameAnnotation] == tag {
-			named = append(named, desc)
-		}
-	}
-	pick := named
-	if len(pick) == 0 {
-		pick = images
-	}
-	if len(pick) != 1 {
-		return nil, fmt.Errorf("%s: want one image (named %q), index.json lists %d", dir, tag, len(pick))
-	}
-	img, err := idx.Image(pick[0].Digest)
-	if err != nil {
-		return nil, fmt.Errorf("open image %s in %s: %w", pick[0].Digest, dir, err)
-	}
-	return img, nil
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -74,25 +73,6 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// editedManifest is root's models/<model>/tt-model.yaml with each edit's
-// first text replaced by its second, once; a manifest that no longer holds
-// the text fails the test, saying so.
-func editedManifest(t *testing.T, root, model string, edits ...[2]string) []byte {
-	t.Helper()
-	path := filepath.Join(root, "models", model, "tt-model.yaml")
-	yaml, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ed := range edits {
-		if !bytes.Contains(yaml, []byte(ed[0])) {
-			t.Fatalf("%s no longer has %q; update this test", path, strings.TrimSpace(ed[0]))
-		}
-		yaml = bytes.Replace(yaml, []byte(ed[0]), []byte(ed[1]), 1)
-	}
-	return yaml
-}
-
 // packageRFDETR packages a copy of models/rf-detr/tt-model.yaml named
 // rf-detr-<tag>-<pid> (so the test never touches a real rf-detr server),
 // with runtime.base replaced by base when given and extra (YAML keys)
@@ -108,7 +88,7 @@ func packageRFDETR(t *testing.T, d *Docker, tag, base, extra string) *rfdetrE2E 
 		edits = append(edits, [2]string{"\n  base: scratch\n", "\n  base: " + base + "\n"})
 	}
 	root := repoRoot(t)
-	yaml := editedManifest(t, root, "rf-detr", edits...)
+	yaml := runnertest.EditedManifest(t, root, "rf-detr", edits...)
 	t.Cleanup(func() { removeE2EArtifacts(t, d, name) })
 
 	work := t.TempDir()

@@ -199,7 +199,7 @@ func VerifyPackageImage(pkg *Package) error {
 	if dir == "" {
 		return nil
 	}
-	img, err := layoutImage(dir, pkg.Wire.Container.Image.Tag)
+	img, err := ocilayout.ImageOrOnly(dir, pkg.Wire.Container.Image.Tag)
 	if err != nil {
 		return err
 	}

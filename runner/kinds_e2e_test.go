@@ -19,6 +19,7 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/pybase"
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
 // TestServePythonKinds packages the two test packages of the Python kinds
@@ -32,7 +33,7 @@ import (
 func TestServePythonKinds(t *testing.T) {
 	d := e2eDocker(t)
 	base := pybase.Get(t)
-	tool := buildStaticTTModel(t)
+	tool := runnertest.StaticTTModel(t, "..")
 	root := repoRoot(t)
 	inEngine := base.InEngine(t, d.c)
 	for _, tc := range []struct {
@@ -130,20 +131,6 @@ func TestServePythonKinds(t *testing.T) {
 			}
 		})
 	}
-}
-
-// buildStaticTTModel builds this tree's tt-model without cgo, as the images
-// of the Python kinds carry it.
-func buildStaticTTModel(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "tt-model")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/tt-model")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build tt-model: %v\n%s", err, b)
-	}
-	return out
 }
 
 // rename gives the package at file its own name, so the test never touches

@@ -12,15 +12,13 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// pi05Pin is the weights revision models/pi05/tt-model.yaml pins.
-const pi05Pin = "b211f3d44c36b6acfcf7ae94a64e8e96f75a64ba"
+	"github.com/ttmodel/tt-model/runner/runnertest"
+)
 
 // pi05GoldenTolerance is the largest |served - golden| accepted per action
 // value: the server runs bf16 GEMMs with fp32 accumulation and the golden is
@@ -51,10 +49,10 @@ type pi05Golden struct {
 // subtest with the server's own error, which `serve` prints.
 func TestPI05EndToEnd(t *testing.T) {
 	d := e2eDocker(t)
-	e := packagePI05(t, d)
+	e := packagePI05(t, d, "pi05-e2e", buildBinaries(t))
 	golden := readPI05Golden(t)
 	for _, kind := range []string{"docker", "host"} {
-		for _, profile := range e.profiles {
+		for _, profile := range e.Profiles {
 			t.Run(kind+"/"+profile, func(t *testing.T) {
 				url := e.serve(t, profile, kind == "host")
 				checkHealth(t, url)
@@ -66,79 +64,20 @@ func TestPI05EndToEnd(t *testing.T) {
 	}
 }
 
-// pi05E2E is a packaged copy of models/pi05 and the environment the CLI
-// runs in: its own HF cache (the tiny checkpoint at the pin) and its own
-// tt-model cache (run state, kernel cache), so no real server is touched.
+// pi05E2E is models/pi05 packaged through the CLI (runnertest.PackagePI05)
+// with the tt-model-server beside the tt-model that packaged it.
 type pi05E2E struct {
-	bin      string // tt-model, with tt-model-server beside it
-	name     string // the package name: pi05-e2e-<pid>
-	pkgDir   string // build/<name>
-	env      []string
-	profiles []string
+	*runnertest.PI05Package
 }
 
-func packagePI05(t *testing.T, d *Docker) *pi05E2E {
+// packagePI05 packages a copy of models/pi05 named <tag>-<pid> with bin
+// (tt-model, the server to pack beside it); its containers and images are
+// removed when the test ends.
+func packagePI05(t *testing.T, d *Docker, tag, bin string) *pi05E2E {
 	t.Helper()
-	e := &pi05E2E{bin: buildBinaries(t), name: fmt.Sprintf("pi05-e2e-%d", os.Getpid())}
-	pin := "\n  revision: " + pi05Pin + "\n" // the revision the checkpoint below is stored as
-	root := repoRoot(t)
-	yaml := editedManifest(t, root, "pi05", [2]string{"\nname: pi05\n", "\nname: " + e.name + "\n"}, [2]string{pin, pin})
-	t.Cleanup(func() { removeE2EArtifacts(t, d, e.name) })
-
-	work := t.TempDir()
-	home := t.TempDir()
-	e.env = append(os.Environ(), "HF_HOME="+filepath.Join(home, "hf"), "HF_HUB_CACHE=", "HF_HUB_OFFLINE=1",
-		"XDG_CACHE_HOME="+filepath.Join(home, "cache"), "HF_ENDPOINT=http://127.0.0.1:1")
-
-	// The tiny random checkpoint of the parity tests and its test tokenizer,
-	// stored as the pinned commit (the real weights cannot be downloaded here).
-	ckpt := filepath.Join(work, "checkpoint")
-	for src, dst := range map[string]string{
-		"kernels/pi05/testdata/tiny/model.safetensors": "model.safetensors",
-		"kernels/pi05/testdata/tiny/config.json":       "config.json",
-		"models/pi05/spm/testdata/bpe_tiny.model":      "tokenizer.model",
-	} {
-		copyFile(t, filepath.Join(root, src), filepath.Join(ckpt, dst))
-	}
-	e.run(t, root, "weights", "import", ckpt, "lerobot/pi05_base@"+pi05Pin)
-
-	manifestPath := filepath.Join(work, "tt-model.yaml")
-	if err := os.WriteFile(manifestPath, yaml, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.run(t, root, "package", "--container", manifestPath, "--out", filepath.Join(work, "build"))
-	e.pkgDir = filepath.Join(work, "build", e.name)
-	pkg, err := LoadPackage(e.pkgDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pkg.Wire.Container.Profiles() {
-		e.profiles = append(e.profiles, p.Name)
-	}
-	if len(e.profiles) < 3 {
-		t.Fatalf("the package has profiles %v; models/pi05/tt-model.yaml has three", e.profiles)
-	}
-	return e
-}
-
-// run runs tt-model in dir with the test's environment and fails the test
-// on a non-zero exit; it returns stdout.
-func (e *pi05E2E) run(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	out, errOut, err := e.exec(dir, args...)
-	if err != nil {
-		t.Fatalf("tt-model %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
-	}
-	return out
-}
-
-func (e *pi05E2E) exec(dir string, args ...string) (stdout, stderr string, err error) {
-	cmd := exec.Command(e.bin, args...)
-	cmd.Dir, cmd.Env = dir, e.env
-	var o, s bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &s
-	err = cmd.Run()
-	return o.String(), s.String(), err
+	name := fmt.Sprintf("%s-%d", tag, os.Getpid())
+	t.Cleanup(func() { removeE2EArtifacts(t, d, name) })
+	return &pi05E2E{runnertest.PackagePI05(t, repoRoot(t), bin, name)}
 }
 
 // serve runs `tt-model serve` of the package's profile (on the bare host
@@ -146,12 +85,12 @@ func (e *pi05E2E) exec(dir string, args ...string) (stdout, stderr string, err e
 // stopped when the test ends, whatever happened.
 func (e *pi05E2E) serve(t *testing.T, profile string, host bool) string {
 	t.Helper()
-	args := []string{"serve", e.pkgDir, "--profile", profile, "--timeout", "3m"}
+	args := []string{"serve", e.Dir, "--profile", profile, "--timeout", "3m"}
 	if host {
 		args = append(args, "--host")
 	}
-	t.Cleanup(func() { _, _, _ = e.exec("", "stop", e.name, "--profile", profile, "--grace", "10s") })
-	out, errOut, err := e.exec("", args...)
+	t.Cleanup(func() { _, _, _ = e.Exec("", "stop", e.Name, "--profile", profile, "--grace", "10s") })
+	out, errOut, err := e.Exec("", args...)
 	if err != nil {
 		t.Fatalf("tt-model %s: %v\n%s\n%s", strings.Join(args, " "), err, out, errOut)
 	}
@@ -167,7 +106,7 @@ func (e *pi05E2E) serve(t *testing.T, profile string, host bool) string {
 
 func (e *pi05E2E) stop(t *testing.T, profile string) {
 	t.Helper()
-	out := e.run(t, "", "stop", e.name, "--profile", profile, "--grace", "60s")
+	out := e.Run(t, "", "stop", e.Name, "--profile", profile, "--grace", "60s")
 	if !strings.Contains(out, "stopped (exit 0)") {
 		t.Errorf("stop: %s", out)
 	}
@@ -325,18 +264,4 @@ func decodeResponse(t *testing.T, url string, resp *http.Response, out any) int 
 		t.Fatalf("%s: %v: %.300s", url, err, b)
 	}
 	return resp.StatusCode
-}
-
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -181,6 +181,9 @@ func TestSupervisedEntrypoint(t *testing.T) {
 		{"the image's ready line gives way", []string{"/usr/local/bin/tt-model", "supervise", "--ready-line", "old", "--ready-url=http://x/", "--"},
 			manifest.Launch{ReadyLine: `"event": "ready"`}, nil,
 			[]string{"/usr/local/bin/tt-model", "supervise", "--ready-line", `"event": "ready"`, "--"}},
+		{"the image's default profile env gives way", []string{"/usr/local/bin/tt-model", "supervise", "--default-env", "PI05_LAYOUT=dp",
+			"--default-env=PI05_SLO_MS=100", "--chips", "0", "--"}, manifest.Launch{Port: 8000, ReadyPath: "/health"}, nil,
+			[]string{"/usr/local/bin/tt-model", "supervise", "--chips", "0", "--ready-url", "http://127.0.0.1:8000/health", "--"}},
 		{"another entrypoint", []string{"/entrypoint.sh", "--"}, manifest.Launch{ReadyPath: "/health"}, nil, []string{"/entrypoint.sh", "--"}},
 		{"none", nil, manifest.Launch{ReadyPath: "/health"}, nil, nil},
 	}

@@ -46,6 +46,7 @@ var (
 		"TT_WEIGHT_CACHE": "", // the packed-weights cache folder (or off)
 		"TT_GEMM_TUNE":    "", // how programs get their GEMM blocking plan
 		"TT_GEMM_PLAN":    "", // a GEMM blocking plan used as is
+		RequestMemoryEnv:  "", // the request memory budget
 	}
 )
 

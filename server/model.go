@@ -114,6 +114,12 @@ type Recorder interface {
 	Stage(name string, d time.Duration)
 }
 
+// NativeMemory is a model whose program holds memory outside the Go heap (packed weights, scratch
+// of the C kernels): NativeBytes says how much, once loaded.
+type NativeMemory interface {
+	NativeBytes() int64
+}
+
 // HealthReporter is a model whose devices can fail: /health reports
 // Health() ("ok", "degraded" or "hung"; hung answers 503) once loaded, with
 // HealthDetail's keys added.

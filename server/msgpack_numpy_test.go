@@ -278,7 +278,7 @@ func FuzzMsgpackNumpy(f *testing.F) {
 					t.Fatalf("shape %v with %d values", n.shape, len(n.vals))
 				}
 			}
-			if img, err := readFrame(m.vals[i], "x", false); err == nil && len(img.Pix) != 3*img.H*img.W {
+			if img, err := readFrame(m.vals[i], "x", false, nil); err == nil && len(img.Pix) != 3*img.H*img.W {
 				t.Fatalf("%dx%d frame with %d values", img.H, img.W, len(img.Pix))
 			}
 		}

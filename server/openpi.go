@@ -21,8 +21,8 @@ func (m *PI05) openpi(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	m.serveWebsocket(w, r, rec, wsProtocol{name: "openpi", closeReason: openpiCloseReason, handle: m.openpiFrame})
 }
 
-func (m *PI05) openpiFrame(ctx context.Context, robot string, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError) {
-	return m.actOnFrame(ctx, robot, frame, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
+func (m *PI05) openpiFrame(ctx context.Context, robot string, frame []byte, prevTotal time.Duration, mem *reservation, rec Recorder) ([]byte, *apiError) {
+	return m.actOnFrame(ctx, robot, frame, mem, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
 		return map[string]any{
 			"actions":       actionValues(inf.res.Actions, ar.numpyOut()),
 			"policy_timing": map[string]float64{"infer_ms": ms(inf.inferenceTime())},

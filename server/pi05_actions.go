@@ -29,6 +29,7 @@ type actionRequest struct {
 	msgpackOut     bool   // the reply is msgpack (numpy actions possible)
 	robot          string // robot_id of the body ("" = none: the header's, the connection's, or anonymous)
 	field          func(string) string
+	mem            *reservation // the request's share of the memory budget (body, frames)
 }
 
 // sglangField maps canonical field names to the SGLang request's keys.
@@ -105,15 +106,15 @@ func (b *rtcBody) decode() (*pi05.RTC, *apiError) {
 	return r, nil
 }
 
-// decodeActionJSON decodes a JSON action request.
-func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool) (*actionRequest, *apiError) {
+// decodeActionJSON decodes a JSON action request; its frames are reserved from mem.
+func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool, mem *reservation) (*actionRequest, *apiError) {
 	var b generationsBody
 	if aerr := decodeObject(body, &b); aerr != nil {
 		return nil, aerr
 	}
 	ar := &actionRequest{model: b.Model, horizon: b.Parameters.ActionHorizon, adim: b.Parameters.ActionDim,
 		outputFormat: b.Runtime.OutputFormat, responseFormat: b.Runtime.ResponseFormat, returnTiming: true,
-		prefixCache: true, msgpackOut: msgpackOut, field: sglangField}
+		prefixCache: true, msgpackOut: msgpackOut, field: sglangField, mem: mem}
 	var aerr *apiError
 	if ar.robot, aerr = robotIDValue(b.RobotID); aerr != nil {
 		return nil, aerr
@@ -153,17 +154,24 @@ func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool) (*actionRequest, *
 		}
 	}
 	p, _ := m.current()
-	if ar.req.Images, aerr = observationImages(p, b.Input.Observation.Images); aerr != nil {
+	if ar.req.Images, aerr = observationImages(p, b.Input.Observation.Images, mem); aerr != nil {
 		return nil, aerr
 	}
 	return ar, nil
 }
 
 // observationImages decodes input.observation.images of a JSON request: an object camera -> frame
-// (slots by camera name, pi05.Policy.ResolveCameras) or a list of frames in slot order.
-func observationImages(p *pi05.Policy, raw json.RawMessage) ([]pi05.RGB, *apiError) {
+// (slots by camera name, pi05.Policy.ResolveCameras) or a list of frames in slot order. No frame
+// is decoded unless the cameras fit the policy's slots.
+func observationImages(p *pi05.Policy, raw json.RawMessage, mem *reservation) ([]pi05.RGB, *apiError) {
 	bad := func(format string, args ...any) *apiError {
 		return &apiError{status: http.StatusBadRequest, detail: "input.observation.images" + fmt.Sprintf(format, args...)}
+	}
+	frameErr := func(at string, err error) *apiError {
+		if aerr := memoryAPIError(err); aerr != nil {
+			return aerr
+		}
+		return bad("%s: %v", at, err)
 	}
 	if len(raw) == 0 || isNull(raw) {
 		return nil, bad(": missing (an object camera -> HxWx3 uint8 array or base64 PNG/JPEG)")
@@ -173,11 +181,15 @@ func observationImages(p *pi05.Policy, raw json.RawMessage) ([]pi05.RGB, *apiErr
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return nil, bad(": want a list of frames: %v", err)
 		}
+		if aerr := checkFrameCount(p, len(list)); aerr != nil {
+			aerr.detail = "input.observation.images: " + aerr.detail
+			return nil, aerr
+		}
 		var out []pi05.RGB
 		for i, v := range list {
-			img, err := imageValue(v)
+			img, err := imageValue(v, mem)
 			if err != nil {
-				return nil, bad("[%d]: %v", i, err)
+				return nil, frameErr(fmt.Sprintf("[%d]", i), err)
 			}
 			out = append(out, img)
 		}
@@ -204,9 +216,9 @@ func observationImages(p *pi05.Policy, raw json.RawMessage) ([]pi05.RGB, *apiErr
 		if c.Slot < 0 {
 			continue
 		}
-		img, err := imageValue(byCam[c.Key])
+		img, err := imageValue(byCam[c.Key], mem)
 		if err != nil {
-			return nil, bad(".%s: %v", c.Key, err)
+			return nil, frameErr("."+c.Key, err)
 		}
 		out = append(out, img)
 	}
@@ -250,7 +262,7 @@ func (ar *actionRequest) numpyOut() bool { return ar.msgpackOut && ar.outputForm
 func (m *PI05) act(ctx context.Context, start time.Time, ar *actionRequest, rec Recorder) (*inference, *apiError) {
 	p, _ := m.current()
 	ar.req.PrefixCache = ar.prefixCache && p.Cache != nil
-	return m.infer(ctx, start, ar.robot, &ar.req, ar.field, rec)
+	return m.infer(ctx, start, ar.robot, &ar.req, ar.field, ar.mem, rec)
 }
 
 // actionValues is the action chunk as a list of rows or, for msgpack clients, a numpy array.

@@ -30,7 +30,7 @@ func BenchmarkPI05Protocols(b *testing.B) {
 	}
 	direct := func() error {
 		r := req
-		if _, aerr := m.infer(context.Background(), time.Now(), "", &r, identityField, nopRecorder{}); aerr != nil {
+		if _, aerr := m.infer(context.Background(), time.Now(), "", &r, identityField, nil, nopRecorder{}); aerr != nil {
 			return fmt.Errorf("%s", aerr.detail)
 		}
 		return nil
@@ -160,7 +160,7 @@ func BenchmarkPI05DecodeActions(b *testing.B) {
 	b.Run("json", func(b *testing.B) {
 		b.SetBytes(int64(len(jsonBody)))
 		for range b.N {
-			if _, aerr := m.decodeActionJSON(quoteNonFinite(jsonBody), false); aerr != nil {
+			if _, aerr := m.decodeActionJSON(quoteNonFinite(jsonBody), false, nil); aerr != nil {
 				b.Fatal(aerr.detail)
 			}
 		}
@@ -168,7 +168,7 @@ func BenchmarkPI05DecodeActions(b *testing.B) {
 	b.Run("msgpack", func(b *testing.B) {
 		b.SetBytes(int64(len(mpBody)))
 		for range b.N {
-			if _, aerr := m.decodeActionMsgpack(mpBody, true); aerr != nil {
+			if _, aerr := m.decodeActionMsgpack(mpBody, true, nil); aerr != nil {
 				b.Fatal(aerr.detail)
 			}
 		}

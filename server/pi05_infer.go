@@ -56,8 +56,9 @@ type inference struct {
 // infer validates and pre-processes req, then has the scheduler run it for robot ("" = an
 // anonymous robot of one request). start is when the request arrived (its preprocess time runs from
 // there); fieldName maps the canonical field names of pi05.RequestError to the API's own keys. At
-// most PI05_HTTP_THREADS requests are prepared or run at once.
-func (m *PI05) infer(ctx context.Context, start time.Time, robot string, req *pi05.Request, fieldName func(string) string, rec Recorder) (*inference, *apiError) {
+// most PI05_HTTP_THREADS requests are prepared or run at once. Once pre-processed, the request's
+// frames are dropped and their bytes given back to mem while it waits for a device.
+func (m *PI05) infer(ctx context.Context, start time.Time, robot string, req *pi05.Request, fieldName func(string) string, mem *reservation, rec Recorder) (*inference, *apiError) {
 	select {
 	case m.slots <- struct{}{}:
 		defer func() { <-m.slots }()
@@ -74,6 +75,12 @@ func (m *PI05) infer(ctx context.Context, start time.Time, robot string, req *pi
 		}
 		return nil, &apiError{status: http.StatusBadRequest, detail: err.Error()}
 	}
+	var frames int64
+	for _, img := range req.Images {
+		frames += int64(len(img.Pix))
+	}
+	req.Images = nil
+	mem.Release(frames)
 	pre := time.Since(start)
 	ans, err := eng.Submit(ctx, robot, prep)
 	if err != nil {
@@ -102,16 +109,21 @@ func (m *PI05) infer(ctx context.Context, start time.Time, robot string, req *pi
 }
 
 // readPI05Body reads a request body whole, bounded in size, time and rate (JSON or msgpack; the
-// route decodes it).
-func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+// route decodes it), and reserves it from the memory budget: the caller calls done on the
+// reservation once the request is answered.
+func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *reservation, *apiError) {
 	body, berr := readBody(w, r, PI05MaxBodyBytes, fmt.Sprintf("%d bytes (64 MiB)", PI05MaxBodyBytes))
 	if berr != nil {
 		if berr.clientGone {
-			return nil, &apiError{status: statusClientClosed}
+			return nil, nil, &apiError{status: statusClientClosed}
 		}
-		return nil, &apiError{status: berr.status, detail: berr.detail}
+		return nil, nil, &apiError{status: berr.status, detail: berr.detail}
 	}
-	return body, nil
+	mem, aerr := admit(r.Context(), len(body))
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	return body, mem, nil
 }
 
 // decodeObject decodes a JSON object body, rejecting trailing data.

@@ -135,17 +135,19 @@ func intList(raw json.RawMessage) ([]int, error) {
 }
 
 // imageValue decodes one camera frame: a base64 PNG/JPEG string, or an HxWx3 array of 0..255
-// integers (what numpy's uint8 .tolist() gives).
-func imageValue(raw json.RawMessage) (pi05.RGB, error) {
+// integers (what numpy's uint8 .tolist() gives). The frame's RGB bytes are reserved from mem (a
+// picture's decode too, while it runs).
+func imageValue(raw json.RawMessage, mem *reservation) (pi05.RGB, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return pi05.RGB{}, err
 		}
-		return pi05.DecodeBase64Image(s)
+		return pi05.DecodeBase64Image(s, mem)
 	}
-	return parseUint8Image(raw)
+	img, err := parseUint8Image(raw)
+	return img, reserveFrame(img, err, mem)
 }
 
 // parseUint8Image reads [[[r,g,b], ...], ...] without building a tree of interfaces (a 224x224

@@ -28,19 +28,24 @@ import (
 // maxStateValues bounds a state vector before it is stored (max_state_dim is at most 32).
 const maxStateValues = 1024
 
-// wireAPIError turns a decoding error into a 400 naming the key.
+// wireAPIError turns a decoding error into a 400 naming the key (a full memory budget into its
+// 503 or 413).
 func wireAPIError(err error) *apiError {
+	if aerr := memoryAPIError(err); aerr != nil {
+		return aerr
+	}
 	return &apiError{status: http.StatusBadRequest, detail: err.Error()}
 }
 
-// decodeActionMsgpack decodes a msgpack action API body (the reply is msgpack too when msgpackOut).
-func (m *PI05) decodeActionMsgpack(body []byte, msgpackOut bool) (*actionRequest, *apiError) {
+// decodeActionMsgpack decodes a msgpack action API body (the reply is msgpack too when msgpackOut);
+// its frames are reserved from mem.
+func (m *PI05) decodeActionMsgpack(body []byte, msgpackOut bool, mem *reservation) (*actionRequest, *apiError) {
 	p, _ := m.current()
 	root, err := readMap(body, "", 0)
 	if err != nil {
 		return nil, wireAPIError(err)
 	}
-	ar := &actionRequest{returnTiming: true, prefixCache: true, msgpackOut: msgpackOut}
+	ar := &actionRequest{returnTiming: true, prefixCache: true, msgpackOut: msgpackOut, mem: mem}
 	input, hasInput, err := root.sub("input", 1)
 	if err != nil {
 		return nil, wireAPIError(err)
@@ -273,7 +278,7 @@ func decodeObservation(p *pi05.Policy, obs mpMap, ar *actionRequest) error {
 			break
 		}
 	}
-	if ar.req.Images, err = observationFrames(p, obs); err != nil {
+	if ar.req.Images, err = observationFrames(p, obs, ar.mem); err != nil {
 		return err
 	}
 	// Per-request controls a bare observation carries (SGLang's adapter reads the same keys).
@@ -339,7 +344,7 @@ func observationState(obs mpMap) ([]float32, error) {
 }
 
 // observationFrames finds the camera frames of an observation and decodes them in slot order.
-func observationFrames(p *pi05.Policy, obs mpMap) ([]pi05.RGB, error) {
+func observationFrames(p *pi05.Policy, obs mpMap, mem *reservation) ([]pi05.RGB, error) {
 	raws := map[string][]byte{}
 	var keys []string
 	for i, k := range obs.keys {
@@ -377,7 +382,7 @@ func observationFrames(p *pi05.Policy, obs mpMap) ([]pi05.RGB, error) {
 		if c.Slot < 0 {
 			continue
 		}
-		img, err := readFrame(raws[c.Key], displayKey(obs, c.Key), c.ChannelsFirst)
+		img, err := readFrame(raws[c.Key], displayKey(obs, c.Key), c.ChannelsFirst, mem)
 		if err != nil {
 			return nil, err
 		}
@@ -396,19 +401,20 @@ func displayKey(obs mpMap, key string) string {
 
 // readFrame decodes one camera frame: a numpy array (uint8, or float in [0, 1] scaled as openpi
 // does), HxWx3 or 3xHxW (by shape, as openpi's _parse_image; channelsFirst requires it), nested
-// lists of 0..255, PNG/JPEG bytes, a base64 string, or SGLang's {b64_json: …}.
-func readFrame(raw []byte, key string, channelsFirst bool) (pi05.RGB, error) {
+// lists of 0..255, PNG/JPEG bytes, a base64 string, or SGLang's {b64_json: …}. The frame's RGB
+// bytes are reserved from mem (a picture's decode too, while it runs).
+func readFrame(raw []byte, key string, channelsFirst bool, mem *reservation) (pi05.RGB, error) {
 	switch msgp.NextType(raw) {
 	case msgp.StrType:
 		s, _ := readText(raw, key)
-		img, err := pi05.DecodeBase64Image(s)
+		img, err := pi05.DecodeBase64Image(s, mem)
 		return img, wrapFrame(err, key)
 	case msgp.BinType:
 		b, _, err := msgp.ReadBytesZC(raw)
 		if err != nil {
 			return pi05.RGB{}, wireErr(key, "%s", describe(err))
 		}
-		img, err := pi05.DecodeImage(b)
+		img, err := pi05.DecodeImage(b, mem)
 		return img, wrapFrame(err, key)
 	case msgp.MapType:
 		m, err := readMap(raw, key, 1)
@@ -420,7 +426,8 @@ func readFrame(raw []byte, key string, channelsFirst bool) (pi05.RGB, error) {
 			if err != nil {
 				return pi05.RGB{}, err
 			}
-			return arrayFrame(a, key, channelsFirst)
+			img, err := arrayFrame(a, key, channelsFirst)
+			return img, reserveFrame(img, err, mem)
 		}
 		for _, k := range []string{"b64_json", "base64"} {
 			if v, ok := m.get(k); ok {
@@ -428,7 +435,7 @@ func readFrame(raw []byte, key string, channelsFirst bool) (pi05.RGB, error) {
 				if err != nil {
 					return pi05.RGB{}, err
 				}
-				img, err := pi05.DecodeBase64Image(s)
+				img, err := pi05.DecodeBase64Image(s, mem)
 				return img, wrapFrame(err, m.at(k))
 			}
 		}
@@ -450,16 +457,26 @@ func readFrame(raw []byte, key string, channelsFirst bool) (pi05.RGB, error) {
 		if err != nil {
 			return pi05.RGB{}, err
 		}
-		return arrayFrame(ndarray{dtype: npDtype{str: "|u1", kind: 'u', size: 1}, shape: shape, data: pix}, key, channelsFirst)
+		img, err := arrayFrame(ndarray{dtype: npDtype{str: "|u1", kind: 'u', size: 1}, shape: shape, data: pix}, key, channelsFirst)
+		return img, reserveFrame(img, err, mem)
 	}
 	return pi05.RGB{}, wireErr(key, "want a camera frame, got %s", msgp.NextType(raw))
 }
 
-func wrapFrame(err error, key string) error {
+// reserveFrame reserves the RGB bytes of a frame sent as an array (a picture reserves its own
+// while it is decoded), unless err says there is no frame.
+func reserveFrame(img pi05.RGB, err error, mem *reservation) error {
 	if err != nil {
-		return wireErr(key, "%v", err)
+		return err
 	}
-	return nil
+	return mem.Reserve(int64(len(img.Pix)))
+}
+
+func wrapFrame(err error, key string) error {
+	if err == nil || memoryAPIError(err) != nil { // a full budget is answered as such
+		return err
+	}
+	return wireErr(key, "%v", err)
 }
 
 // arrayFrame turns a 3-D array into an RGB frame; an HxWx3 uint8 array is used in place.

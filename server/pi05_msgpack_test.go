@@ -407,7 +407,7 @@ func FuzzPI05MsgpackAction(f *testing.F) {
 	f.Add(mustPack(f, map[string]any{"prompt": "x", "images": map[string]any{"cam_high": npArray{"|u1", []int{3, 2, 2}, make([]byte, 12)}}, "state": []any{1, 2}}))
 	f.Add(mustPack(f, map[string]any{"observation/image": []any{[]any{[]any{1, 2, 3}}}, "prev_chunk_left_over": []any{[]any{0.5}}, "inference_delay": 1}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ar, aerr := m.decodeActionMsgpack(b, true)
+		ar, aerr := m.decodeActionMsgpack(b, true, nil)
 		if aerr != nil {
 			if aerr.status != http.StatusBadRequest && aerr.status != http.StatusNotFound {
 				t.Fatalf("status %d for a bad body: %s", aerr.status, aerr.detail)

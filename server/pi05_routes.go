@@ -290,6 +290,23 @@ func (m *PI05) Hung() bool {
 	return e != nil && e.Quarantined()
 }
 
+// NativeBytes is the memory the kernels hold outside the Go heap: the packed weights and every
+// device's scratch and slabs (NativeMemory).
+func (m *PI05) NativeBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.policy == nil {
+		return 0
+	}
+	n := m.policy.Kernels().PackedBytes
+	for _, d := range m.devices {
+		if d != nil {
+			n += d.ScratchBytes()
+		}
+	}
+	return n
+}
+
 // HangExitCode is PI05_HANG_EXIT_CODE.
 func (m *PI05) HangExitCode() int { return m.cfg.Hang.ExitCode }
 
@@ -445,6 +462,15 @@ type predictResult struct {
 	TimingMS        map[string]float64 `json:"timing_ms"`
 }
 
+// checkFrameCount refuses more camera frames than the policy has slots before any is decoded (a
+// list of frames could otherwise hold many decoded pictures before Prepare counts them).
+func checkFrameCount(p *pi05.Policy, n int) *apiError {
+	if n > p.Server.NumImages {
+		return badRequest(fmt.Sprintf("got %d images, this server takes 1 to %d (PI05_NUM_IMAGES)", n, p.Server.NumImages))
+	}
+	return nil
+}
+
 // commonRequest fills the parts of a pi05.Request shared by both APIs; field names the keys.
 func commonRequest(req *pi05.Request, state, tokens, noise json.RawMessage, field func(string) string) *apiError {
 	var err error
@@ -474,11 +500,12 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		writeDetail(w, http.StatusUnsupportedMediaType, "Content-Type "+ct+": /predict takes JSON (msgpack goes to /v1/actions/generations)")
 		return
 	}
-	body, aerr := readPI05Body(w, r)
+	body, mem, aerr := readPI05Body(w, r)
 	if aerr != nil {
 		aerr.write(w)
 		return
 	}
+	defer mem.done()
 	var b predictBody
 	if aerr := decodeObject(quoteNonFinite(body), &b); aerr != nil {
 		aerr.write(w)
@@ -494,15 +521,25 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		aerr.write(w)
 		return
 	}
+	p, _ := m.current()
+	if aerr := checkFrameCount(p, len(b.Images)); aerr != nil {
+		aerr.detail = "images: " + aerr.detail
+		aerr.write(w)
+		return
+	}
 	for i, raw := range b.Images {
-		img, err := imageValue(raw)
+		img, err := imageValue(raw, mem)
+		if aerr := memoryAPIError(err); aerr != nil {
+			aerr.write(w)
+			return
+		}
 		if err != nil {
 			writeDetail(w, http.StatusBadRequest, fmt.Sprintf("images[%d]: %v", i, err))
 			return
 		}
 		req.Images = append(req.Images, img)
 	}
-	inf, aerr := m.infer(r.Context(), start, robot, req, identityField, rec)
+	inf, aerr := m.infer(r.Context(), start, robot, req, identityField, mem, rec)
 	if aerr != nil {
 		aerr.write(w)
 		return
@@ -526,16 +563,17 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 // out (wantsMsgpack); the envelope or the raw policy payload.
 func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	body, aerr := readPI05Body(w, r)
+	body, mem, aerr := readPI05Body(w, r)
 	if aerr != nil {
 		aerr.write(w)
 		return
 	}
+	defer mem.done()
 	var ar *actionRequest
 	if strings.Contains(strings.ToLower(r.Header.Get("Content-Type")), "msgpack") {
-		ar, aerr = m.decodeActionMsgpack(body, wantsMsgpack(r))
+		ar, aerr = m.decodeActionMsgpack(body, wantsMsgpack(r), mem)
 	} else {
-		ar, aerr = m.decodeActionJSON(quoteNonFinite(body), wantsMsgpack(r))
+		ar, aerr = m.decodeActionJSON(quoteNonFinite(body), wantsMsgpack(r), mem)
 	}
 	if aerr != nil {
 		aerr.write(w)

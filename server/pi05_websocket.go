@@ -24,10 +24,10 @@ const wsWriteTimeout = 30 * time.Second
 type wsProtocol struct {
 	name        string // "realtime", "openpi": labels metrics, logs, default robot ids
 	closeReason string // the close reason after an error frame
-	// handle answers one binary frame; prevTotal is the previous request's receive-to-sent time
-	// (0 on the first). An error becomes the error frame.
-	// handle answers one frame of robot's connection.
-	handle func(ctx context.Context, robot string, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError)
+	// handle answers one binary frame of robot's connection; prevTotal is the previous request's
+	// receive-to-sent time (0 on the first); mem holds the frame in the memory budget. An error
+	// becomes the error frame.
+	handle func(ctx context.Context, robot string, frame []byte, prevTotal time.Duration, mem *reservation, rec Recorder) ([]byte, *apiError)
 }
 
 // wsHub tracks the open websockets: a count per protocol for /metrics, and a channel closed at
@@ -84,9 +84,13 @@ func (h *wsHub) robotID(r *http.Request, proto string) string {
 	return fmt.Sprintf("%s-%d", proto, h.seq.Add(1))
 }
 
+// wsFrame is a frame received whole: held in the memory budget by mem from then until it is
+// answered, or refused by it (refused).
 type wsFrame struct {
-	typ  websocket.MessageType
-	data []byte
+	typ     websocket.MessageType
+	data    []byte
+	mem     *reservation
+	refused *apiError
 }
 
 // serveWebsocket upgrades the request and runs proto's loop until the client leaves, a request
@@ -131,11 +135,19 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 			if err != nil {
 				return
 			}
+			mem, refused := admit(ctx, len(data))
 			select {
-			case frames <- wsFrame{typ, data}:
+			case frames <- wsFrame{typ, data, mem, refused}:
 			case <-ctx.Done():
+				mem.done()
 				return
 			}
+		}
+	}()
+	defer func() { // a frame read ahead and never answered gives its memory back
+		cancel()
+		for f := range frames {
+			f.mem.done()
 		}
 	}()
 	var prevTotal time.Duration
@@ -151,19 +163,24 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 		}
 		select {
 		case <-m.ws.done: // also when a frame was ready at the same moment
+			f.mem.done()
 			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
 			return
 		default:
 		}
 		start := time.Now()
 		reply, aerr := []byte(nil), (*apiError)(nil)
-		if f.typ != websocket.MessageBinary {
+		switch {
+		case f.refused != nil:
+			aerr = f.refused
+		case f.typ != websocket.MessageBinary:
 			aerr = &apiError{status: http.StatusBadRequest, detail: "a text frame: send each request as a binary msgpack frame"}
-		} else {
-			if reply, aerr = proto.handle(ctx, robot, f.data, prevTotal, rec); aerr == nil {
+		default:
+			if reply, aerr = proto.handle(ctx, robot, f.data, prevTotal, f.mem, rec); aerr == nil {
 				countPrediction(rec)
 			}
 		}
+		f.mem.done()
 		if aerr != nil {
 			if ctx.Err() != nil { // the client left while its request waited
 				return
@@ -212,8 +229,8 @@ func (m *PI05) realtime(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	m.serveWebsocket(w, r, rec, wsProtocol{name: "realtime", closeReason: "Internal server error", handle: m.realtimeFrame})
 }
 
-func (m *PI05) realtimeFrame(ctx context.Context, robot string, frame []byte, prevTotal time.Duration, rec Recorder) ([]byte, *apiError) {
-	return m.actOnFrame(ctx, robot, frame, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
+func (m *PI05) realtimeFrame(ctx context.Context, robot string, frame []byte, prevTotal time.Duration, mem *reservation, rec Recorder) ([]byte, *apiError) {
+	return m.actOnFrame(ctx, robot, frame, mem, rec, func(ar *actionRequest, inf *inference, start time.Time) map[string]any {
 		out := m.envelope(ar, inf, start)
 		out["server_timing"] = serverTiming(time.Since(start), prevTotal)
 		return out
@@ -222,9 +239,9 @@ func (m *PI05) realtimeFrame(ctx context.Context, robot string, frame []byte, pr
 
 // actOnFrame decodes one websocket frame as an action request (msgpack out), runs it for the
 // connection's robot and packs the reply that reply builds.
-func (m *PI05) actOnFrame(ctx context.Context, robot string, frame []byte, rec Recorder, reply func(*actionRequest, *inference, time.Time) map[string]any) ([]byte, *apiError) {
+func (m *PI05) actOnFrame(ctx context.Context, robot string, frame []byte, mem *reservation, rec Recorder, reply func(*actionRequest, *inference, time.Time) map[string]any) ([]byte, *apiError) {
 	start := time.Now()
-	ar, aerr := m.decodeActionMsgpack(frame, true)
+	ar, aerr := m.decodeActionMsgpack(frame, true, mem)
 	if aerr != nil {
 		return nil, aerr
 	}

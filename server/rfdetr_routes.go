@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ttmodel/tt-model/models/imagemem"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/server/api"
 )
@@ -102,6 +103,14 @@ func (m *RFDETR) Device() string {
 	return m.opts.Device
 }
 
+// NativeBytes is the detector's memory outside the Go heap (NativeMemory).
+func (m *RFDETR) NativeBytes() int64 {
+	if d := m.detector(); d != nil {
+		return d.NativeBytes()
+	}
+	return 0
+}
+
 func (m *RFDETR) Close() error {
 	if d := m.detector(); d != nil {
 		return d.Close()
@@ -148,6 +157,7 @@ func (m *RFDETR) Info() map[string]any {
 		"input": map[string]any{
 			"size": []int{rfdetr.InputSize, rfdetr.InputSize}, "images_per_request": 1, "batch": 1,
 			"formats": []string{"png", "jpeg"}, "max_side": rfdetr.MaxImageSide, "max_body_bytes": MaxBodyBytes,
+			"max_decode_bytes": imagemem.MaxDecodeBytes,
 		},
 		"defaults":   map[string]any{"threshold": defaultThreshold, "max_detections": defaultMaxDetections},
 		"outputs":    map[string]any{"queries": rfdetr.NumQueries, "classes": rfdetr.NumClasses},
@@ -207,8 +217,10 @@ type predictResponse struct {
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
 // predict answers POST /predict. Status codes: 400 for a body or image that
-// cannot be used (with the reason), 422 for schema violations, 500
-// "inference failed: <Type>: <text>" when the forward fails.
+// cannot be used (with the reason), 422 for schema violations, 503 (with
+// Retry-After) when the request memory budget is full and 413 when the
+// request would not fit in it at all, 500 "inference failed: <Type>:
+// <text>" when the forward fails.
 func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
 	body, berr := readBody(w, r, MaxBodyBytes, fmt.Sprintf("%d bytes (32 MiB)", MaxBodyBytes))
@@ -219,6 +231,12 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		berr.write(w)
 		return
 	}
+	mem, aerr := admit(r.Context(), len(body))
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	defer mem.done()
 	req, ferrs := parsePredict(body)
 	if len(ferrs) > 0 {
 		writeFieldErrors(w, ferrs)
@@ -232,7 +250,11 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		return
 	}
 	req.Image = "" // let the collector free the base64 text while the forward runs
-	pic, err := rfdetr.DecodePicture(data)
+	pic, err := rfdetr.DecodePicture(data, mem)
+	if aerr := memoryAPIError(err); aerr != nil {
+		aerr.write(w)
+		return
+	}
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ttmodel/tt-model/server/api"
@@ -36,6 +37,13 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Body bounds how request bodies are read (defaults: DefaultBodyLimits).
 	Body BodyLimits
+	// RequestMemory is the memory budget, in bytes, of the requests received and not yet
+	// answered: their bodies and decoded images (membudget.go). 0: no budget.
+	RequestMemory int64
+	// Loaded is called once the model is loaded with the bytes its native program holds outside
+	// the Go heap (NativeMemory; 0 when the model does not say): the Go memory limit leaves them
+	// room.
+	Loaded func(nativeBytes int64)
 }
 
 // ExitError is returned by Run when the process must exit with Code: a
@@ -57,6 +65,7 @@ type Server struct {
 
 	table   []api.Route // what routes() registered, in order
 	console *console.Renderer
+	memory  *memBudget
 
 	started     time.Time
 	readySince  atomic.Int64 // unix nanoseconds the model became ready at; 0 before
@@ -82,7 +91,14 @@ func New(m Model, opts Options) *Server {
 		panic(err) // the templates are embedded: a parse error is a bug every test meets
 	}
 	s := &Server{model: m, opts: opts, log: opts.Log, metrics: newMetrics(m.Name()), fault: make(chan struct{}),
-		console: pages, started: time.Now()}
+		console: pages, started: time.Now(), memory: &memBudget{limit: opts.RequestMemory}}
+	s.metrics.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tt_model_request_memory_bytes", ConstLabels: prometheus.Labels{"model": m.Name()},
+			Help: "Bytes of the request memory budget held by requests received and not yet answered (bodies, decoded images)."},
+			func() float64 { return float64(s.memory.inUse()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tt_model_request_memory_limit_bytes", ConstLabels: prometheus.Labels{"model": m.Name()},
+			Help: "The request memory budget (" + RequestMemoryEnv + "); 0: none."},
+			func() float64 { return float64(s.memory.limit) }))
 	if src, ok := m.(MetricsSource); ok {
 		s.metrics.registry.MustRegister(src.Collectors()...)
 	}
@@ -285,7 +301,8 @@ func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w}
-		r = r.WithContext(context.WithValue(r.Context(), bodyLimitsKey{}, s.opts.Body))
+		ctx := context.WithValue(r.Context(), bodyLimitsKey{}, s.opts.Body)
+		r = r.WithContext(context.WithValue(ctx, memBudgetKey{}, s.memory))
 		if rt.Stream { // a websocket counts each request it answers (PredictionCounter)
 			rt.Handler(sw, r, streamRecorder{stageRecorder{s.metrics}, s, rt.Counts})
 			return
@@ -392,6 +409,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			s.metrics.loadSecs.Set(time.Since(start).Seconds())
 			s.metrics.ready.Set(1)
 			s.readySince.Store(time.Now().UnixNano())
+			if s.opts.Loaded != nil {
+				var native int64
+				if nm, ok := s.model.(NativeMemory); ok {
+					native = nm.NativeBytes()
+				}
+				s.opts.Loaded(native)
+			}
 			s.ready.Store(true)
 			s.log.Info("ready", "model", s.model.Name(), "device", s.model.Device(), "seconds", time.Since(start).Seconds())
 		}

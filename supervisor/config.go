@@ -66,6 +66,12 @@ type Config struct {
 
 	StartTimeout time.Duration `json:"start_timeout"`
 	StopGrace    time.Duration `json:"stop_grace"`
+	// KillTimeout is how long a process SIGKILLed by the supervisor (the
+	// server after the stop grace, the reset command) may take to be
+	// reaped before it counts as stuck in the driver. A reap needs the
+	// dying process scheduled and its device files released, which on a
+	// loaded host takes longer than any stop grace a test would use.
+	KillTimeout time.Duration `json:"kill_timeout"`
 
 	HangMarker   string        `json:"hang_marker"`
 	ResetCmd     string        `json:"reset_cmd"`
@@ -118,6 +124,7 @@ func Defaults(port int) Config {
 		ProbeTimeout:      5 * time.Second,
 		StartTimeout:      7 * time.Minute,
 		StopGrace:         120 * time.Second,
+		KillTimeout:       30 * time.Second,
 		HangMarker:        hangmarker.Default(os.Getenv),
 		ResetCmd:          DefaultResetCmd,
 		ResetTimeout:      180 * time.Second,
@@ -154,9 +161,19 @@ func DefaultLockDir() string {
 }
 
 // ResetBudget is the longest one chip reset may take: every attempt's reset
-// command and chip check running to their timeouts.
+// command running to its timeout, killed and reaped, and its chip check
+// running to its timeout.
 func (c *Config) ResetBudget() time.Duration {
-	return time.Duration(c.ResetAttempts) * (c.ResetTimeout + c.ChipCheckTimeout)
+	return time.Duration(c.ResetAttempts) * (c.ResetTimeout + c.KillTimeout + c.ChipCheckTimeout)
+}
+
+// StopBudget is the longest the supervisor's stop of a server may take:
+// SIGTERM, the stop grace, SIGKILL, then up to KillTimeout for the reap
+// (after which the server counts as stuck and the supervisor exits 75). A
+// stop requested during a reset takes at most KillTimeout. A service
+// manager's stop timeout must exceed it (Unit.Render).
+func (c *Config) StopBudget() time.Duration {
+	return c.StopGrace + c.KillTimeout
 }
 
 // resetsWithoutChips says whether a host without chips still runs the reset
@@ -186,7 +203,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{
-		"--start-timeout": c.StartTimeout, "--stop-grace": c.StopGrace, "--reset-timeout": c.ResetTimeout,
+		"--start-timeout": c.StartTimeout, "--stop-grace": c.StopGrace, "kill timeout": c.KillTimeout, "--reset-timeout": c.ResetTimeout,
 		"--restart-window": c.RestartWindow, "probe interval": c.ProbeInterval, "probe timeout": c.ProbeTimeout,
 		"backoff min": c.BackoffMin, "backoff max": c.BackoffMax, "heartbeat interval": c.HeartbeatInterval,
 		"chip check timeout": c.ChipCheckTimeout, "extend interval": c.ExtendInterval, "reset backoff": c.ResetBackoff,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
 // The tests drive real processes: the test binary re-executes itself as a
@@ -451,4 +452,126 @@ func fakeReset(t testing.TB) string {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// serverPID is the pid of the nth server the test server recorded (from 1).
+func (h *harness) serverPID(t *testing.T, nth int) int {
+	t.Helper()
+	n := 0
+	for _, e := range h.events() {
+		if f := strings.Fields(e); f[0] == "start" {
+			if n++; n == nth {
+				pid, err := strconv.Atoi(f[1])
+				if err != nil {
+					t.Fatalf("record line %q: %v", e, err)
+				}
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no start %d in the record %q", nth, h.events())
+	return 0
+}
+
+// witness is a process of the test's own put into a server's process
+// group, to learn which signal the group got first. It is `sleep`, not a
+// Go program: with a signal's default disposition the kernel fixes a
+// process's exit status when the signal is sent, not when the process next
+// runs, so a witness tells the truth however late it would get the CPU. A
+// Go program handles every signal in the runtime first.
+type witness struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// groupWitness starts a witness in process group pgid. ignoreTerm makes it
+// ignore SIGTERM (inherited across exec), so that it dies of the SIGKILL.
+func groupWitness(t *testing.T, pgid int, ignoreTerm bool) *witness {
+	t.Helper()
+	script := "exec sleep 120"
+	if ignoreTerm {
+		script = "trap '' TERM; " + script
+	}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("witness in process group %d: %v", pgid, err)
+	}
+	w := &witness{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-w.done
+	})
+	// Ready once sleep runs with the disposition it is meant to have.
+	eventually(t, nil, "the witness to run sleep", func() bool {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		if err != nil {
+			return false
+		}
+		var name string
+		var ignored uint64
+		for _, l := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(l, "Name:\t"); ok {
+				name = v
+			}
+			if v, ok := strings.CutPrefix(l, "SigIgn:\t"); ok {
+				ignored, _ = strconv.ParseUint(v, 16, 64)
+			}
+		}
+		termIgnored := ignored&(1<<(syscall.SIGTERM-1)) != 0
+		return name == "sleep" && termIgnored == ignoreTerm
+	})
+	return w
+}
+
+// killedBy waits for the witness to end and returns the signal it died of.
+func (w *witness) killedBy(t *testing.T) syscall.Signal {
+	t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the witness is still alive")
+	}
+	ws := w.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() {
+		t.Fatalf("the witness ended with %s, not by a signal", w.cmd.ProcessState)
+	}
+	return ws.Signal()
+}
+
+// freeze puts pid in a cgroup v1 freezer group of its own and freezes it:
+// from then on a SIGKILL leaves it in the kernel (state D), as a process
+// stuck in a driver, until the test ends and thaws it.
+func freeze(t *testing.T, pid int) {
+	t.Helper()
+	testenv.Require(t, "freezer")
+	dir, err := os.MkdirTemp(testenv.FreezerDir, "tt-model-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(file, value string) {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
+			t.Fatalf("freezer: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		write("freezer.state", "THAWED")
+		eventually(t, nil, "the thawed group to empty", func() bool {
+			procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			return err == nil && strings.TrimSpace(string(procs)) == ""
+		})
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("freezer group: %v", err)
+		}
+	})
+	write("cgroup.procs", strconv.Itoa(pid))
+	write("freezer.state", "FROZEN")
+	eventually(t, nil, "the freezer group to freeze", func() bool {
+		state, err := os.ReadFile(filepath.Join(dir, "freezer.state"))
+		return err == nil && strings.TrimSpace(string(state)) == "FROZEN"
+	})
 }

@@ -112,7 +112,12 @@ func (s *Supervisor) checkChips(ctx context.Context, extend *time.Ticker) (stopp
 			if isStopSignal(sig) {
 				s.log.Warn("stop requested during the chip check: the hang marker stays")
 				cancel()
-				<-done
+				// A sysfs read of a hung chip may not return: the stop
+				// does not wait for it longer than for a killed process.
+				select {
+				case <-done:
+				case <-time.After(s.cfg.KillTimeout):
+				}
 				return true, nil
 			}
 		}
@@ -156,12 +161,22 @@ func (s *Supervisor) runReset(ctx context.Context, extend *time.Ticker) (stopped
 	return stopped, out.text(), err
 }
 
-// waitReset waits for the reset command c under ResetTimeout.
+// waitReset waits for the reset command c under ResetTimeout. Once it is
+// SIGKILLed (at the timeout or on a stop) it gets KillTimeout to be reaped:
+// a reset tool stuck in the driver must not hold a stop past the service
+// manager's stop timeout.
 func (s *Supervisor) waitReset(ctx context.Context, extend *time.Ticker, c *child, argv []string) (stopped bool, err error) {
 	s.log.Info("reset command started", "pid", c.pid, "argv", argv)
 	timeout := time.NewTimer(s.cfg.ResetTimeout)
 	defer timeout.Stop()
 	var expired, stop bool
+	var reap <-chan time.Time // runs from the SIGKILL on
+	kill := func() {
+		c.signalGroup(syscall.SIGKILL) //nolint:errcheck // ESRCH is handled, nothing else can fail
+		if reap == nil {
+			reap = time.After(s.cfg.KillTimeout)
+		}
+	}
 	done := ctx.Done()
 	for {
 		select {
@@ -178,17 +193,19 @@ func (s *Supervisor) waitReset(ctx context.Context, extend *time.Ticker, c *chil
 			return false, nil
 		case <-timeout.C:
 			expired = true
-			c.signalGroup(syscall.SIGKILL) //nolint:errcheck // ESRCH is handled, nothing else can fail
+			kill()
+		case <-reap:
+			return stop, fmt.Errorf("reset command %q (pid %d) survived SIGKILL for %s (stuck in the driver?)", strings.Join(argv, " "), c.pid, s.cfg.KillTimeout)
 		case <-extend.C:
 			s.notify.send(extendTimeout(2 * s.cfg.ExtendInterval))
 		case <-done:
 			done, stop = nil, true
-			c.signalGroup(syscall.SIGKILL) //nolint:errcheck // see above
+			kill()
 		case sig := <-s.sigs:
 			if isStopSignal(sig) {
 				s.log.Warn("stop requested during a chip reset: aborting it; the hang marker stays")
 				stop = true
-				c.signalGroup(syscall.SIGKILL) //nolint:errcheck // see above
+				kill()
 			}
 		}
 	}

@@ -54,6 +54,9 @@ type Supervisor struct {
 	// shuttingDown and reloading add STOPPING=1 / RELOADING=1 to the next
 	// "stopping" datagram.
 	shuttingDown, reloading bool
+	// stopSignal is a stop signal that arrived while a server was being
+	// stopped for a restart: once it is gone the supervisor exits instead.
+	stopSignal os.Signal
 }
 
 // New checks cfg and prepares a supervisor whose server writes to stdout
@@ -296,9 +299,10 @@ func (s *Supervisor) onSignal(srv *server, sig os.Signal) (out outcome, code int
 		s.log.Info("SIGHUP: restarting the server")
 		s.reloading = true
 		out, code, why, _, _ = s.stopForRestart(srv, "SIGHUP", false)
-		if out == outHang { // it had to be killed: reset before the next start
+		switch out {
+		case outHang: // it had to be killed: reset before the next start
 			out = outRestart
-		} else if out != outStuck {
+		case outCrash:
 			out, why = outRestart, ""
 		}
 		return out, code, why, true
@@ -311,33 +315,37 @@ func (s *Supervisor) onSignal(srv *server, sig os.Signal) (out outcome, code int
 }
 
 // shutdown stops the server for good: the supervisor then exits with the
-// server's code. A server that needed SIGKILL leaves the hang marker behind,
-// so the next start resets its chips.
+// server's code. A server that needed SIGKILL leaves the hang marker behind
+// (stop writes it), so the next start resets its chips.
 func (s *Supervisor) shutdown(srv *server, why string) (outcome, int, string, time.Duration, error) {
-	st, killed, err := s.stop(srv, why, true)
+	st, _, err := s.stop(srv, why, true)
 	if err != nil {
 		return outStuck, HangExitCode, err.Error(), 0, nil
 	}
 	s.recordExit(st)
-	if killed {
-		s.markHang("server killed after the stop grace")
-	}
 	return outStopped, st.Code(), why, 0, nil
 }
 
 // stopForRestart stops the server so that another can start: after a start
-// timeout (hang is true: the marker is written) or on SIGHUP.
+// timeout (hang is true: the marker is written) or on SIGHUP. A stop signal
+// that arrives meanwhile turns the restart into the supervisor's exit; the
+// marker, if written, stays for the next start.
 func (s *Supervisor) stopForRestart(srv *server, why string, hang bool) (outcome, int, string, time.Duration, error) {
 	st, killed, err := s.stop(srv, why, false)
 	if err != nil {
 		return outStuck, HangExitCode, err.Error(), 0, nil
 	}
 	s.recordExit(st)
+	if hang && !killed { // a killed server's marker is already written
+		s.markHang(why)
+	}
+	if s.stopSignal != nil {
+		return outStopped, st.Code(), "received " + signalName(s.stopSignal.(syscall.Signal)), 0, nil
+	}
 	if hang || killed {
 		if killed {
 			why += "; killed after the stop grace"
 		}
-		s.markHang(why)
 		return outHang, HangExitCode, why, 0, nil
 	}
 	return outCrash, st.Code(), why, 0, nil
@@ -364,7 +372,10 @@ func (s *Supervisor) exited(srv *server, st exitStatus) (outcome, int, string) {
 }
 
 // stop sends SIGTERM to the server's process group and SIGKILL after the
-// stop grace. final says the supervisor itself is shutting down (STOPPING=1).
+// stop grace, then waits up to KillTimeout for the reap: the whole stop
+// takes at most Config.StopBudget. final says the supervisor itself is
+// shutting down (STOPPING=1); otherwise a stop signal that arrives is kept
+// in stopSignal (and said to systemd) for the caller.
 func (s *Supervisor) stop(srv *server, why string, final bool) (st exitStatus, killed bool, err error) {
 	s.shuttingDown = final
 	s.enter(StateStopping, "stopping the server: %s", why)
@@ -381,14 +392,22 @@ func (s *Supervisor) stop(srv *server, why string, final bool) (st exitStatus, k
 			return st, killed, nil
 		case <-grace.C:
 			if killed {
-				return st, true, fmt.Errorf("server pid %d survived SIGKILL for %s (stuck in the driver?)", srv.pid, s.cfg.StopGrace)
+				return st, true, fmt.Errorf("server pid %d survived SIGKILL for %s (stuck in the driver?)", srv.pid, s.cfg.KillTimeout)
 			}
 			s.log.Warn("server ignored SIGTERM for the stop grace: SIGKILL", "pid", srv.pid, "stop_grace", s.cfg.StopGrace)
+			// The marker goes first: whatever ends this supervisor next
+			// (a server stuck in the driver, systemd's own SIGKILL at
+			// TimeoutStopSec), the next start resets the chips.
+			s.markHang(fmt.Sprintf("server ignored SIGTERM for the stop grace %s (%s): killed", s.cfg.StopGrace, why))
 			srv.signalGroup(syscall.SIGKILL) //nolint:errcheck // ESRCH is handled, nothing else can fail
 			killed = true
-			grace.Reset(s.cfg.StopGrace)
+			grace.Reset(s.cfg.KillTimeout)
 		case sig := <-s.sigs:
-			if !isStopSignal(sig) && sig != syscall.SIGHUP {
+			switch {
+			case isStopSignal(sig) && !final && s.stopSignal == nil:
+				s.stopSignal, s.shuttingDown = sig, true
+				s.enter(StateStopping, "received %s while stopping the server (%s): exiting once it is gone", signalName(sig.(syscall.Signal)), why)
+			case !isStopSignal(sig) && sig != syscall.SIGHUP:
 				srv.signalGroup(sig.(syscall.Signal)) //nolint:errcheck // best effort while stopping
 			}
 		}
@@ -448,9 +467,10 @@ func (s *Supervisor) chipsName() string {
 	return "chips " + chips.Format(s.chips)
 }
 
-// enter moves to state: one log line, one STATUS= datagram (with READY=1 on
-// ready and EXTEND_TIMEOUT_USEC while systemd still runs the start timeout),
-// and the status JSON.
+// enter moves to state: one log line (at error level for failed, info
+// otherwise), one STATUS= datagram (with READY=1 on ready and
+// EXTEND_TIMEOUT_USEC while systemd still runs the start timeout), and the
+// status JSON.
 func (s *Supervisor) enter(state State, format string, args ...any) {
 	detail := fmt.Sprintf(format, args...)
 	from := "none"
@@ -458,7 +478,11 @@ func (s *Supervisor) enter(state State, format string, args ...any) {
 		from = s.state.String()
 	}
 	s.state = state
-	s.log.Info(LogState(state), "from", from, "detail", detail)
+	level := slog.LevelInfo
+	if state == StateFailed { // the supervisor gives up: `journalctl -p err` shows why
+		level = slog.LevelError
+	}
+	s.log.Log(context.Background(), level, LogState(state), "from", from, "detail", detail)
 	s.board.update(func(st *Status) {
 		st.State, st.Detail, st.Since = state, detail, time.Now()
 	})

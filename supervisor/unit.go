@@ -25,19 +25,25 @@ type Unit struct {
 	// which systemd does not pass on (see templates/systemd.service.tmpl).
 	Environment map[string]string
 
-	StartTimeout  time.Duration // the supervisor's --start-timeout
-	StopGrace     time.Duration // the supervisor's --stop-grace
-	ResetBudget   time.Duration // the longest chip reset (Config.ResetBudget)
-	RestartWindow time.Duration
-	MaxRestarts   int
-	Watchdog      time.Duration
-	RestartSec    time.Duration
+	// Supervisor is the configuration ExecStart's flags give the
+	// supervisor: systemd's timeouts and start limit are derived from it,
+	// so the two cannot disagree.
+	Supervisor Config
+	Watchdog   time.Duration
+	RestartSec time.Duration
 }
+
+// StopMargin is what TimeoutStopSec adds to the supervisor's longest stop
+// (Config.StopBudget): its own exit after the server is gone, on a loaded
+// host. systemd's SIGKILL then only ever ends a supervisor that is itself
+// stuck.
+const StopMargin = 30 * time.Second
 
 // unitView adds the derived settings the template prints.
 type unitView struct {
 	Unit
 	TimeoutStart, TimeoutStop time.Duration
+	RestartWindow             time.Duration
 	StartLimitBurst           int
 	EnvironmentLines          []string // NAME=value, sorted by name
 }
@@ -50,7 +56,8 @@ func (u Unit) Render() (string, error) {
 	if len(u.Exec) == 0 || !filepath.IsAbs(u.Exec[0]) {
 		return "", fmt.Errorf("unit %s: ExecStart needs an absolute program path, got %q", u.Name, u.Exec)
 	}
-	for _, d := range []time.Duration{u.StartTimeout, u.StopGrace, u.ResetBudget, u.RestartWindow, u.Watchdog, u.RestartSec} {
+	c := u.Supervisor
+	for _, d := range []time.Duration{c.StartTimeout, c.StopGrace, c.KillTimeout, c.ResetBudget(), c.RestartWindow, u.Watchdog, u.RestartSec} {
 		if d <= 0 {
 			return "", fmt.Errorf("unit %s: timeouts must be positive", u.Name)
 		}
@@ -70,9 +77,10 @@ func (u Unit) Render() (string, error) {
 		// that hung included, fits without EXTEND_TIMEOUT_USEC: a
 		// `systemctl daemon-reload` mid-start makes systemd forget the
 		// extensions it granted and measure from TimeoutStartSec again.
-		TimeoutStart:    u.ResetBudget + u.StartTimeout + u.StopGrace + time.Minute,
-		TimeoutStop:     u.StopGrace + 30*time.Second,
-		StartLimitBurst: max(1, u.MaxRestarts),
+		TimeoutStart:    c.ResetBudget() + c.StartTimeout + c.StopBudget() + time.Minute,
+		TimeoutStop:     c.StopBudget() + StopMargin,
+		RestartWindow:   c.RestartWindow,
+		StartLimitBurst: max(1, c.MaxRestarts),
 	}
 	if strings.ContainsAny(v.Description, "\n") {
 		return "", fmt.Errorf("unit %s: the description must be one line", u.Name)

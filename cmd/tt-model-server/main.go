@@ -26,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ttmodel/tt-model/internal/journallog"
+	"github.com/ttmodel/tt-model/internal/memlimit"
 	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
@@ -53,6 +55,8 @@ type config struct {
 	cacheNote         string // why there is none, when TT_WEIGHT_CACHE did not say off
 	tuning            native.GEMMTuning
 	logLevel          slog.Level
+	requestMemory     int64  // the request memory budget in bytes (0: none)
+	goMemory          string // what the Go memory limit will be (memlimit.Describe)
 }
 
 // environment is the process environment: one variable, and all of them.
@@ -126,7 +130,13 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 		fmt.Fprintln(stderr, "tt-model-server:", cfg.kindErr)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	// Under systemd (the supervisor passes its stderr on), its lines carry
+	// their priority too.
+	h, logErr := journallog.Handler(stderr, &slog.HandlerOptions{Level: cfg.logLevel})
+	log := slog.New(h)
+	if logErr != nil {
+		log.Warn("log lines go without journal priorities", "err", logErr)
+	}
 	return serve(ctx, cfg, env, log)
 }
 
@@ -167,6 +177,10 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 	if c.tuning, err = native.GEMMTuningFromEnv(getenv, c.cacheDir); err != nil {
 		return err
 	}
+	if c.requestMemory, err = server.RequestMemoryFromEnv(getenv); err != nil {
+		return err
+	}
+	c.goMemory = memlimit.Describe(getenv, "/")
 	if getenv("TT_MODEL_FAULT_EXIT_AFTER") != "" {
 		return fmt.Errorf("TT_MODEL_FAULT_EXIT_AFTER was replaced by TT_MODEL_FAULT=exit:after=N")
 	}
@@ -228,8 +242,18 @@ func (c *config) print(w io.Writer) {
 	fmt.Fprintf(w, "threads:   %d (TT_NUM_THREADS, else usable CPUs)\n", c.threads)
 	fmt.Fprintf(w, "cache:     %s\n", c.cacheString())
 	fmt.Fprintf(w, "gemm:      %s\n", c.tuning)
+	fmt.Fprintf(w, "requests:  %s\n", requestMemoryString(c.requestMemory))
+	fmt.Fprintf(w, "go memory: %s\n", c.goMemory)
 	fmt.Fprintf(w, "cpu:       %s\n", native.DetectCPU())
 	fmt.Fprintln(w, "weights:   not opened (--verify)")
+}
+
+// requestMemoryString says what the request memory budget is.
+func requestMemoryString(n int64) string {
+	if n == 0 {
+		return "no memory budget (" + server.RequestMemoryEnv + "=0)"
+	}
+	return fmt.Sprintf("%d MiB memory budget for bodies and decoded images (%s)", n>>20, server.RequestMemoryEnv)
 }
 
 func serve(ctx context.Context, c config, env environment, log *slog.Logger) int {
@@ -247,7 +271,9 @@ func serve(ctx context.Context, c config, env environment, log *slog.Logger) int
 		log.Error("listen", "err", err)
 		return 1
 	}
-	srv := server.New(m, server.Options{Log: log, Fault: c.fault})
+	limiter := memlimit.Start(env.get, "/", log)
+	log.Info("request memory budget", "budget", requestMemoryString(c.requestMemory))
+	srv := server.New(m, server.Options{Log: log, Fault: c.fault, RequestMemory: c.requestMemory, Loaded: limiter.ModelLoaded})
 	err = srv.Run(ctx, ln)
 	var exit *server.ExitError
 	switch {

@@ -252,6 +252,11 @@ func TestFlags(t *testing.T) {
 		{[]string{"--verify"}, map[string]string{"TT_GEMM_TUNE": "maybe"}, 2, "TT_GEMM_TUNE"},
 		{[]string{"--verify"}, map[string]string{"TT_GEMM_PLAN": "kc=1,mb=0"}, 2, "TT_GEMM_PLAN"},
 		{[]string{"--verify"}, map[string]string{"TT_GEMM_PLAN": "kc=128,mb=8,nb=4,pf=1"}, 0, "gemm:      plan kc=128"},
+		{[]string{"--verify"}, nil, 0, "requests:  256 MiB memory budget for bodies and decoded images (TT_REQUEST_MEMORY_MB)"},
+		{[]string{"--verify"}, map[string]string{"TT_REQUEST_MEMORY_MB": "0"}, 0, "requests:  no memory budget (TT_REQUEST_MEMORY_MB=0)"},
+		{[]string{"--verify"}, map[string]string{"TT_REQUEST_MEMORY_MB": "64MB"}, 2, `TT_REQUEST_MEMORY_MB="64MB": want MiB from 0`},
+		{[]string{"--verify"}, map[string]string{"TT_REQUEST_MEMORY_MB": "-1"}, 2, "TT_REQUEST_MEMORY_MB"},
+		{[]string{"--verify"}, map[string]string{"GOMEMLIMIT": "1GiB"}, 0, "go memory: GOMEMLIMIT=1GiB (left as set)"},
 		{[]string{}, nil, 2, "no model to serve"},
 	}
 	for _, c := range cases {

@@ -1,6 +1,8 @@
-// Package ocilayout checks an OCI image layout on disk: every blob under
-// blobs/sha256 holds what its name says. The builder runs it on its own
-// output before publishing a package, and the runner on a pulled one.
+// Package ocilayout reads, writes and checks OCI image layouts on disk. It
+// opens an image by its index.json name, writes a layout atomically, and
+// checks that every blob under blobs/sha256 holds what its name says (the
+// builder on its own output before publishing a package, the runner on a
+// pulled one).
 package ocilayout
 
 import (

@@ -24,13 +24,14 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/engine"
+	"github.com/ttmodel/tt-model/internal/imagetest"
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/internal/testenv"
 )
 
@@ -88,7 +89,7 @@ func Get(t testing.TB) Base {
 			t.Fatalf("Python test base: %v", err)
 		}
 	}
-	img, err := image(dir)
+	img, err := ocilayout.Image(dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func (b Base) InEngine(t testing.TB, c *client.Client) string {
 	t.Helper()
 	ctx := context.Background()
 	tag := b.EngineTag()
-	img, err := image(b.Layout)
+	img, err := ocilayout.Image(b.Layout, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,49 +149,18 @@ func writeLayout(rootfs, dir string) error {
 	if err != nil {
 		return err
 	}
-	cf, err := img.ConfigFile()
+	img, err = imagetest.Linux(img, func(cf *v1.ConfigFile) {
+		cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+		cf.Config.Cmd = []string{"/bin/bash"}
+		cf.Config.Labels = map[string]string{"org.opencontainers.image.description": "Python test base of tt-model (Debian bookworm, debootstrap)"}
+	})
 	if err != nil {
-		return err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
-	cf.Config.Cmd = []string{"/bin/bash"}
-	cf.Config.Labels = map[string]string{"org.opencontainers.image.description": "Python test base of tt-model (Debian bookworm, debootstrap)"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
 	if img, err = mutate.CreatedAt(img, v1.Time{Time: time.Unix(0, 0).UTC()}); err != nil {
 		return err
 	}
-	tmp := dir + ".partial"
-	os.RemoveAll(tmp)
-	p, err := layout.Write(tmp, empty.Index)
-	if err == nil {
-		err = p.AppendImage(img)
-	}
-	if err == nil {
-		err = os.Rename(tmp, dir)
-	}
-	if err != nil {
-		os.RemoveAll(tmp)
-	}
-	return err
-}
-
-func image(dir string) (v1.Image, error) {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, err
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(im.Manifests) != 1 {
-		return nil, fmt.Errorf("%s holds %d images, want 1", dir, len(im.Manifests))
-	}
-	return idx.Image(im.Manifests[0].Digest)
+	return ocilayout.WriteAtomic(dir, img)
 }
 
 func scriptPath(t testing.TB) string {

@@ -38,6 +38,7 @@ var checks = map[string]func() error{
 	"docker":   dockerEngine,
 	"registry": func() error { return onPath("docker-registry") },
 	"pidns":    pidNamespace,
+	"freezer":  cgroupFreezer,
 	"python3-msgpack": func() error {
 		return pythonImports("msgpack")
 	},
@@ -140,6 +141,20 @@ func pidNamespace() error {
 		return fmt.Errorf("cannot create a PID namespace (needs root or CAP_SYS_ADMIN): %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// FreezerDir is the cgroup v1 freezer hierarchy. A process frozen there
+// stays in the kernel after SIGKILL until it is thawed, as one stuck in a
+// driver does: tests of what a supervisor does about such a process use it.
+// (cgroup v2's freezer lets SIGKILL through.)
+const FreezerDir = "/sys/fs/cgroup/freezer"
+
+func cgroupFreezer() error {
+	probe, err := os.MkdirTemp(FreezerDir, "tt-model-probe-")
+	if err != nil {
+		return fmt.Errorf("cannot create a cgroup v1 freezer group (needs root and the freezer hierarchy at %s): %w", FreezerDir, err)
+	}
+	return os.Remove(probe)
 }
 
 func pythonImports(module string) error {

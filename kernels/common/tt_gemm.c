@@ -836,6 +836,7 @@ void tt_gemm(tt_pool *pool, const tt_gemm_plan *plan, const tt_mat *w, const flo
 
 /* ---------- peak microbenchmark ---------- */
 
+/* Deliberate twin of peak_bf16: one peak loop per instruction; the intrinsics and their types differ. */
 TT_TARGET_AVX512 static double peak_f32(long iters)
 {
     __m512 acc[16], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
@@ -850,6 +851,7 @@ TT_TARGET_AVX512 static double peak_f32(long iters)
     return (double)s;
 }
 
+/* Deliberate twin of peak_f32: one peak loop per instruction; the intrinsics and their types differ. */
 TT_TARGET_AVX512BF16 static double peak_bf16(long iters)
 {
     __m512 acc[16];

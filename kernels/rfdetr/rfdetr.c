@@ -109,7 +109,8 @@ struct rfdetr {
     float *refpoint; /* [300][4] */
     float *query;    /* [300][256] */
 
-    /* scratch */
+    /* scratch, scratch_bytes in all (rfdetr_bytes) */
+    size_t scratch_bytes;
     float *im2col;   /* [1600][max(588, 1152)] */
     float *x, *xn;   /* [1616][384] */
     float *qkv;      /* [1616][1152] */
@@ -194,11 +195,13 @@ int rfdetr_weight_min_rows(int i)
 
 /* ---------- creation ---------- */
 
-static float *falloc(long n)
+/* A zeroed scratch buffer of n floats, counted in *total. */
+static float *falloc(long n, size_t *total)
 {
     size_t bytes = ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
     float *p = aligned_alloc(64, bytes);
     if (p) memset(p, 0, bytes);
+    *total += bytes;
     return p;
 }
 
@@ -317,7 +320,7 @@ static rfdetr *create(rfdetr_precision precision, int nthreads, tt_isa isa)
         p->dim_t[k] = powf(SINE_TEMPERATURE, (float)(2 * (k / 2)) / (RFDETR_HIDDEN / 2));
     int ok = lay_out(p) == 0;
     tt_dtype dt = p->dtype;
-#define BUF(b, n) ok &= ((b) = falloc(n)) != NULL
+#define BUF(b, n) ok &= ((b) = falloc((n), &p->scratch_bytes)) != NULL
     p->set = calloc((size_t)flat_count(), 1);
     ok &= p->set != NULL;
     const long T = RFDETR_TOKENS, Q = RFDETR_QUERIES, H = RFDETR_HIDDEN;
@@ -357,6 +360,7 @@ static rfdetr *create(rfdetr_precision precision, int nthreads, tt_isa isa)
     size_t gws = (tt_gemm_ws_bound(SEQ, MLP) + 63) & ~(size_t)63;
     p->gemm_ws = aligned_alloc(64, gws);
     ok &= p->gemm_ws != NULL;
+    p->scratch_bytes += gws;
     p->attn_win = (tt_attn_shape){NWIN * NWIN, WTOK, HEADS, HD, p->nthreads, dt, isa};
     p->attn_glob = (tt_attn_shape){1, SEQ, HEADS, HD, p->nthreads, dt, isa};
     p->attn_dec = (tt_attn_shape){1, RFDETR_QUERIES, SA_HEADS, RFDETR_HIDDEN / SA_HEADS, p->nthreads, dt, isa};
@@ -365,6 +369,7 @@ static rfdetr *create(rfdetr_precision precision, int nthreads, tt_isa isa)
     if (tt_attention_ws_bytes(&p->attn_dec) > aws) aws = tt_attention_ws_bytes(&p->attn_dec);
     p->attn_ws = aligned_alloc(64, (aws + 63) & ~(size_t)63);
     ok &= p->attn_ws != NULL;
+    p->scratch_bytes += (aws + 63) & ~(size_t)63;
 #undef BUF
     if (!ok) {
         rfdetr_free(p);
@@ -451,6 +456,8 @@ void rfdetr_free(rfdetr *p)
 }
 
 int rfdetr_threads(const rfdetr *p) { return p->nthreads; }
+
+size_t rfdetr_bytes(const rfdetr *p) { return p->arena.bytes + p->scratch_bytes; }
 
 /* ---------- loading ---------- */
 

@@ -125,6 +125,9 @@ int rfdetr_set_plan(rfdetr *p, const char *plan, char *err, size_t errlen);
 int rfdetr_tune(rfdetr *p, int reps);
 
 int rfdetr_threads(const rfdetr *p);
+/* The memory the program holds: its packed weights (allocated, or the mapping it was given) and
+ * its scratch buffers. */
+size_t rfdetr_bytes(const rfdetr *p);
 void rfdetr_free(rfdetr *p);
 
 #endif

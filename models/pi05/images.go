@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	_ "image/jpeg" // register the decoders camera frames arrive in
-	_ "image/png"
+	"image/jpeg"
+	"image/png"
 	"strings"
+
+	"github.com/ttmodel/tt-model/models/imagemem"
 )
 
 // maxImagePixels bounds a decoded camera frame so that a hostile header cannot make the server
@@ -21,8 +23,9 @@ type RGB struct {
 	Pix  []uint8
 }
 
-// DecodeBase64Image decodes a base64 PNG or JPEG (an optional data: URL prefix is accepted).
-func DecodeBase64Image(s string) (RGB, error) {
+// DecodeBase64Image decodes a base64 PNG or JPEG (an optional data: URL prefix is accepted), as
+// DecodeImage.
+func DecodeBase64Image(s string, mem imagemem.Budget) (RGB, error) {
 	if strings.HasPrefix(s, "data:") {
 		if i := strings.Index(s, ","); i >= 0 {
 			s = s[i+1:]
@@ -32,23 +35,44 @@ func DecodeBase64Image(s string) (RGB, error) {
 	if err != nil {
 		return RGB{}, fmt.Errorf("invalid base64: %w", err)
 	}
-	return DecodeImage(raw)
+	return DecodeImage(raw, mem)
 }
 
 // DecodeImage decodes PNG or JPEG bytes to RGB; alpha is dropped as PIL's convert("RGB") does.
-func DecodeImage(raw []byte) (RGB, error) {
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(raw))
+// The header is checked before any pixel is decoded: at most maxImagePixels, and the decode plus
+// the RGB copy within imagemem.MaxDecodeBytes. mem (nil: no budget) is asked for both before the
+// decode (its error is returned as is); the decoded picture is given back once copied, so the
+// frame keeps its RGB bytes (3 per pixel) reserved.
+func DecodeImage(raw []byte, mem imagemem.Budget) (RGB, error) {
+	hd, err := imagemem.ReadHeader(raw)
 	if err != nil {
 		return RGB{}, fmt.Errorf("not a PNG or JPEG image: %w", err)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width*cfg.Height > maxImagePixels {
-		return RGB{}, fmt.Errorf("%s image of %dx%d pixels is empty or larger than %d pixels", format, cfg.Width, cfg.Height, maxImagePixels)
+	if int64(hd.Width)*int64(hd.Height) > maxImagePixels {
+		return RGB{}, fmt.Errorf("%s image of %dx%d pixels is larger than %d pixels", hd.Format, hd.Width, hd.Height, maxImagePixels)
 	}
-	img, _, err := image.Decode(bytes.NewReader(raw))
+	if err := hd.CheckCost(3); err != nil {
+		return RGB{}, err
+	}
+	if mem != nil {
+		if err := mem.Reserve(hd.Cost(3)); err != nil {
+			return RGB{}, err
+		}
+	}
+	var img image.Image
+	if hd.Format == "png" {
+		img, err = png.Decode(bytes.NewReader(raw))
+	} else {
+		img, err = jpeg.Decode(bytes.NewReader(raw))
+	}
 	if err != nil {
-		return RGB{}, fmt.Errorf("decode %s: %w", format, err)
+		return RGB{}, fmt.Errorf("decode %s: %w", hd.Format, err)
 	}
-	return toRGB(img), nil
+	out := toRGB(img)
+	if mem != nil {
+		mem.Release(hd.DecodeBytes)
+	}
+	return out, nil
 }
 
 func toRGB(img image.Image) RGB {

@@ -5,7 +5,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/models/imagemem"
+	"github.com/ttmodel/tt-model/models/imagemem/imagememtest"
 )
 
 // testImageSize is the full-size model's input side.
@@ -83,5 +87,51 @@ func TestDiscretizeState(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// countBudget counts what a decode reserves and gives back.
+type countBudget struct{ held, peak int64 }
+
+func (b *countBudget) Reserve(n int64) error {
+	b.held += n
+	b.peak = max(b.peak, b.held)
+	return nil
+}
+
+func (b *countBudget) Release(n int64) { b.held -= n }
+
+// A frame is checked from its header before a pixel is decoded; a decoded one reserved its decode
+// and its RGB copy, and keeps only the copy (3 bytes a pixel) once decoded.
+func TestDecodeImageMemory(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		data []byte
+		err  string
+	}{
+		{"png", imagememtest.PNG{Width: 64, Height: 48, Depth: 16, ColorType: 6}.Encode(), ""},
+		{"progressive jpeg", imagememtest.JPEG{Width: 64, Height: 48, Progressive: true}.Encode(), ""},
+		{"over the pixel count", imagememtest.PNG{Width: 5000, Height: 5000, Depth: 8}.Encode(), "png image of 5000x5000 pixels is larger than 16777216 pixels"},
+		{"over the decode budget", imagememtest.JPEG{Width: 4000, Height: 4000, Progressive: true}.Encode(),
+			"jpeg image is 4000x4000 progressive 4:4:4: decoding it takes 275 MiB, more than the 128 MiB allowed per image (progressive 4:4:4 JPEG pictures may have at most 7.5 megapixels)"},
+		{"gif", []byte("GIF89a\x01\x00\x01\x00"), "not a PNG or JPEG image"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mem countBudget
+			img, err := DecodeImage(c.data, &mem)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || mem.peak != 0 {
+					t.Fatalf("error %v (reserved %d), want %q before anything is reserved", err, mem.peak, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			hd, _ := imagemem.ReadHeader(c.data)
+			if mem.peak != hd.Cost(3) || mem.held != int64(len(img.Pix)) || len(img.Pix) != 3*64*48 {
+				t.Errorf("reserved %d at the peak, %d after; want %d, then the %d-byte frame", mem.peak, mem.held, hd.Cost(3), len(img.Pix))
+			}
+		})
 	}
 }

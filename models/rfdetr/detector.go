@@ -158,3 +158,17 @@ func (d *Detector) Warmup(ctx context.Context, n int) error {
 
 // Close releases the network.
 func (d *Detector) Close() error { return d.net.Close() }
+
+// NativeMemory is a Network holding memory outside the Go heap (the C program's packed weights
+// and scratch).
+type NativeMemory interface {
+	NativeBytes() int64
+}
+
+// NativeBytes is what the network holds outside the Go heap (0 when it does not say).
+func (d *Detector) NativeBytes() int64 {
+	if n, ok := d.net.(NativeMemory); ok {
+		return n.NativeBytes()
+	}
+	return 0
+}

@@ -6,6 +6,8 @@ import (
 	"image"
 	"image/jpeg"
 	"image/png"
+
+	"github.com/ttmodel/tt-model/models/imagemem"
 )
 
 // MaxImageSide is the largest width or height accepted (the original server's limit):
@@ -23,15 +25,13 @@ func badImage(format string, args ...any) error {
 	return &BadImageError{Reason: fmt.Sprintf(format, args...)}
 }
 
-var (
-	pngMagic  = []byte("\x89PNG\r\n\x1a\n")
-	jpegMagic = []byte{0xff, 0xd8}
-)
+var pngMagic = []byte("\x89PNG\r\n\x1a\n")
 
 // Picture is a checked PNG or JPEG, ready for Detect. A non-interlaced PNG
 // keeps only its compressed data and is decoded row by row while it is
 // pre-processed (pngrows.go); a JPEG or an interlaced PNG is decoded whole
-// here (image/jpeg and Adam7 need the whole picture).
+// here (image/jpeg and Adam7 need the whole picture), within
+// imagemem.MaxDecodeBytes.
 type Picture struct {
 	Width, Height int
 	Format        string // "png" or "jpeg"
@@ -50,27 +50,28 @@ func (p *Picture) Streamed() bool { return p.png != nil }
 
 // DecodePicture checks a PNG or JPEG file: the format by its magic bytes,
 // the declared size against MaxImageSide before any pixel is decoded, and
-// for a PNG every chunk (lengths, CRCs, order). Pixel data that turns out
-// corrupt while a streamed PNG is pre-processed is a *BadImageError from
-// Detect.
-func DecodePicture(data []byte) (*Picture, error) {
+// for a PNG every chunk (lengths, CRCs, order). A picture decoded whole
+// must fit in imagemem.MaxDecodeBytes, and takes what it needs from mem
+// (nil: no budget) before a pixel is decoded; mem's error is returned as
+// is. Pixel data that turns out corrupt while a streamed PNG is
+// pre-processed is a *BadImageError from Detect.
+func DecodePicture(data []byte, mem imagemem.Budget) (*Picture, error) {
 	var (
-		format       string
 		decodeConfig func([]byte) (image.Config, error)
 		decode       func([]byte) (image.Image, error)
 	)
-	switch {
-	case bytes.HasPrefix(data, pngMagic):
-		format = "png"
+	format := imagemem.Format(data)
+	switch format {
+	case "png":
 		decodeConfig = func(b []byte) (image.Config, error) { return png.DecodeConfig(bytes.NewReader(b)) }
 		decode = func(b []byte) (image.Image, error) { return png.Decode(bytes.NewReader(b)) }
-	case bytes.HasPrefix(data, jpegMagic):
-		format = "jpeg"
+	case "jpeg":
 		decodeConfig = func(b []byte) (image.Config, error) { return jpeg.DecodeConfig(bytes.NewReader(b)) }
 		decode = func(b []byte) (image.Image, error) { return jpeg.Decode(bytes.NewReader(b)) }
-	case len(data) == 0:
-		return nil, badImage("image is empty")
 	default:
+		if len(data) == 0 {
+			return nil, badImage("image is empty")
+		}
 		return nil, badImage("image is not a PNG or JPEG file (first bytes % x)", data[:min(len(data), 8)])
 	}
 	cfg, err := decodeConfig(data)
@@ -92,6 +93,21 @@ func DecodePicture(data []byte) (*Picture, error) {
 		if !h.interlaced {
 			pic.png = h
 			return pic, nil
+		}
+	}
+	hd, err := imagemem.ReadHeader(data)
+	if err != nil {
+		return nil, badImage("cannot decode %s header: %v", format, err)
+	}
+	if err := hd.CheckCost(0); err != nil {
+		if hd.Interlaced {
+			return nil, badImage("%v; a non-interlaced PNG is read row by row and may be %dx%d", err, MaxImageSide, MaxImageSide)
+		}
+		return nil, badImage("%v", err)
+	}
+	if mem != nil {
+		if err := mem.Reserve(hd.DecodeBytes); err != nil {
+			return nil, err
 		}
 	}
 	if pic.img, err = decode(data); err != nil {

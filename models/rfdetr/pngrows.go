@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"github.com/ttmodel/tt-model/models/imagemem"
 )
 
 // A non-interlaced PNG is decoded here one row at a time while it is
@@ -22,15 +24,6 @@ import (
 // image/png and libpng do). The chunk rules are image/png's as well: CRCs
 // checked, IHDR first, PLTE before IDAT, tRNS where its colour type allows,
 // consecutive IDATs, IEND after them.
-
-// PNG colour types (PNG spec 11.2.2).
-const (
-	ctGray      = 0
-	ctTrueColor = 2
-	ctPaletted  = 3
-	ctGrayAlpha = 4
-	ctRGBA      = 6
-)
 
 // pngHeader is a checked PNG whose pixel data has not been inflated yet.
 type pngHeader struct {
@@ -91,7 +84,7 @@ func parsePNG(data []byte) (*pngHeader, error) {
 			stage = stTRNS
 		case "IDAT":
 			switch {
-			case stage < stIHDR || stage > stIDAT || (stage == stIHDR && p.ctype == ctPaletted):
+			case stage < stIHDR || stage > stIDAT || (stage == stIHDR && p.ctype == imagemem.PNGPaletted):
 				err = order(false)
 			case stage == stIDAT:
 				// Trailing IDATs after the pixel data (image/png ignores them).
@@ -138,8 +131,8 @@ func (p *pngHeader) parseIHDR(b []byte) error {
 	}
 	p.width, p.height, p.depth, p.ctype, p.interlaced = int(w), int(h), int(b[8]), int(b[9]), b[12] == 1
 	depths := map[int][]int{
-		ctGray: {1, 2, 4, 8, 16}, ctTrueColor: {8, 16}, ctPaletted: {1, 2, 4, 8},
-		ctGrayAlpha: {8, 16}, ctRGBA: {8, 16},
+		imagemem.PNGGray: {1, 2, 4, 8, 16}, imagemem.PNGTrueColor: {8, 16}, imagemem.PNGPaletted: {1, 2, 4, 8},
+		imagemem.PNGGrayAlpha: {8, 16}, imagemem.PNGRGBA: {8, 16},
 	}
 	for _, d := range depths[p.ctype] {
 		if d == p.depth {
@@ -155,11 +148,11 @@ func (p *pngHeader) parsePLTE(b []byte) error {
 		return errors.New("bad PLTE length")
 	}
 	switch p.ctype {
-	case ctPaletted:
+	case imagemem.PNGPaletted:
 		for i := 0; i < n; i++ {
 			copy(p.palette[i][:], b[3*i:3*i+3])
 		}
-	case ctTrueColor, ctRGBA:
+	case imagemem.PNGTrueColor, imagemem.PNGRGBA:
 		// A suggested palette: optional and ignorable (PNG spec 4.1.2).
 	default:
 		return errors.New("PLTE, color type mismatch")
@@ -171,21 +164,21 @@ func (p *pngHeader) parsePLTE(b []byte) error {
 // set alpha, which the RGB rows drop, so nothing is kept.
 func (p *pngHeader) checkTRNS(b []byte, afterIHDR, afterPLTE bool) error {
 	switch p.ctype {
-	case ctPaletted:
+	case imagemem.PNGPaletted:
 		if !afterPLTE {
 			return errors.New(`chunk "tRNS" out of order`)
 		}
 		if len(b) > 256 {
 			return errors.New("bad tRNS length")
 		}
-	case ctTrueColor:
+	case imagemem.PNGTrueColor:
 		if !afterIHDR && !afterPLTE {
 			return errors.New(`chunk "tRNS" out of order`)
 		}
 		if len(b) != 6 {
 			return errors.New("bad tRNS length")
 		}
-	case ctGray:
+	case imagemem.PNGGray:
 		if !afterIHDR {
 			return errors.New(`chunk "tRNS" out of order`)
 		}
@@ -209,11 +202,11 @@ func (p *pngHeader) bitsPerPixel() int {
 // channels per pixel of the colour type.
 func (p *pngHeader) channels() int {
 	switch p.ctype {
-	case ctTrueColor:
+	case imagemem.PNGTrueColor:
 		return 3
-	case ctGrayAlpha:
+	case imagemem.PNGGrayAlpha:
 		return 2
-	case ctRGBA:
+	case imagemem.PNGRGBA:
 		return 4
 	}
 	return 1
@@ -334,14 +327,14 @@ func abs(x int) int {
 func (p *pngHeader) rowRGB(src, dst []uint8) {
 	w := p.width
 	switch {
-	case p.ctype == ctGray && p.depth < 8, p.ctype == ctPaletted:
+	case p.ctype == imagemem.PNGGray && p.depth < 8, p.ctype == imagemem.PNGPaletted:
 		per := 8 / p.depth // samples per byte, most significant first
 		mask := uint8(1<<p.depth - 1)
 		scale := uint8(0xff / mask) // 1-bit ×255, 2-bit ×0x55, 4-bit ×0x11, 8-bit ×1
 		for x := 0; x < w; x++ {
 			shift := uint(8 - p.depth*(x%per+1))
 			v := src[x/per] >> shift & mask
-			if p.ctype == ctPaletted {
+			if p.ctype == imagemem.PNGPaletted {
 				copy(dst[3*x:3*x+3], p.palette[v][:])
 			} else {
 				g := v * scale

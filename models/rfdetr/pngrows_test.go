@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/models/imagemem"
 )
 
 // testPNG describes a PNG the test encoder writes: any colour type and bit
@@ -97,7 +99,7 @@ func (tp testPNG) encode() []byte {
 	binary.BigEndian.PutUint32(ihdr[4:], uint32(tp.h))
 	ihdr[8], ihdr[9] = byte(tp.depth), byte(tp.ctype)
 	chunk(&out, "IHDR", ihdr)
-	if tp.ctype == ctPaletted || (tp.palette > 0 && tp.ctype == ctTrueColor) {
+	if tp.ctype == imagemem.PNGPaletted || (tp.palette > 0 && tp.ctype == imagemem.PNGTrueColor) {
 		plte := make([]byte, 3*tp.palette)
 		for i := range plte {
 			plte[i] = uint8(rng.UintN(256))
@@ -106,11 +108,11 @@ func (tp testPNG) encode() []byte {
 	}
 	if tp.trns {
 		switch tp.ctype {
-		case ctGray:
+		case imagemem.PNGGray:
 			chunk(&out, "tRNS", []byte{0, 1})
-		case ctTrueColor:
+		case imagemem.PNGTrueColor:
 			chunk(&out, "tRNS", []byte{0, 1, 0, 2, 0, 3})
-		case ctPaletted:
+		case imagemem.PNGPaletted:
 			chunk(&out, "tRNS", []byte{0, 128})
 		}
 	}
@@ -126,7 +128,7 @@ func (tp testPNG) encode() []byte {
 // streamRows decodes every row of a PNG through pngRows.
 func streamRows(t *testing.T, data []byte) ([]uint8, error) {
 	t.Helper()
-	pic, err := DecodePicture(data)
+	pic, err := DecodePicture(data, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -166,22 +168,22 @@ func goRows(data []byte) ([]uint8, error) {
 // the streamed rows equal image/png's, byte for byte.
 func TestStreamedPNGRowsEqualImagePNG(t *testing.T) {
 	var cases []testPNG
-	depths := map[int][]int{ctGray: {1, 2, 4, 8, 16}, ctTrueColor: {8, 16}, ctPaletted: {1, 2, 4, 8}, ctGrayAlpha: {8, 16}, ctRGBA: {8, 16}}
+	depths := map[int][]int{imagemem.PNGGray: {1, 2, 4, 8, 16}, imagemem.PNGTrueColor: {8, 16}, imagemem.PNGPaletted: {1, 2, 4, 8}, imagemem.PNGGrayAlpha: {8, 16}, imagemem.PNGRGBA: {8, 16}}
 	seed := uint64(1)
 	for ct, ds := range depths {
 		for _, d := range ds {
 			for _, size := range [][2]int{{1, 1}, {13, 7}, {64, 33}} {
 				tp := testPNG{w: size[0], h: size[1], ctype: ct, depth: d, idats: 1 + int(seed%3), seed: seed}
-				if ct == ctPaletted {
+				if ct == imagemem.PNGPaletted {
 					tp.palette = max(1, (1<<d)*2/3) // some indices fall past the palette
 				}
-				tp.trns = ct == ctGray || ct == ctTrueColor || ct == ctPaletted
+				tp.trns = ct == imagemem.PNGGray || ct == imagemem.PNGTrueColor || ct == imagemem.PNGPaletted
 				cases = append(cases, tp)
 				seed++
 			}
 		}
 	}
-	cases = append(cases, testPNG{w: 9, h: 4, ctype: ctTrueColor, depth: 8, palette: 5, idats: 2, seed: 99}) // suggested palette
+	cases = append(cases, testPNG{w: 9, h: 4, ctype: imagemem.PNGTrueColor, depth: 8, palette: 5, idats: 2, seed: 99}) // suggested palette
 	for _, tp := range cases {
 		t.Run(tp.String(), func(t *testing.T) {
 			data := tp.encode()
@@ -216,7 +218,7 @@ func TestStreamedPNGRowsEqualImagePNG(t *testing.T) {
 // Broken files are refused by both decoders; the streamed one says why
 // with a *BadImageError, before any pixel when the chunks are wrong.
 func TestStreamedPNGRefusesBrokenFiles(t *testing.T) {
-	good := testPNG{w: 16, h: 8, ctype: ctRGBA, depth: 8, idats: 2, seed: 5}.encode()
+	good := testPNG{w: 16, h: 8, ctype: imagemem.PNGRGBA, depth: 8, idats: 2, seed: 5}.encode()
 	flip := func(off int) []byte {
 		b := bytes.Clone(good)
 		b[off] ^= 0x40
@@ -230,7 +232,7 @@ func TestStreamedPNGRefusesBrokenFiles(t *testing.T) {
 	badPixels[idat+4+n/2] ^= 0xff
 	binary.BigEndian.PutUint32(badPixels[idat+4+n:], crc32.ChecksumIEEE(badPixels[idat:idat+4+n]))
 	noIEND := good[:len(good)-12]
-	short := testPNG{w: 16, h: 8, ctype: ctRGBA, depth: 8, idats: 1, seed: 5}.encode()
+	short := testPNG{w: 16, h: 8, ctype: imagemem.PNGRGBA, depth: 8, idats: 1, seed: 5}.encode()
 	// A header claiming 9 rows over data holding 8: not enough pixel data.
 	binary.BigEndian.PutUint32(short[8+8+4:], 9)
 	binary.BigEndian.PutUint32(short[8+8+13:], crc32.ChecksumIEEE(short[8+4:8+8+13]))
@@ -284,12 +286,12 @@ func TestStreamedPNGBoundsMemory(t *testing.T) {
 	ihdr := make([]byte, 13)
 	binary.BigEndian.PutUint32(ihdr[0:], side)
 	binary.BigEndian.PutUint32(ihdr[4:], side)
-	ihdr[8], ihdr[9] = 16, ctRGBA
+	ihdr[8], ihdr[9] = 16, imagemem.PNGRGBA
 	chunk(&buf, "IHDR", ihdr)
 	chunk(&buf, "IDAT", z.Bytes())
 	chunk(&buf, "IEND", nil)
 	data := buf.Bytes()
-	pic, err := DecodePicture(data)
+	pic, err := DecodePicture(data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestJPEGColourMatchesLibjpeg(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pic, err := DecodePicture(data)
+		pic, err := DecodePicture(data, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

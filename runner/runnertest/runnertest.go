@@ -25,6 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/ttmodel/tt-model/hub/hubtest"
+	"github.com/ttmodel/tt-model/internal/imagetest"
+	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -36,7 +38,8 @@ const BrokenMessage = "PI05_LAYOUT=xx: refused (a test server that cannot start)
 
 // BuildHealthServer compiles runner/testdata/healthserver as a static
 // binary: it answers /health with "ok" only when $HF_MODEL/config.json is
-// readable, prints HF_MODEL, and ignores SIGTERM when IGNORE_SIGTERM=1.
+// readable and /env with its environment, prints HF_MODEL, and ignores
+// SIGTERM when IGNORE_SIGTERM=1.
 func BuildHealthServer(t testing.TB) string {
 	t.Helper()
 	return BuildStatic(t, "healthserver", "tt-model-server")
@@ -90,14 +93,7 @@ func BinImage(t testing.TB, bin, name string, env []string) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Env = env
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
+	if img, err = imagetest.Linux(img, func(cf *v1.ConfigFile) { cf.Config.Env = env }); err != nil {
 		t.Fatal(err)
 	}
 	return img
@@ -109,7 +105,7 @@ func WriteLayout(t testing.TB, dir, server, tag string) {
 	t.Helper()
 	img := BinImage(t, server, "tt-model-server", []string{"PATH=/usr/local/bin"})
 	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{
-		Add: img, Descriptor: v1.Descriptor{Annotations: map[string]string{"org.opencontainers.image.ref.name": tag}},
+		Add: img, Descriptor: v1.Descriptor{Annotations: map[string]string{ocilayout.RefName: tag}},
 	})
 	if _, err := layout.Write(dir, idx); err != nil {
 		t.Fatal(err)

@@ -201,8 +201,8 @@ func FromEnv(env Env) (Config, error) {
 	}
 
 	// The SLO: dp's policy. In sp and pd (which have no admission control, as on chips) the SLO's
-	// settings are named as without effect: an image packaged with the multi-robot profile carries
-	// them into every profile it serves.
+	// settings are named as without effect rather than ignored in silence: a user who sets them for
+	// another layout (docker run -e, a unit's drop-in) learns that they do nothing there.
 	sloVars := []string{"PI05_SLO_MS", "PI05_SLO_P99_MS", "PI05_SLO_MARGIN_MS", "PI05_SLO_CLOCK_GUARD", "PI05_SLO_HOST_MS", "PI05_MR_GUARD",
 		"PI05_ROUTING", "PI05_JOIN", "PI05_STEAL"}
 	if c.Layout != DP {

@@ -64,11 +64,11 @@ func TestFromEnvDefaultsAndProfiles(t *testing.T) {
 				t.Errorf("2 devices of 4 threads: %+v", c)
 			}
 		}},
-		{"profile env inherited by sp", map[string]string{"PI05_LAYOUT": "sp", "PI05_SLO_MS": "100", "PI05_MAX_BATCH": "4", "PI05_STEAL": "1"}, func(t *testing.T, c Config) {
+		{"dp's settings under sp", map[string]string{"PI05_LAYOUT": "sp", "PI05_SLO_MS": "100", "PI05_MAX_BATCH": "4", "PI05_STEAL": "1"}, func(t *testing.T, c Config) {
 			n := strings.Join(c.Notices, "\n")
 			if c.SLO.On() || c.MaxBatch != 1 || c.Steal || !strings.Contains(n, "PI05_SLO_MS=100 has no effect with PI05_LAYOUT=sp") ||
 				!strings.Contains(n, "PI05_MAX_BATCH=4 has no effect with PI05_LAYOUT=sp") {
-				t.Errorf("sp with the multi-robot image's env: slo %v, batch %d, steal %v, notices %q", c.SLO.On(), c.MaxBatch, c.Steal, c.Notices)
+				t.Errorf("sp with multi-robot's settings: slo %v, batch %d, steal %v, notices %q", c.SLO.On(), c.MaxBatch, c.Steal, c.Notices)
 			}
 		}},
 		{"no slo", map[string]string{"PI05_SLO_CLOCK_GUARD": "2"}, func(t *testing.T, c Config) {

@@ -134,6 +134,9 @@ func (n *Network) WaitStored() error { return n.stored.Wait() }
 // Program exposes the native program (stages, timing) to tests and benchmarks.
 func (n *Network) Program() *native.RFDETR { return n.prog }
 
+// NativeBytes is the program's memory outside the Go heap: packed weights and scratch.
+func (n *Network) NativeBytes() int64 { return n.prog.Bytes() }
+
 // Forward runs the whole network in one cgo call and copies the outputs.
 // The call cannot be interrupted: ctx is only checked before it starts.
 func (n *Network) Forward(ctx context.Context, pixels, logits, boxes []float32) error {

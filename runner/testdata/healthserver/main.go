@@ -5,7 +5,10 @@
 // symlinks work where it runs. IGNORE_SIGTERM=1 makes it ignore SIGTERM;
 // FAIL_START=<message> makes it print the message and exit 1 at once (a
 // server that cannot start); EXIT_AFTER=<duration> makes it exit 3 that
-// long after it started (a server the engine keeps restarting).
+// long after it started (a server the engine keeps restarting). GET /env
+// answers its whole environment as a JSON object, so a test can check what
+// a runner gave it; --verify answers `tt-model package`'s check of the
+// server and exits 0.
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -24,7 +28,12 @@ import (
 func main() {
 	host := flag.String("host", "0.0.0.0", "listen address")
 	port := flag.Int("port", 8000, "listen port")
+	verify := flag.Bool("verify", false, "print the environment's size and exit 0, as tt-model-server --verify does for a build")
 	flag.Parse()
+	if *verify {
+		fmt.Printf("healthserver: verify ok, %d variables\n", len(os.Environ()))
+		return
+	}
 	model := os.Getenv("HF_MODEL")
 	fmt.Printf("HF_MODEL=%s\n", model)
 	if msg := os.Getenv("FAIL_START"); msg != "" {
@@ -57,6 +66,15 @@ func main() {
 			return
 		}
 		json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
+	})
+	http.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(env)
 	})
 	l, err := net.Listen("tcp", net.JoinHostPort(*host, fmt.Sprint(*port)))
 	if err != nil {
