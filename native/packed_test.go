@@ -3,6 +3,7 @@ package native
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -87,6 +88,25 @@ func TestPi05PackedWeightsRefuseAnotherLayout(t *testing.T) {
 	}
 }
 
+// residentChildEnv marks the re-executed test binary of TestRFDETRAttachedWeightsGrowByTheirScratch.
+const residentChildEnv = "TT_NATIVE_RESIDENT_CHILD"
+
+// An attached program grows the process by its scratch only, never by a copy of the packed block.
+// Measured in a fresh process per precision (this test binary re-executed, running one subtest of
+// TestRFDETRPackedWeightsAreOneBlock): in a process where earlier programs were freed, the C
+// allocator hands their still-resident chunks to the next program, whose scratch then grows nothing.
+func TestRFDETRAttachedWeightsGrowByTheirScratch(t *testing.T) {
+	for _, prec := range []Precision{FP32, BF16} {
+		sub := "TestRFDETRPackedWeightsAreOneBlock/" + string(prec)
+		cmd := exec.Command(os.Args[0], "-test.run=^"+strings.Replace(sub, "/", "$/^", 1)+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), residentChildEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: "+sub) {
+			t.Errorf("%s in a process of its own: %v\n%s", sub, err, out)
+		}
+	}
+}
+
 func TestRFDETRPackedWeightsAreOneBlock(t *testing.T) {
 	for _, prec := range []Precision{FP32, BF16} {
 		t.Run(string(prec), func(t *testing.T) {
@@ -121,12 +141,16 @@ func TestRFDETRPackedWeightsAreOneBlock(t *testing.T) {
 				t.Fatal("the forward over attached weights differs from the packing program's")
 			}
 			// Bytes counts the packed block and the scratch, which the program's first forward has
-			// all written: the process grew by the scratch (the block was already resident).
+			// all written: the process grew by the scratch (the block was already resident). The
+			// growth is only checked in a process of its own (TestRFDETRAttachedWeightsGrowByTheirScratch).
 			packed, scratch := int64(len(a.Packed())), mapped.Bytes()-int64(len(a.Packed()))
 			grown := residentBytes(t) - rss
 			t.Logf("Bytes %d: packed %d, scratch %d; resident memory grew by %d", mapped.Bytes(), packed, scratch, grown)
-			if a.Bytes() != mapped.Bytes() || scratch <= 0 || grown < scratch*8/10 || grown > scratch*11/10+4<<20 {
-				t.Errorf("Bytes %d (packing program %d) = packed %d + scratch %d; the process grew by %d", mapped.Bytes(), a.Bytes(), packed, scratch, grown)
+			if a.Bytes() != mapped.Bytes() || scratch <= 0 {
+				t.Errorf("Bytes %d (packing program %d) = packed %d + scratch %d", mapped.Bytes(), a.Bytes(), packed, scratch)
+			}
+			if os.Getenv(residentChildEnv) == "1" && (grown < scratch*8/10 || grown > scratch*11/10+4<<20) {
+				t.Errorf("packed %d + scratch %d; the process grew by %d", packed, scratch, grown)
 			}
 			if _, err := mapped.SetTensor("query_feat.weight", DTypeF32, []int{3900, 256}, make([]byte, 4*3900*256)); err == nil {
 				t.Error("SetTensor on attached weights accepted")
