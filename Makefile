@@ -17,10 +17,13 @@ build:
 # list, and TT_REQUIRE=… (set by .ci/run) turns a missing requirement into a
 # failure instead of a skip.
 SKIP_LOG := $(CURDIR)/$(BIN)/test-skips.log
+# go test's default 10-minute limit per package binary is too close for the
+# packages that build images and boot hosts on a 2-core CI machine.
+TEST_TIMEOUT ?= 30m
 test:
 	$(GO) vet $(PKGS)
 	@mkdir -p $(BIN); : > $(SKIP_LOG)
-	@TT_SKIP_LOG=$(SKIP_LOG) $(GO) test -count=1 $(PKGS); rc=$$?; \
+	@TT_SKIP_LOG=$(SKIP_LOG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS); rc=$$?; \
 	  n=$$(grep -c . $(SKIP_LOG)); echo "== skipped tests: $$n (TT_REQUIRE=$${TT_REQUIRE:-unset})"; \
 	  sort $(SKIP_LOG); exit $$rc
 
