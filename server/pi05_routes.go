@@ -506,8 +506,13 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		return
 	}
 	defer mem.done()
+	body = quoteNonFinite(body)
+	if aerr := m.refuseEarly(r, body); aerr != nil {
+		aerr.write(w)
+		return
+	}
 	var b predictBody
-	if aerr := decodeObject(quoteNonFinite(body), &b); aerr != nil {
+	if aerr := decodeObject(body, &b); aerr != nil {
 		aerr.write(w)
 		return
 	}
@@ -573,7 +578,10 @@ func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	if strings.Contains(strings.ToLower(r.Header.Get("Content-Type")), "msgpack") {
 		ar, aerr = m.decodeActionMsgpack(body, wantsMsgpack(r), mem)
 	} else {
-		ar, aerr = m.decodeActionJSON(quoteNonFinite(body), wantsMsgpack(r), mem)
+		body = quoteNonFinite(body)
+		if aerr = m.refuseEarly(r, body); aerr == nil {
+			ar, aerr = m.decodeActionJSON(body, wantsMsgpack(r), mem)
+		}
 	}
 	if aerr != nil {
 		aerr.write(w)
