@@ -20,12 +20,36 @@ SKIP_LOG := $(CURDIR)/$(BIN)/test-skips.log
 # go test's default 10-minute limit per package binary is too close for the
 # packages that build images and boot hosts on a 2-core CI machine.
 TEST_TIMEOUT ?= 30m
-test:
+test: kernels
 	$(GO) vet $(PKGS)
 	@mkdir -p $(BIN); : > $(SKIP_LOG)
 	@TT_SKIP_LOG=$(SKIP_LOG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS); rc=$$?; \
 	  n=$$(grep -c . $(SKIP_LOG)); echo "== skipped tests: $$n (TT_REQUIRE=$${TT_REQUIRE:-unset})"; \
 	  sort $(SKIP_LOG); exit $$rc
+
+# make kernels: the C kernels on their own, without Go: a static library of every kernel, the
+# self-test binary (the case table native's Go tests run; make kernels runs it) and a GEMM
+# micro-bench (bin/kernels/tt_bench [M K N]...), compiled as they ship (-O3, runtime dispatch,
+# no -march=native) and -Wall -Wextra -Werror clean, one object per source file.
+KCC     ?= gcc
+KCFLAGS ?= -O3 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
+KBUILD  := $(BIN)/kernels
+KSRC    := $(wildcard kernels/common/*.c kernels/pi05/*.c kernels/rfdetr/*.c)
+KOBJ    := $(patsubst kernels/%.c,$(KBUILD)/obj/%.o,$(KSRC))
+KINC    := -Ikernels/common -Ikernels/pi05 -Ikernels/rfdetr
+.PHONY: kernels
+kernels: $(KBUILD)/tt_selftest $(KBUILD)/tt_bench
+	$(KBUILD)/tt_selftest
+
+$(KBUILD)/obj/%.o: kernels/%.c $(wildcard kernels/*/*.h)
+	@mkdir -p $(dir $@)
+	$(KCC) $(KCFLAGS) $(KINC) -c $< -o $@
+
+$(KBUILD)/libttkernels.a: $(KOBJ)
+	ar rcs $@ $^
+
+$(KBUILD)/%: kernels/tools/%_main.c $(KBUILD)/libttkernels.a
+	$(KCC) $(KCFLAGS) $(KINC) $^ -o $@ -lm -lpthread
 
 # make demo: RF-DETR; make demo PI05=1 (or make demo-pi05): pi0.5.
 demo: build
