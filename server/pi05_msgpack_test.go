@@ -272,6 +272,11 @@ func TestPI05MsgpackBadBodies(t *testing.T) {
 		{"frame dtype", obs("observation.images.base", npArray{"<i4", []int{2, 2, 3}, make([]byte, 48)}), "observation.images.base: dtype <i4"},
 		{"float frame out of range", obs("observation.images.base", float32Array([]float32{0, 2, 0}, 1, 1, 3)), "float frames must lie in [0, 1]"},
 		{"noise shape", obs("noise", float32Array(o.noise, 320)), "noise: want a [horizon, action_dim] array"},
+		// Shapes whose product wraps a uint64 to 0 match empty data unless the product is checked.
+		{"frame shape wraps", obs("observation.images.base", npArray{"|u1", []int{1 << 32, 1 << 32, 3}, nil}), "observation.images.base.shape: dimension 1"},
+		{"float frame shape wraps", obs("observation.images.base", npArray{"<f4", []int{3, 1 << 32, 1 << 32}, nil}), "observation.images.base.shape: dimension 2"},
+		{"huge dimension beside 0", obs("observation.images.base", npArray{"|u1", []int{1 << 62, 0, 3}, nil}), "observation.images.base.shape: dimension 0"},
+		{"state shape wraps", obs("observation.state", npArray{"<f4", []int{1 << 32, 1 << 32}, nil}), "observation.state.shape: dimension 1"},
 		{"unknown camera", mustPack(t, map[string]any{"task": "x", "images": map[string]any{"cam_high": npArray{"|u1", []int{3, 2, 2}, make([]byte, 12)}, "observation/image": 1}}), ""},
 		{"no frames", mustPack(t, map[string]any{"task": "x"}), "images: no camera frame"},
 		{"numpy to JSON", mustPack(t, map[string]any{"input": map[string]any{}, "runtime": map[string]any{"output_format": "numpy"}}), ""},
