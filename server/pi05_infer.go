@@ -108,21 +108,19 @@ func (m *PI05) infer(ctx context.Context, start time.Time, robot string, req *pi
 }
 
 // readPI05Body reads a request body whole, bounded in size, time and rate (JSON or msgpack; the
-// route decodes it), and reserves it from the memory budget: the caller calls done on the
-// reservation once the request is answered.
-func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *reservation, *apiError) {
-	body, berr := readBody(w, r, PI05MaxBodyBytes, fmt.Sprintf("%d bytes (64 MiB)", PI05MaxBodyBytes))
-	if berr != nil {
-		if berr.clientGone {
-			return nil, nil, &apiError{status: statusClientClosed}
-		}
-		return nil, nil, &apiError{status: berr.status, detail: berr.detail}
+// route decodes it), inside the request's reservation mem (requestMemory), which the caller gives
+// back once the request is answered.
+func readPI05Body(w http.ResponseWriter, r *http.Request, mem *reservation) ([]byte, *apiError) {
+	body, berr := readBody(w, r, PI05MaxBodyBytes, fmt.Sprintf("%d bytes (64 MiB)", PI05MaxBodyBytes), mem)
+	switch {
+	case berr == nil:
+		return body, nil
+	case berr.budget != nil:
+		return nil, berr.budget
+	case berr.clientGone:
+		return nil, &apiError{status: statusClientClosed}
 	}
-	mem, aerr := admit(r.Context(), len(body))
-	if aerr != nil {
-		return nil, nil, aerr
-	}
-	return body, mem, nil
+	return nil, &apiError{status: berr.status, detail: berr.detail}
 }
 
 // engineRefusal is the answer to a request the serving engine did not take (nil: err is not a

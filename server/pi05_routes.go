@@ -500,12 +500,13 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		writeDetail(w, http.StatusUnsupportedMediaType, "Content-Type "+ct+": /predict takes JSON (msgpack goes to /v1/actions/generations)")
 		return
 	}
-	body, mem, aerr := readPI05Body(w, r)
+	mem := requestMemory(r.Context())
+	defer mem.done()
+	body, aerr := readPI05Body(w, r, mem)
 	if aerr != nil {
 		aerr.write(w)
 		return
 	}
-	defer mem.done()
 	body = quoteNonFinite(body)
 	if aerr := m.refuseEarly(r, body); aerr != nil {
 		aerr.write(w)
@@ -568,12 +569,13 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 // out (wantsMsgpack); the envelope or the raw policy payload.
 func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	body, mem, aerr := readPI05Body(w, r)
+	mem := requestMemory(r.Context())
+	defer mem.done()
+	body, aerr := readPI05Body(w, r, mem)
 	if aerr != nil {
 		aerr.write(w)
 		return
 	}
-	defer mem.done()
 	var ar *actionRequest
 	if strings.Contains(strings.ToLower(r.Header.Get("Content-Type")), "msgpack") {
 		ar, aerr = m.decodeActionMsgpack(body, wantsMsgpack(r), mem)

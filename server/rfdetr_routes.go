@@ -223,20 +223,16 @@ func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) 
 // <text>" when the forward fails.
 func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	body, berr := readBody(w, r, MaxBodyBytes, fmt.Sprintf("%d bytes (32 MiB)", MaxBodyBytes))
+	mem := requestMemory(r.Context())
+	defer mem.done()
+	body, berr := readBody(w, r, MaxBodyBytes, fmt.Sprintf("%d bytes (32 MiB)", MaxBodyBytes), mem)
 	if berr != nil {
-		if berr.status == http.StatusRequestEntityTooLarge {
+		if berr.status == http.StatusRequestEntityTooLarge && berr.budget == nil {
 			berr.status = http.StatusBadRequest // the seed's contract: a larger body is a 400
 		}
 		berr.write(w)
 		return
 	}
-	mem, aerr := admit(r.Context(), len(body))
-	if aerr != nil {
-		aerr.write(w)
-		return
-	}
-	defer mem.done()
 	req, ferrs := parsePredict(body)
 	if len(ferrs) > 0 {
 		writeFieldErrors(w, ferrs)
