@@ -216,7 +216,8 @@ type predictResponse struct {
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
-// predict answers POST /predict. Status codes: 400 for a body or image that
+// predict answers POST /predict: a JSON body, a PNG or JPEG body, or multipart/form-data
+// (rfdetr_forms.go). Status codes: 400 for a body or image that
 // cannot be used (with the reason), 422 for schema violations, 503 (with
 // Retry-After) when the request memory budget is full and 413 when the
 // request would not fit in it at all, 500 "inference failed: <Type>:
@@ -237,19 +238,26 @@ func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		return
 	}
 	defer mem.done()
-	req, ferrs := parsePredict(body)
+	req, ferrs, perr := rfdetrBody(r.Header.Get("Content-Type"), r.URL.Query(), body, mem)
+	if perr != nil {
+		perr.write(w)
+		return
+	}
 	if len(ferrs) > 0 {
 		writeFieldErrors(w, ferrs)
 		return
 	}
 
 	t0 := time.Now()
-	data, err := decodeBase64Image(req.Image)
-	if err != nil {
-		writeDetail(w, http.StatusBadRequest, err.Error())
-		return
+	data := req.Picture
+	if data == nil {
+		var err error
+		if data, err = decodeBase64Image(req.Image); err != nil {
+			writeDetail(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		req.Image = "" // let the collector free the base64 text while the forward runs
 	}
-	req.Image = "" // let the collector free the base64 text while the forward runs
 	pic, err := rfdetr.DecodePicture(data, mem)
 	if aerr := memoryAPIError(err); aerr != nil {
 		aerr.write(w)

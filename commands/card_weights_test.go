@@ -1,0 +1,63 @@
+package commands
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/runner"
+)
+
+// TestReadyCardNamesTestWeightsAndSendsFiles: the ready card of a server on generated test weights
+// says so, and its RF-DETR try lines send the picture from its file (never a base64 argument).
+func TestReadyCardNamesTestWeightsAndSendsFiles(t *testing.T) {
+	const repo, commit = hub.RFDETRRepo, "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "model.safetensors"), []byte("random"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.WriteTestWeightsMarker(src, "a unit test"); err != nil {
+		t.Fatal(err)
+	}
+	cache := hub.Cache{Dir: t.TempDir()}
+	snap, err := cache.Import(repo, commit, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := &runner.Package{Wire: &manifest.Wire{Name: "rf-detr", Container: &manifest.Container{
+		Kind: manifest.KindGoServer, Runtime: map[string]any{"model": "rf-detr"}}}}
+	inst := &runner.Instance{Name: "tt-model-rf-detr-default", Package: "rf-detr", Profile: "default", Runner: "docker", Port: 20000}
+	for _, tc := range []struct {
+		name string
+		spec runner.Spec
+		test bool
+	}{
+		{"pulled test weights", runner.Spec{Weights: []*hub.Snapshot{snap}}, true},
+		{"--no-weights, HF_MODEL on the test snapshot", runner.Spec{WeightsDir: snap.Dir}, true},
+		{"real weights", runner.Spec{Weights: []*hub.Snapshot{{Repo: repo, Commit: commit, Dir: src + "-none"}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec
+			spec.Package, spec.Profile = pkg, manifest.Profile{Name: "default"}
+			var b bytes.Buffer
+			printCard(&b, &spec, inst, true)
+			card := b.String()
+			warn := "WARNING  random test weights, not " + repo + " (a unit test): the outputs are meaningless"
+			if strings.Contains(card, warn) != tc.test {
+				t.Errorf("card (test weights %v):\n%s", tc.test, card)
+			}
+			for _, want := range []string{"/predict -F image=@photo.jpg", "--data-binary @photo.jpg"} {
+				if !strings.Contains(card, want) {
+					t.Errorf("card lacks %q:\n%s", want, card)
+				}
+			}
+			if strings.Contains(card, "base64") {
+				t.Errorf("card still passes the picture as a base64 argument:\n%s", card)
+			}
+		})
+	}
+}
