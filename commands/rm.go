@@ -31,7 +31,7 @@ func newRmCmd() *cobra.Command {
 			"the blobs no other revision uses (e.g. random test weights a demo stored at a real pin).",
 		Example: "  tt-model rm acme/rf-detr\n  tt-model rm rf-detr --include-weights\n" +
 			"  tt-model rm --weights Roboflow/rf-detr-base@7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a",
-		Args:    cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := hub.ConfigFromEnv(os.Getenv)
 			if err != nil {
