@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/models/imagemem"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/server/api"
@@ -37,9 +38,10 @@ type RFDETR struct {
 	opts RFDETROptions
 	log  *slog.Logger // set by Load
 
-	mu     sync.Mutex // guards det and source, which Load sets while /info reads
+	mu     sync.Mutex // guards det, source and test, which Load sets while /info reads
 	det    *rfdetr.Detector
 	source rfdetr.Source
+	test   string // the notice of generated test weights (TestWeightsReporter)
 	run    sync.Mutex // one forward at a time: the detector has one set of buffers
 }
 
@@ -72,6 +74,13 @@ func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.mu.Lock()
 	m.source = src
 	m.mu.Unlock()
+	if what, ok := hub.TestWeightsIn(src.Dir); ok {
+		n := hub.TestWeightsNotice(m.repo(), what)
+		log.Warn("RANDOM TEST WEIGHTS: " + n)
+		m.mu.Lock()
+		m.test = n
+		m.mu.Unlock()
+	}
 	log.Info("loading weights", "dir", src.Dir, "via", src.Via, "repo", src.Repo, "revision", src.Revision)
 	det, err := rfdetr.Load(ctx, src, m.opts.Build, log)
 	if err != nil {
@@ -88,6 +97,13 @@ func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.det = det
 	m.mu.Unlock()
 	return nil
+}
+
+// TestWeights is the notice of generated test weights (TestWeightsReporter).
+func (m *RFDETR) TestWeights() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.test
 }
 
 func (m *RFDETR) detector() *rfdetr.Detector {
