@@ -41,7 +41,7 @@ type RFDETR struct {
 	mu     sync.Mutex // guards det, source and test, which Load sets while /info reads
 	det    *rfdetr.Detector
 	source rfdetr.Source
-	test   string // the notice of generated test weights (TestWeightsReporter)
+	test   string     // the notice of generated test weights (TestWeightsReporter)
 	run    sync.Mutex // one forward at a time: the detector has one set of buffers
 }
 

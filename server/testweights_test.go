@@ -56,7 +56,9 @@ func TestRFDETRSaysItRunsTestWeights(t *testing.T) {
 	}
 	m := NewRFDETR(RFDETROptions{Getenv: func(k string) string { return map[string]string{"TT_RF_DETR_WEIGHTS": dir}[k] },
 		Device: "cpu test", Version: "test",
-		Build: func(context.Context, *rfdetr.Weights, *slog.Logger) (rfdetr.Network, error) { return twoLabelOutputs(), nil }})
+		Build: func(context.Context, *rfdetr.Weights, *slog.Logger) (rfdetr.Network, error) {
+			return twoLabelOutputs(), nil
+		}})
 	if err := m.Load(context.Background(), discardLog()); err != nil {
 		t.Fatal(err)
 	}

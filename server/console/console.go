@@ -95,9 +95,9 @@ type Model struct {
 	Kind string // api.Kind*
 	// Warning is a banner above everything else: the server runs generated test weights.
 	Warning string
-	Facts  []Fact
-	RFDETR *RFDETRForm // the form that tries the model: at most one is set,
-	PI05   *PI05Form   // none while the model is starting
+	Facts   []Fact
+	RFDETR  *RFDETRForm // the form that tries the model: at most one is set,
+	PI05    *PI05Form   // none while the model is starting
 }
 
 // Page is the console page.
