@@ -92,12 +92,13 @@ type PI05Form struct {
 
 // Model is what a model shows on the console.
 type Model struct {
-	Kind string // api.Kind*
+	Kind   string // api.Kind*
+	Facts  []Fact
+	RFDETR *RFDETRForm // the form that tries the model: at most one is set,
+	PI05   *PI05Form   // none while the model is starting
+
 	// Warning is a banner above everything else: the server runs generated test weights.
 	Warning string
-	Facts   []Fact
-	RFDETR  *RFDETRForm // the form that tries the model: at most one is set,
-	PI05    *PI05Form   // none while the model is starting
 }
 
 // Page is the console page.
