@@ -2,10 +2,17 @@ package commands
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/manifest"
@@ -59,5 +66,34 @@ func TestReadyCardNamesTestWeightsAndSendsFiles(t *testing.T) {
 				t.Errorf("card still passes the picture as a base64 argument:\n%s", card)
 			}
 		})
+	}
+}
+
+// TestCurlNamesTestWeights: `tt-model curl` says first that the server runs generated test
+// weights when its /health says so, and nothing of the kind when it does not.
+func TestCurlNamesTestWeights(t *testing.T) {
+	for _, notice := range []string{"random test weights, not org/x (a test): the outputs are meaningless", ""} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/health":
+				json.NewEncoder(w).Encode(map[string]any{"status": "ok", "weights": notice})
+			case "/info":
+				io.WriteString(w, `{"task": "object-detection"}`)
+			default:
+				io.WriteString(w, `{}`)
+			}
+		}))
+		port, _ := strconv.Atoi(srv.URL[strings.LastIndex(srv.URL, ":")+1:])
+		cmd := &cobra.Command{}
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		err := curlInstance(cmd, &runner.Instance{Name: "x", Package: "x", Running: true, Port: port}, false)
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.HasPrefix(out.String(), "WARNING: this server runs "+notice+"\n"); got != (notice != "") || (notice == "" && strings.Contains(out.String(), "WARNING")) {
+			t.Errorf("notice %q: output\n%s", notice, out.String())
+		}
 	}
 }
