@@ -2,11 +2,16 @@ package runner
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/moby/moby/api/types/registry"
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/engine"
@@ -89,11 +94,16 @@ func RegistryImage(ref manifest.ImageRef, name string) string {
 }
 
 // pullImage has the engine pull ref (by digest: the content is the one the manifest records) and
-// tags it as tag, the name the containers of the package run. The engine uses its own registry
-// settings (insecure registries, mirrors) and credentials it already holds; none are sent.
+// tags it as tag, the name the containers of the package run. The engine applies its own registry
+// settings (insecure registries, mirrors); the credentials are the user's, from the Docker config
+// and credential helpers (the default keychain `push` uses), as `docker pull` sends them.
 func (d *Docker) pullImage(ctx context.Context, ref, tag string, progress io.Writer) error {
+	auth, err := registryAuth(ref)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(progress, "pulling %s through the Docker engine\n", ref)
-	resp, err := d.c.ImagePull(ctx, ref, client.ImagePullOptions{})
+	resp, err := d.c.ImagePull(ctx, ref, client.ImagePullOptions{RegistryAuth: auth})
 	if err != nil {
 		return fmt.Errorf("pull %s: %w", ref, err)
 	}
@@ -105,4 +115,31 @@ func (d *Docker) pullImage(ctx context.Context, ref, tag string, progress io.Wri
 	}
 	fmt.Fprintf(progress, "tagged %s as %s\n", ref, tag)
 	return nil
+}
+
+// registryAuth is the X-Registry-Auth of a pull of ref: the keychain's credentials for its
+// registry, base64url JSON as the engine reads it; "" when the keychain has none (anonymous).
+func registryAuth(ref string) (string, error) {
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return "", fmt.Errorf("image reference %s: %w", ref, err)
+	}
+	reg := r.Context().Registry
+	a, err := authn.DefaultKeychain.Resolve(reg)
+	if err != nil {
+		return "", fmt.Errorf("credentials for %s: %w", reg.RegistryStr(), err)
+	}
+	c, err := a.Authorization()
+	if err != nil {
+		return "", fmt.Errorf("credentials for %s: %w", reg.RegistryStr(), err)
+	}
+	if *c == (authn.AuthConfig{}) {
+		return "", nil
+	}
+	b, err := json.Marshal(registry.AuthConfig{Username: c.Username, Password: c.Password, Auth: c.Auth,
+		IdentityToken: c.IdentityToken, RegistryToken: c.RegistryToken, ServerAddress: reg.RegistryStr()})
+	if err != nil {
+		return "", err
+	}
+	return base64.URLEncoding.EncodeToString(b), nil
 }

@@ -3,6 +3,8 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -125,5 +127,31 @@ func startRegistry(t *testing.T) string {
 			t.Fatalf("docker-registry on %s did not answer\n%s", addr, logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestRegistryAuthFromTheDockerConfig: the pull sends the user's credentials for the registry from
+// the Docker config (as `docker pull` does), and nothing for a registry it has none for.
+func TestRegistryAuthFromTheDockerConfig(t *testing.T) {
+	cfg := t.TempDir()
+	conf := `{"auths": {"reg.example:5000": {"auth": "` + base64.StdEncoding.EncodeToString([]byte("ana:s3cret")) + `"}}}`
+	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", cfg)
+	got, err := registryAuth("reg.example:5000/tt/x@sha256:" + strings.Repeat("0", 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.URLEncoding.DecodeString(got)
+	if err != nil {
+		t.Fatalf("%q: %v", got, err)
+	}
+	var a struct{ Username, Password, ServerAddress string }
+	if err := json.Unmarshal(raw, &a); err != nil || a.Username != "ana" || a.Password != "s3cret" || a.ServerAddress != "reg.example:5000" {
+		t.Errorf("X-Registry-Auth %s (%v)", raw, err)
+	}
+	if got, err := registryAuth("other.example/tt/x@sha256:" + strings.Repeat("0", 64)); err != nil || got != "" {
+		t.Errorf("a registry without credentials: %q, %v", got, err)
 	}
 }
