@@ -17,6 +17,7 @@ import (
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
+	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
 // TestReadyCardNamesTestWeightsAndSendsFiles: the ready card of a server on generated test weights
@@ -95,5 +96,40 @@ func TestCurlNamesTestWeights(t *testing.T) {
 		if got := strings.HasPrefix(out.String(), "WARNING: this server runs "+notice+"\n"); got != (notice != "") || (notice == "" && strings.Contains(out.String(), "WARNING")) {
 			t.Errorf("notice %q: output\n%s", notice, out.String())
 		}
+	}
+}
+
+// TestInfoNamesCachedTestWeights: `info` of a package whose pinned weights are generated test
+// weights in the cache says so, in text and JSON.
+func TestInfoNamesCachedTestWeights(t *testing.T) {
+	hubEnv(t)
+	commit := strings.Repeat("a", 40)
+	server := filepath.Join(t.TempDir(), "server") // never run: any file stands in
+	if err := os.WriteFile(server, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := runnertest.StagedPackage(t, "infotest", server, commit)
+	src := t.TempDir()
+	for name, data := range map[string]string{"model.safetensors": "random", "config.json": "{}"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := hub.WriteTestWeightsMarker(src, "a unit test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (hub.Cache{Dir: filepath.Join(os.Getenv("HF_HOME"), "hub")}).Import(runnertest.WeightsRepo, commit, src); err != nil {
+		t.Fatal(err)
+	}
+	want := "random test weights, not " + runnertest.WeightsRepo + " (a unit test)"
+	if code, out, errOut := runCLI("info", dir); code != 0 || !strings.Contains(out, "WARNING  "+want) {
+		t.Errorf("info: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := runCLI("info", dir, "--json")
+	var info struct {
+		TestWeights map[string]string `json:"test_weights"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); code != 0 || err != nil || !strings.HasPrefix(info.TestWeights[runnertest.WeightsRepo], want) {
+		t.Errorf("info --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
 }
