@@ -66,10 +66,11 @@ local-hub:
 	$(GO) run ./tools/localhub -addr $(LOCAL_HUB_ADDR) -storage-addr $(LOCAL_HUB_STORAGE) \
 		-weights Roboflow/rf-detr-base@$(RFDETR_PIN)=$(LOCAL_HUB_WEIGHTS)
 
-# Each target 60 s: the manifest decoder, the /predict request body and image paths.
+# Each target 60 s: the manifest decoder, the /predict request body (JSON, multipart) and image paths.
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 	$(GO) test ./server -run '^$$' -fuzz FuzzPredictBody -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server -run '^$$' -fuzz FuzzPredictMultipart -fuzztime 60s -fuzzminimizetime 2s
 	$(GO) test ./server -run '^$$' -fuzz FuzzPredictImage -fuzztime 60s -fuzzminimizetime 2s
 	$(GO) test ./server -run '^$$' -fuzz FuzzPI05MsgpackAction -fuzztime 60s -fuzzminimizetime 2s
 	$(GO) test ./server -run '^$$' -fuzz FuzzMsgpackNumpy -fuzztime 60s -fuzzminimizetime 2s
