@@ -81,7 +81,7 @@ func newWeightsVerifyCmd() *cobra.Command {
 				}
 				fmt.Fprintf(out, "%s@%s  %d files, %d hashed  %s\n", ref.Repo, commit, len(rep.Files), rep.Hashed, status)
 				if what, ok := hub.TestWeightsIn(cache.SnapshotDir(ref.Repo, commit)); ok {
-					printTestWeights(out, ref.Repo, what, args[0])
+					printTestWeights(out, ref.Repo+"@"+commit, what, args[0])
 				}
 				for _, m := range rep.Missing {
 					fmt.Fprintf(out, "  missing  %s\n", m)
@@ -141,7 +141,7 @@ func newWeightsImportCmd() *cobra.Command {
 				fmt.Fprintf(out, "  refs/main left at %s\n", main)
 			}
 			if what, ok := hub.TestWeightsIn(snap.Dir); ok {
-				printTestWeights(out, repo, what, "")
+				printTestWeights(out, repo+"@"+snap.Commit, what, "")
 			}
 			return nil
 		},
@@ -206,7 +206,7 @@ func newWeightsPullCmd() *cobra.Command {
 				}
 				fmt.Fprintf(out, "%s@%s  %d files  %s\n  %s\n", s.Repo, s.Commit, len(s.Files), how, s.Dir)
 				if what, ok := hub.TestWeightsIn(s.Dir); ok {
-					printTestWeights(out, s.Repo, what, args[0])
+					printTestWeights(out, s.Repo+"@"+s.Commit, what, args[0])
 				}
 			}
 			dir, err := runner.ServedWeights(pkg, launch.Env, cfg, snaps)
@@ -226,12 +226,13 @@ func newWeightsPullCmd() *cobra.Command {
 	return cmd
 }
 
-// printTestWeights says that repo's cached files are generated test weights, and (given the
-// package path) how to get the real ones.
-func printTestWeights(w io.Writer, repo, what, pkgPath string) {
+// printTestWeights says that the cached files of pin (ORG/NAME@COMMIT) are generated test weights,
+// and (given the package path) how to get the real ones.
+func printTestWeights(w io.Writer, pin, what, pkgPath string) {
+	repo, _, _ := strings.Cut(pin, "@")
 	fmt.Fprintf(w, "  WARNING: %s\n", hub.TestWeightsNotice(repo, what))
 	if pkgPath != "" {
-		fmt.Fprintf(w, "  `tt-model weights pull --refresh %s` replaces them with the real files; `tt-model rm --weights %s` removes them\n", pkgPath, repo)
+		fmt.Fprintf(w, "  `tt-model weights pull --refresh %s` replaces them with the real files; `tt-model rm --weights %s` removes them\n", pkgPath, pin)
 	}
 }
 

@@ -310,7 +310,7 @@ func TestWeightsTestWeightsRefresh(t *testing.T) {
 	code, out, errOut = runCLI("weights", "pull", yamlPath)
 	if code != 0 || !strings.Contains(out, "complete in the cache, no network used\n") ||
 		!strings.Contains(out, "WARNING: random test weights, not org/detector-weights (a unit test)") ||
-		!strings.Contains(out, "tt-model weights pull --refresh "+yamlPath) {
+		!strings.Contains(out, "tt-model weights pull --refresh "+yamlPath) || !strings.Contains(out, "tt-model rm --weights org/detector-weights@"+commit+"` removes them") {
 		t.Fatalf("pull of test weights: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, out, _ = runCLI("weights", "verify", yamlPath); code != 0 || !strings.Contains(out, "random test weights, not org/detector-weights") {
