@@ -137,7 +137,7 @@ func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 	test := ""
 	if what, ok := hub.TestWeightsIn(dir); ok {
 		test = hub.TestWeightsNotice(m.srv.HFModel, what)
-		log.Warn("RANDOM TEST WEIGHTS: " + test)
+		log.Warn("RANDOM TEST WEIGHTS", "weights", test)
 	}
 	m.mu.Lock()
 	m.dir, m.rev, m.test = dir, rev, test

@@ -76,7 +76,7 @@ func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.mu.Unlock()
 	if what, ok := hub.TestWeightsIn(src.Dir); ok {
 		n := hub.TestWeightsNotice(m.repo(), what)
-		log.Warn("RANDOM TEST WEIGHTS: " + n)
+		log.Warn("RANDOM TEST WEIGHTS", "weights", n)
 		m.mu.Lock()
 		m.test = n
 		m.mu.Unlock()
