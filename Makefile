@@ -78,21 +78,26 @@ bench-hub: build
 
 # A local Hugging Face Hub on 127.0.0.1:8787 for the README's author and operator loops (in
 # memory; Ctrl-C stops it), serving a random RF-DETR-base checkpoint at the pinned revision
-# (the real weights cannot be downloaded here; its detections are meaningless).
+# (the real weights cannot be downloaded here; its detections are meaningless). The checkpoint
+# lives in LOCAL_HUB_WEIGHTS, never in a Hugging Face cache, and carries the test-weights marker
+# (hub.TestWeightsFile): a cache that pulls it from this Hub holds it marked, and every command
+# and the server name it as random test weights.
 LOCAL_HUB_WEIGHTS ?= build/localhub-weights
 LOCAL_HUB_ADDR    ?= 127.0.0.1:8787
 LOCAL_HUB_STORAGE ?= 127.0.0.1:8788
 RFDETR_PIN        := 7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a
 .PHONY: local-hub
 local-hub:
-	test -f $(LOCAL_HUB_WEIGHTS)/model.safetensors || $(GO) run ./tools/demo --checkpoint $(LOCAL_HUB_WEIGHTS)
+	test -f $(LOCAL_HUB_WEIGHTS)/.tt-model-test-weights || $(GO) run ./tools/demo --checkpoint $(LOCAL_HUB_WEIGHTS)
+	@echo "random test weights for Roboflow/rf-detr-base: $(LOCAL_HUB_WEIGHTS) (no Hugging Face cache written)"
 	$(GO) run ./tools/localhub -addr $(LOCAL_HUB_ADDR) -storage-addr $(LOCAL_HUB_STORAGE) \
 		-weights Roboflow/rf-detr-base@$(RFDETR_PIN)=$(LOCAL_HUB_WEIGHTS)
 
-# Each target 60 s: the manifest decoder, the /predict request body and image paths.
+# Each target 60 s: the manifest decoder, the /predict request body (JSON, multipart) and image paths.
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 	$(GO) test ./server -run '^$$' -fuzz FuzzPredictBody -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server -run '^$$' -fuzz FuzzPredictMultipart -fuzztime 60s -fuzzminimizetime 2s
 	$(GO) test ./server -run '^$$' -fuzz FuzzPredictImage -fuzztime 60s -fuzzminimizetime 2s
 	$(GO) test ./server -run '^$$' -fuzz FuzzPI05MsgpackAction -fuzztime 60s -fuzzminimizetime 2s
 	$(GO) test ./server -run '^$$' -fuzz FuzzMsgpackNumpy -fuzztime 60s -fuzzminimizetime 2s

@@ -31,8 +31,9 @@ func newCurlCmd() *cobra.Command {
 		Long: "curl finds the running server of package NAME (see `tt-model ps`), asks GET /v1/models for the served\n" +
 			"model id, then POSTs the model's sample request to /predict: a generated picture for an object\n" +
 			"detector (RF-DETR), an observation (one generated camera image, a zero state of the server's\n" +
-			"state_dim, a prompt) for a policy (pi0.5), and prints both answers. --print writes the sample body\n" +
-			"to a file and prints the curl commands instead.",
+			"state_dim, a prompt) for a policy (pi0.5), and prints both answers, after a warning when the server\n" +
+			"says it runs generated test weights. --print writes the sample body to a file and prints the curl\n" +
+			"commands instead.",
 		Example: "  tt-model curl rf-detr\n  tt-model curl rf-detr --print",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,6 +68,9 @@ func curlInstance(cmd *cobra.Command, inst *runner.Instance, printOnly bool) err
 		fmt.Fprintf(out, "curl -s %s/v1/models\n", base)
 		fmt.Fprintf(out, "curl -s %s/predict -H 'Content-Type: application/json' -d @%s\n", base, file)
 		return nil
+	}
+	if n := serverTestWeights(hc, base); n != "" {
+		fmt.Fprintf(out, "WARNING: this server runs %s\n", n)
 	}
 	models, err := fetch(hc, http.MethodGet, base+"/v1/models", nil)
 	if err != nil {
@@ -158,4 +162,18 @@ func fetch(hc *http.Client, method, url string, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%s %s: HTTP %d: %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
 	}
 	return b, nil
+}
+
+// serverTestWeights is the notice of generated test weights the server's /health carries, "" when
+// it has none (or does not answer: the requests after say why).
+func serverTestWeights(hc *http.Client, base string) string {
+	raw, err := fetch(hc, http.MethodGet, base+"/health", nil)
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		Weights string `json:"weights"`
+	}
+	_ = json.Unmarshal(raw, &h)
+	return h.Weights
 }

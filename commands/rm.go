@@ -18,23 +18,29 @@ import (
 // command's constructor is one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the
 // same shape; what fills it is this command's own.
 func newRmCmd() *cobra.Command {
-	var includeWeights, keepCache bool
+	var includeWeights, keepCache, weightsOnly bool
 	cmd := &cobra.Command{
-		Use:   "rm NAME",
+		Use:   "rm NAME | --weights ORG/NAME[@REV]",
 		Short: "Remove a package from the local store",
 		Long: "rm removes the package NAME (its repo org/name, or its package name) from the local store: the repo's\n" +
 			"folder in the Hugging Face cache (every revision) and its locks, and the package's kernel and weight\n" +
 			"caches under ~/.cache/tt-model/<name> unless --keep-cache. --include-weights also removes the weights\n" +
 			"repos it pins, except those another stored package pins too. It refuses while a server of the package\n" +
-			"runs (stop it first).",
-		Example: "  tt-model rm acme/rf-detr\n  tt-model rm rf-detr --include-weights",
-		Args:    cobra.ExactArgs(1),
+			"runs (stop it first). --weights ORG/NAME removes the cached weights repo ORG/NAME instead (every\n" +
+			"revision), --weights ORG/NAME@REV one revision: its snapshot, its file list, the refs naming it and\n" +
+			"the blobs no other revision uses (e.g. random test weights a demo stored at a real pin).",
+		Example: "  tt-model rm acme/rf-detr\n  tt-model rm rf-detr --include-weights\n" +
+			"  tt-model rm --weights Roboflow/rf-detr-base@7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := hub.ConfigFromEnv(os.Getenv)
 			if err != nil {
 				return err
 			}
 			cache := hub.Cache{Dir: cfg.CacheDir}
+			if weightsOnly {
+				return removeWeights(cmd.OutOrStdout(), cache, args[0])
+			}
 			stored, err := runner.StoredPackages(cache)
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
@@ -139,6 +145,7 @@ func newRmCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&includeWeights, "include-weights", false, "also remove the weights the package pins (unless another stored package pins them)")
+	cmd.Flags().BoolVar(&weightsOnly, "weights", false, "the argument is a weights repo ORG/NAME[@REV] of the HF cache to remove, not a package")
 	cmd.Flags().BoolVar(&keepCache, "keep-cache", false, "keep ~/.cache/tt-model/<name> (compiled kernels, converted weights)")
 	return cmd
 }

@@ -65,7 +65,7 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 	}
 	var selected []RepoFile
 	if files != nil {
-		selected = selectFiles(files, req.Allow, req.Ignore)
+		selected = withTestWeightsMarker(files, selectFiles(files, req.Allow, req.Ignore))
 	} else {
 		l, err := c.ListFiles(ctx, req.Repo, commit, req.Allow, req.Ignore)
 		if err != nil {
@@ -76,7 +76,7 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 				return nil, err
 			}
 		}
-		selected = l.Selected
+		selected = withTestWeightsMarker(l.Files, l.Selected)
 	}
 	if len(selected) == 0 {
 		return nil, fmt.Errorf("%s@%s: no file matches allow_patterns %q / ignore_patterns %q", req.Repo, rev, req.Allow, req.Ignore)

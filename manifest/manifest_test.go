@@ -346,7 +346,7 @@ func TestPi05Package(t *testing.T) {
 		"single-robot":  {"PI05_LAYOUT": "sp"},
 		"disaggregated": {"PI05_LAYOUT": "pd", "PI05_MAX_BATCH": "4"},
 	}
-	shared := map[string]string{"PI05_MEGAKERNEL": "mc", "TT_MESH_SHAPE": "1x4", "PI05_NUM_IMAGES": "2", "PI05_ACTION_HORIZON": "50",
+	shared := map[string]string{"TT_WEIGHTS_REVISION": "b211f3d44c36b6acfcf7ae94a64e8e96f75a64ba", "PI05_MEGAKERNEL": "mc", "TT_MESH_SHAPE": "1x4", "PI05_NUM_IMAGES": "2", "PI05_ACTION_HORIZON": "50",
 		"PI05_NUM_STEPS": "10", "PI05_TOKEN_LEN": "224", "PI05_BATCH_WINDOW_MS": "0", "PI05_HANG_S": "10",
 		"PI05_HANG_ACTION": "degrade", "PI05_RESET_ON_START": "auto", "PI05_HANG_MARKER": "/cache/pi05_hang_marker"}
 	for name, own := range want {
