@@ -81,6 +81,10 @@ func (c Cache) readListing(repo, commit string) ([]RepoFile, error) {
 	}
 	files := make([]RepoFile, 0, len(in.Files))
 	for p, e := range in.Files {
+		if !safeRepoPath(p) {
+			slog.Warn("ignoring a cached file list naming a path outside the repo", "path", path, "file", p)
+			return nil, nil
+		}
 		f := RepoFile{Path: p, Size: e.Size, BlobID: e.BlobID, XetHash: e.XetHash}
 		if e.LFSSHA256 != "" {
 			f.LFS = &LFSInfo{SHA256: e.LFSSHA256, Size: e.Size}
