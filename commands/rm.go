@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/safename"
 	"github.com/ttmodel/tt-model/runner"
 )
 
@@ -112,6 +113,9 @@ func newRmCmd() *cobra.Command {
 				}
 				for _, sp := range match {
 					for _, w := range sp.Package.WeightRefs() {
+						if err := hub.ValidateRepoID(w.Repo); err != nil {
+							return &ExitError{Code: 1, Err: fmt.Errorf("%s pins weights: %w", repo, err)}
+						}
 						if other, ok := pinnedElsewhere[w.Repo]; ok {
 							fmt.Fprintf(out, "kept    %s  (also pinned by %s)\n", w.Repo, other)
 							continue
@@ -127,7 +131,10 @@ func newRmCmd() *cobra.Command {
 			}
 			if !keepCache {
 				// Only the two caches serve creates there (runner.Spec.StateDir).
-				state := filepath.Join(root, name)
+				state, err := safename.Join(root, name)
+				if err != nil {
+					return &ExitError{Code: 1, Err: fmt.Errorf("package name: %w", err)}
+				}
 				for _, sub := range []string{"cache", "weights"} {
 					if err := remove(sub+" of "+name, filepath.Join(state, sub)); err != nil {
 						return err
