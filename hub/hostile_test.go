@@ -250,7 +250,9 @@ func TestHostileHub(t *testing.T) {
 		{
 			name: "resolve size differs from the tree",
 			setup: func(h *hostileHub) {
-				h.head = func(w http.ResponseWriter, r *http.Request) { h.writeHead(w, 99, h.endpoint.URL+"/content/weights.bin") }
+				h.head = func(w http.ResponseWriter, r *http.Request) {
+					h.writeHead(w, 99, h.endpoint.URL+"/content/weights.bin")
+				}
 			},
 			want: "weights.bin of org/x: resolve says 99 bytes, the tree API 16",
 		},
@@ -509,4 +511,32 @@ func TestEndpointPasswordRedacted(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret-pw") || !strings.Contains(err.Error(), "HF_ENDPOINT") {
 		t.Errorf("a malformed HF_ENDPOINT: err = %v, want HF_ENDPOINT named and the password not shown", err)
 	}
+}
+
+// A saved file list is only trusted while every name in it could have come
+// from a validated Hub listing: its paths and blob ids become paths.
+func TestCraftedSavedListingIgnored(t *testing.T) {
+	root := t.TempDir()
+	c := Cache{Dir: filepath.Join(root, "hf", "hub")}
+	commit := strings.Repeat("c", 40)
+	good := RepoFile{Path: "a.bin", Size: 1, BlobID: strings.Repeat("1", 40), LFS: &LFSInfo{SHA256: strings.Repeat("2", 64), Size: 1}}
+	for name, f := range map[string]RepoFile{
+		"path":       {Path: "../../../outside", Size: 1, BlobID: good.BlobID},
+		"blob id":    {Path: "a.bin", Size: 1, BlobID: "../../../../outside"},
+		"lfs sha256": {Path: "a.bin", Size: 1, BlobID: good.BlobID, LFS: &LFSInfo{SHA256: "../../../../outside", Size: 1}},
+	} {
+		if err := c.writeListing(hostileRepo, commit, []RepoFile{good, f}); err != nil {
+			t.Fatal(err)
+		}
+		if files, err := c.readListing(hostileRepo, commit); err != nil || files != nil {
+			t.Errorf("a saved list with a crafted %s was used: %v, %v", name, files, err)
+		}
+	}
+	if err := c.writeListing(hostileRepo, commit, []RepoFile{good}); err != nil {
+		t.Fatal(err)
+	}
+	if files, err := c.readListing(hostileRepo, commit); err != nil || len(files) != 1 {
+		t.Errorf("the honest list: %v, %v", files, err)
+	}
+	checkOnlyUnder(t, root)
 }
