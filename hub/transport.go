@@ -97,7 +97,9 @@ func NewClient(cfg Config, opts ...Option) *Client {
 
 // checkRedirect keeps Authorization on a redirect only when the new URL has
 // the endpoint's scheme, host and port, the origin rule of httpx that
-// huggingface_hub's client follows (httpx _same_origin). Go's own rule
+// huggingface_hub's client follows (httpx _same_origin; httpx also keeps it
+// for an http to https upgrade on the default ports, which is not needed
+// for an endpoint given with its scheme). Go's own rule
 // compares host names only, so it would send the token to another port of
 // the same host, or over plain http after an https endpoint.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
