@@ -57,18 +57,22 @@ func TestCraftedPackageNameRefused(t *testing.T) {
 		}
 	}
 	const refused = `name: "../../victim" is not a safe slug`
+	// pull downloads the repo, then refuses the package: what it leaves in
+	// the store is what the other commands meet.
+	if code, out, errOut := runCLI("pull", "acme/crafted"); code == 0 || !strings.Contains(errOut, refused) {
+		t.Fatalf("pull: exit %d, stderr %q (stdout %q); want a failure mentioning %q", code, errOut, out, refused)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"pull", []string{"pull", "acme/crafted"}, refused},
 		{"info from the store", []string{"info", "acme/crafted"}, refused},
 		{"serve from the store", []string{"serve", "acme/crafted", "--host", "--local-only"}, refused},
 		{"serve a folder", []string{"serve", dir, "--host"}, refused},
 		{"info of a folder", []string{"info", dir}, refused},
 		{"weights pull", []string{"weights", "pull", dir}, refused},
-		{"rm by repo", []string{"rm", "acme/crafted"}, "no package acme/crafted"},
+		{"rm by repo", []string{"rm", "acme/crafted"}, "acme/crafted in the local store holds a package tt-model refuses to read, so rm removes nothing it names: "},
 		{"rm by name", []string{"rm", crafted}, "no package ../../victim"},
 		{"pull @../", []string{"pull", "acme/crafted@../../../x"}, `revision "../../../x": ".." is not allowed`},
 		{"weights import @../", []string{"weights", "import", dir, "acme/w@../../x"}, `revision "../../x" is not a 40-hex commit`},

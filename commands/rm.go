@@ -12,6 +12,7 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/safename"
+	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
 )
 
@@ -50,6 +51,9 @@ func newRmCmd() *cobra.Command {
 			}
 			switch {
 			case len(match) == 0:
+				if err := unreadablePackage(cache, args[0]); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
 				return exitf(1, "no package %s in the local store %s (see `tt-model list`)", args[0], cache.Dir)
 			case len(repos) > 1:
 				var names []string
@@ -148,4 +152,20 @@ func newRmCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&includeWeights, "include-weights", false, "also remove the weights the package pins (unless another stored package pins them)")
 	cmd.Flags().BoolVar(&keepCache, "keep-cache", false, "keep ~/.cache/tt-model/<name> (compiled kernels, converted weights)")
 	return cmd
+}
+
+// unreadablePackage explains a repo of the store that holds a package
+// manifest tt-model refuses to load (`list` and rm skip it): rm removes
+// nothing a refused manifest names, so the folder is left to delete by hand.
+func unreadablePackage(cache hub.Cache, repo string) error {
+	if hub.ValidateRepoID(repo) != nil {
+		return nil
+	}
+	snaps, _ := filepath.Glob(filepath.Join(cache.RepoDir(repo), "snapshots", "*", manifest.WireFile))
+	for _, wire := range snaps {
+		if _, err := runner.LoadPackage(filepath.Dir(wire)); err != nil {
+			return fmt.Errorf("%s in the local store holds a package tt-model refuses to read, so rm removes nothing it names: %w; delete %s by hand", repo, err, cache.RepoDir(repo))
+		}
+	}
+	return nil
 }
