@@ -46,9 +46,8 @@ func (c Cache) LockPath(repo, etag string) string {
 // PointerPath is a file's path inside a snapshot. It refuses paths that would
 // leave the snapshot folder, as huggingface_hub's _get_pointer_path does.
 func (c Cache) PointerPath(repo, commit, file string) (string, error) {
-	snap := c.SnapshotDir(repo, commit)
-	p := filepath.Join(snap, filepath.FromSlash(file))
-	if !strings.HasPrefix(p, snap+string(filepath.Separator)) {
+	p, err := safename.Join(c.SnapshotDir(repo, commit), filepath.FromSlash(file))
+	if err != nil {
 		return "", fmt.Errorf("file %q of %s escapes the snapshot folder", file, repo)
 	}
 	return p, nil
