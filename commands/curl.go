@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,8 +60,8 @@ func curlInstance(cmd *cobra.Command, inst *runner.Instance, printOnly bool) err
 	}
 	out := cmd.OutOrStdout()
 	if printOnly {
-		file := filepath.Join(os.TempDir(), "tt-model-curl-"+inst.Package+".json")
-		if err := os.WriteFile(file, body, 0o644); err != nil {
+		file, err := writePrivateTemp("tt-model-curl-"+inst.Package+"-*.json", body)
+		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
 		fmt.Fprintf(out, "curl -s %s/v1/models\n", base)
@@ -176,4 +175,24 @@ func serverTestWeights(hc *http.Client, base string) string {
 	}
 	_ = json.Unmarshal(raw, &h)
 	return h.Weights
+}
+
+// writePrivateTemp writes data to a new file in the temp folder, created
+// with O_EXCL, mode 0600 and a random name: a fixed /tmp name could be a
+// link another user planted, or be read by them.
+func writePrivateTemp(pattern string, data []byte) (string, error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return "", fmt.Errorf("sample body file: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
 }
