@@ -25,6 +25,7 @@ func newK8sCmd() *cobra.Command {
 			"(exit 75 → chip reset → restart inside the pod), its Services and a ConfigMap with the package's\n" +
 			"manifest, and applies them with server-side apply through your kubeconfig. docs/kubernetes.md\n" +
 			"explains every field.",
+		Example: "  tt-model k8s render build/rf-detr --registry registry.example/ml\n  tt-model k8s status rf-detr-default",
 	}
 	cmd.AddCommand(newK8sRenderCmd(), newK8sApplyCmd(), newK8sDeleteCmd(), newK8sStatusCmd())
 	return cmd

@@ -3,9 +3,11 @@ package commands
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +15,7 @@ import (
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // exitRunning is serve's exit code when the package profile already runs.
@@ -48,7 +51,7 @@ func newServeCmd() *cobra.Command {
 		Example: "  tt-model serve build/rf-detr\n" +
 			"  tt-model serve acme/rf-detr@main --profile default\n" +
 			"  tt-model serve acme/rf-detr --print\n" +
-			"  tt-model serve acme/rf-detr --local-only -- --threads 4",
+			"  tt-model serve acme/rf-detr --local-only -- --log-level debug",
 		Args: func(cmd *cobra.Command, args []string) error {
 			before := len(args)
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
@@ -85,6 +88,11 @@ func newServeCmd() *cobra.Command {
 			var r runner.Runner = set.host
 			if set.docker != nil && !hostMode {
 				r = set.docker
+			}
+			if pkg.Wire.Container.Kind == manifest.KindGoServer {
+				if err := checkServerArgs(extra); err != nil {
+					return &ExitError{Code: exitUsage, Err: err}
+				}
 			}
 			if r.Kind() == "docker" && pkg.Dir == "" {
 				return exitf(exitInvalid, "%s is an authored manifest: serve needs the built package (run `tt-model package --container %s`, then serve build/%s), or use --host", args[0], args[0], pkg.Wire.Name)
@@ -161,6 +169,25 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&refresh, "refresh", false, "ORG/NAME: ask the Hub where the revision points now, even when the package is in the local store")
 	f.BoolVar(&localOnly, "local-only", false, "never use the network: the package and its weights must be in the local store")
 	return cmd
+}
+
+// checkServerArgs parses args as tt-model-server's command line, so that a
+// flag the server lacks is refused here rather than crash-looping the server
+// serve starts.
+func checkServerArgs(args []string) error {
+	fs := flag.NewFlagSet("tt-model-server", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f api.Flags
+	f.Bind(fs, api.Kinds())
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("server arguments %q: %w; tt-model-server takes %s", args, err, strings.Join(names, ", "))
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("server arguments %q: unexpected %q: tt-model-server takes flags only (%s)", args, fs.Arg(0), strings.Join(names, ", "))
+	}
+	return nil
 }
 
 // loadServeTarget reads a manifest or package folder, or fetches the Hub

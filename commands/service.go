@@ -52,8 +52,9 @@ func (f *serviceFlags) unitName(argv []string) (string, error) {
 // this command's own.
 func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "service",
-		Short: "Install, remove or query a systemd unit that runs `tt-model supervise`",
+		Use:     "service",
+		Short:   "Install, remove or query a systemd unit that runs `tt-model supervise`",
+		Example: "  tt-model service install --manifest build/rf-detr/tt_kernel_manifest.json --print\n  tt-model service status --name tt-model-rf-detr",
 	}
 	cmd.AddCommand(newServiceInstallCmd(), newServiceUninstallCmd(), newServiceStatusCmd())
 	return cmd

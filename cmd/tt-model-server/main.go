@@ -23,7 +23,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/ttmodel/tt-model/internal/journallog"
@@ -95,13 +94,8 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 	getenv := env.get
 	fs := flag.NewFlagSet("tt-model-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg config
-	fs.StringVar(&cfg.host, "host", "0.0.0.0", "address to listen on")
-	fs.StringVar(&cfg.port, "port", "8000", "port to listen on")
-	fs.StringVar(&cfg.model, "model", "auto", "model to serve: "+strings.Join(servedKinds(), ", ")+", or auto (from TT_RF_DETR_WEIGHTS, PI05_WEIGHTS_DIR or HF_MODEL)")
-	verify := fs.Bool("verify", false, "print the configuration and CPU features, open no weights, exit 0 (image builds)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	var fl api.Flags
+	fl.Bind(fs, servedKinds())
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: tt-model-server [flags]\n\n"+
 			"Example:\n  TT_RF_DETR_WEIGHTS=/srv/rf-detr tt-model-server --port 8000\n"+
@@ -114,15 +108,20 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 		}
 		return 2
 	}
-	if *showVersion {
+	if fl.Version {
 		fmt.Fprintln(stdout, "tt-model-server", version.Version)
 		return 0
 	}
-	if err := cfg.resolve(getenv, *level); err != nil {
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tt-model-server: unexpected argument %q: the server takes flags only (see --help)\n", fs.Arg(0))
+		return 2
+	}
+	cfg := config{host: fl.Host, port: fl.Port, model: fl.Model}
+	if err := cfg.resolve(getenv, fl.LogLevel); err != nil {
 		fmt.Fprintln(stderr, "tt-model-server:", err)
 		return 2
 	}
-	if *verify {
+	if fl.Verify {
 		cfg.print(stdout)
 		return 0
 	}

@@ -243,6 +243,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--verify", "--model", "pi05"}, nil, 0, "precision: bf16 (PI05_PRECISION)"},
 		{[]string{"--verify", "--model", "rf-detr"}, nil, 0, "precision: fp32 (RFDETR_PRECISION)"},
 		{[]string{"--port", "x"}, nil, 2, "--port"},
+		{[]string{"--threads", "4"}, nil, 2, "flag provided but not defined: -threads"},
+		{[]string{"--verify", "4"}, nil, 2, `unexpected argument "4"`},
 		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT_EXIT_AFTER": "1"}, 2, "replaced by TT_MODEL_FAULT=exit:after=N"},
 		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT": "exit:after=0"}, 2, "TT_MODEL_FAULT"},
 		{[]string{}, map[string]string{"TT_RF_DETR_WEIGHTS": "/w", "TT_MODEL_FAULT": "hang:after=1"}, 2, "needs the pi0.5 serving engine"},
