@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/ttmodel/tt-model/internal/suggest"
 )
 
 // exitUsage is the exit code of a command line that does not parse: an
@@ -58,20 +60,20 @@ func checkUsage(root *cobra.Command) {
 
 // suggestFlag names the flags of c nearest to the unknown one in err.
 func suggestFlag(c *cobra.Command, err error) string {
-	msg := err.Error()
-	name, ok := strings.CutPrefix(msg, "unknown flag: --")
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return ""
 	}
-	var near []string
+	var names []string
 	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Hidden {
-			return
-		}
-		if editDistance(name, f.Name) <= 2 || (len(name) > 1 && strings.HasPrefix(f.Name, name)) {
-			near = append(near, "--"+f.Name)
+		if !f.Hidden {
+			names = append(names, f.Name)
 		}
 	})
+	near := suggest.Near(name, names)
+	for i, n := range near {
+		near[i] = "--" + n
+	}
 	return suggestions(near)
 }
 
@@ -81,28 +83,6 @@ func suggestions(names []string) string {
 		return ""
 	}
 	return "\n\nDid you mean this?\n\t" + strings.Join(names, "\n\t")
-}
-
-// editDistance is the Levenshtein distance of a and b, case-insensitive.
-func editDistance(a, b string) int {
-	ra, rb := []rune(strings.ToLower(a)), []rune(strings.ToLower(b))
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // isUsageError reports whether err, returned for cmd, is a command line
