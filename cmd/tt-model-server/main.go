@@ -56,6 +56,7 @@ type config struct {
 	logLevel          slog.Level
 	requestMemory     int64  // the request memory budget in bytes (0: none)
 	goMemory          string // what the Go memory limit will be (memlimit.Describe)
+	apiKey, keySource string // the API key ("" none) and where it came from
 }
 
 // environment is the process environment: one variable, and all of them.
@@ -117,7 +118,7 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 		return 2
 	}
 	cfg := config{host: fl.Host, port: fl.Port, model: fl.Model}
-	if err := cfg.resolve(getenv, fl.LogLevel); err != nil {
+	if err := cfg.resolve(getenv, fl.LogLevel, fl.APIKeyFile); err != nil {
 		fmt.Fprintln(stderr, "tt-model-server:", err)
 		return 2
 	}
@@ -141,7 +142,7 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 
 // resolve checks flags and settings; an unresolvable model is kept as
 // kindErr so --verify can still report the rest.
-func (c *config) resolve(getenv func(string) string, level string) error {
+func (c *config) resolve(getenv func(string) string, level, apiKeyFile string) error {
 	if err := c.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
@@ -180,6 +181,9 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 		return err
 	}
 	c.goMemory = memlimit.Describe(getenv, "/")
+	if c.apiKey, c.keySource, err = server.LoadAPIKey(apiKeyFile, getenv); err != nil {
+		return err
+	}
 	if getenv("TT_MODEL_FAULT_EXIT_AFTER") != "" {
 		return fmt.Errorf("TT_MODEL_FAULT_EXIT_AFTER was replaced by TT_MODEL_FAULT=exit:after=N")
 	}
@@ -243,8 +247,18 @@ func (c *config) print(w io.Writer) {
 	fmt.Fprintf(w, "gemm:      %s\n", c.tuning)
 	fmt.Fprintf(w, "requests:  %s\n", requestMemoryString(c.requestMemory))
 	fmt.Fprintf(w, "go memory: %s\n", c.goMemory)
+	fmt.Fprintf(w, "auth:      %s\n", c.authString())
 	fmt.Fprintf(w, "cpu:       %s\n", native.DetectCPU())
 	fmt.Fprintln(w, "weights:   not opened (--verify)")
+}
+
+// authString says whether requests need the API key, and where it came
+// from; never the key.
+func (c *config) authString() string {
+	if c.apiKey == "" {
+		return "none: every route answers anyone who reaches the port (--api-key-file or " + api.APIKeyEnv + " requires a key)"
+	}
+	return "API key required on every route but /health and /healthz (from " + c.keySource + ")"
 }
 
 // requestMemoryString says what the request memory budget is.
@@ -272,7 +286,8 @@ func serve(ctx context.Context, c config, env environment, log *slog.Logger) int
 	}
 	limiter := memlimit.Start(env.get, "/", log)
 	log.Info("request memory budget", "budget", requestMemoryString(c.requestMemory))
-	srv := server.New(m, server.Options{Log: log, Fault: c.fault, RequestMemory: c.requestMemory, Loaded: limiter.ModelLoaded})
+	log.Info("authentication", "auth", c.authString())
+	srv := server.New(m, server.Options{Log: log, Fault: c.fault, RequestMemory: c.requestMemory, Loaded: limiter.ModelLoaded, APIKey: c.apiKey})
 	err = srv.Run(ctx, ln)
 	var exit *server.ExitError
 	switch {
