@@ -3,42 +3,9 @@ package server
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"strings"
-
-	"github.com/ttmodel/tt-model/server/api"
 )
-
-// LoadAPIKey reads the server's API key: from file (--api-key-file), else
-// from the file TT_API_KEY_FILE names, else TT_API_KEY itself; "" when none
-// is set. source says where it came from, never the key. Surrounding
-// whitespace (a file's trailing newline) is not part of the key.
-func LoadAPIKey(file string, getenv func(string) string) (key, source string, err error) {
-	what := "--api-key-file"
-	if file == "" {
-		file, what = getenv(api.APIKeyFileEnv), api.APIKeyFileEnv
-	}
-	if file != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return "", "", fmt.Errorf("%s: %w", what, err)
-		}
-		if key = strings.TrimSpace(string(data)); key == "" {
-			return "", "", fmt.Errorf("%s %s: the file is empty", what, file)
-		}
-		return key, what + " " + file, nil
-	}
-	if key = strings.TrimSpace(getenv(api.APIKeyEnv)); key != "" {
-		return key, api.APIKeyEnv, nil
-	}
-	if getenv(api.APIKeyEnv) != "" {
-		return "", "", errors.New(api.APIKeyEnv + " is blank")
-	}
-	return "", "", nil
-}
 
 // requireKey answers 401 to a request that does not carry key, as vLLM's
 // and SGLang's --api-key do: "Authorization: Bearer KEY", or OpenPI's

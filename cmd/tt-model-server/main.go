@@ -181,7 +181,7 @@ func (c *config) resolve(getenv func(string) string, level, apiKeyFile string) e
 		return err
 	}
 	c.goMemory = memlimit.Describe(getenv, "/")
-	if c.apiKey, c.keySource, err = server.LoadAPIKey(apiKeyFile, getenv); err != nil {
+	if c.apiKey, c.keySource, err = api.LoadAPIKey(apiKeyFile, getenv); err != nil {
 		return err
 	}
 	if getenv("TT_MODEL_FAULT_EXIT_AFTER") != "" {

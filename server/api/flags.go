@@ -1,7 +1,10 @@
 package api
 
 import (
+	"errors"
 	"flag"
+	"fmt"
+	"os"
 	"strings"
 )
 
@@ -35,3 +38,31 @@ const APIKeyEnv = "TT_API_KEY"
 // systemd unit passes it without putting the key itself in the environment
 // of every process or in argv.
 const APIKeyFileEnv = "TT_API_KEY_FILE"
+
+// LoadAPIKey reads the server's API key: from file (--api-key-file), else
+// from the file TT_API_KEY_FILE names, else TT_API_KEY itself; "" when none
+// is set. source says where it came from, never the key. Surrounding
+// whitespace (a file's trailing newline) is not part of the key.
+func LoadAPIKey(file string, getenv func(string) string) (key, source string, err error) {
+	what := "--api-key-file"
+	if file == "" {
+		file, what = getenv(APIKeyFileEnv), APIKeyFileEnv
+	}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", "", fmt.Errorf("%s: %w", what, err)
+		}
+		if key = strings.TrimSpace(string(data)); key == "" {
+			return "", "", fmt.Errorf("%s %s: the file is empty", what, file)
+		}
+		return key, what + " " + file, nil
+	}
+	if key = strings.TrimSpace(getenv(APIKeyEnv)); key != "" {
+		return key, APIKeyEnv, nil
+	}
+	if getenv(APIKeyEnv) != "" {
+		return "", "", errors.New(APIKeyEnv + " is blank")
+	}
+	return "", "", nil
+}
