@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,7 +32,7 @@ const detachWatch = 10 * time.Second
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
 	var hostMode, detach, printOnly, noWeights, refresh, localOnly bool
-	var resetCmd string
+	var resetCmd, apiKeyFile string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve MANIFEST|DIR|ORG/NAME[@REV] [-- SERVER ARGS...]",
@@ -94,6 +96,11 @@ func newServeCmd() *cobra.Command {
 					return &ExitError{Code: exitUsage, Err: err}
 				}
 			}
+			if apiKeyFile != "" {
+				if apiKeyFile, err = checkAPIKeyFile(pkg, apiKeyFile); err != nil {
+					return &ExitError{Code: exitUsage, Err: err}
+				}
+			}
 			if r.Kind() == "docker" && pkg.Dir == "" {
 				return exitf(exitInvalid, "%s is an authored manifest: serve needs the built package (run `tt-model package --container %s`, then serve build/%s), or use --host", args[0], args[0], pkg.Wire.Name)
 			}
@@ -121,6 +128,7 @@ func newServeCmd() *cobra.Command {
 				if resetCmd != "" {
 					spec.SupervisorFlags = []string{"--reset-cmd", resetCmd}
 				}
+				spec.APIKeyFile = apiKeyFile
 				return nil
 			}
 			if printOnly {
@@ -159,7 +167,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&opts.Profile, "profile", "", "serve profile (default: the package's default profile)")
 	f.IntVar(&opts.Port, "port", 0, "host port (default: the first free port from 20000)")
 	f.StringVar(&opts.DeviceIDs, "device-id", "", "chips to use, e.g. 0,1 or 0-3 (default: the lowest chips no other tt-model server holds)")
-	f.StringVar(&opts.Bind, "bind", "", "host address the port is published on, e.g. 127.0.0.1 (default: every interface, as upstream)")
+	f.StringVar(&opts.Bind, "bind", "127.0.0.1", "host address the port is published on; 0.0.0.0 lets other machines (robots) connect")
+	f.StringVar(&apiKeyFile, "api-key-file", "", "file holding the API key the server then requires on every route but /health (given to it as a read-only file, never in argv or env)")
 	f.BoolVar(&hostMode, "host", false, "run on the bare host under `tt-model supervise` instead of the Docker engine")
 	f.DurationVar(&timeout, "timeout", 7*time.Minute, "how long to wait for the server to be ready (it keeps starting after)")
 	f.StringVar(&resetCmd, "reset-cmd", "", "chip reset command for the supervisor, {chips} becomes the chip list (default: tt-smi -r {chips}; in a container it runs inside the image)")
@@ -188,6 +197,22 @@ func checkServerArgs(args []string) error {
 		return fmt.Errorf("server arguments %q: unexpected %q: tt-model-server takes flags only (%s)", args, fs.Arg(0), strings.Join(names, ", "))
 	}
 	return nil
+}
+
+// checkAPIKeyFile is file made absolute, once it holds a key and the
+// package's server reads one.
+func checkAPIKeyFile(pkg *runner.Package, file string) (string, error) {
+	if kind := pkg.Wire.Container.Kind; kind != manifest.KindGoServer {
+		return "", fmt.Errorf("--api-key-file: a %s package's server does not read tt-model-server's key file; set its own option in the profile", kind)
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", fmt.Errorf("--api-key-file: %w", err)
+	}
+	if _, _, err := api.LoadAPIKey(abs, func(string) string { return "" }); err != nil {
+		return "", err
+	}
+	return abs, nil
 }
 
 // loadServeTarget reads a manifest or package folder, or fetches the Hub
@@ -299,10 +324,18 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	if spec.Package.Wire.Container.Runtime["model"] == "rf-detr" {
 		fmt.Fprintf(w, "           curl -s %s/predict -H 'Content-Type: application/json' -d \"{\\\"image\\\": \\\"$(base64 -w0 photo.jpg)\\\"}\"\n", url)
 	}
-	if inst.Bind == "" {
-		fmt.Fprintf(w, "  exposed  port %d on every interface of this host (--bind 127.0.0.1 keeps it local)\n", inst.Port)
+	if spec.APIKeyFile != "" {
+		fmt.Fprintf(w, "  auth     every route but /health needs the key: curl -H \"Authorization: Bearer $(cat %s)\" …, tt-model curl --api-key-file %s\n",
+			spec.APIKeyFile, spec.APIKeyFile)
+	}
+	if ip := net.ParseIP(inst.Bind); ip == nil || ip.IsUnspecified() {
+		open := ""
+		if spec.APIKeyFile == "" {
+			open = ", and so can anyone: --api-key-file requires a key"
+		}
+		fmt.Fprintf(w, "  exposed  port %d on every interface of this host: robots on the network can connect%s\n", inst.Port, open)
 	} else {
-		fmt.Fprintf(w, "  exposed  port %d on %s only\n", inst.Port, inst.Bind)
+		fmt.Fprintf(w, "  exposed  port %d on %s only; to let robots on the network connect, serve with --bind 0.0.0.0 --api-key-file KEYFILE\n", inst.Port, inst.Bind)
 	}
 	fmt.Fprintf(w, "  logs     tt-model logs %s --profile %s --runner %s -f\n", inst.Package, inst.Profile, inst.Runner)
 	fmt.Fprintf(w, "  stop     tt-model stop %s --profile %s --runner %s\n", inst.Package, inst.Profile, inst.Runner)
