@@ -24,6 +24,11 @@ type Unit struct {
 	// the reset command: what they need from the installer's environment,
 	// which systemd does not pass on (see templates/systemd.service.tmpl).
 	Environment map[string]string
+	// APIKeyFile is an absolute file holding the model server's API key
+	// ("" none): a system unit loads it as a credential (LoadCredential=),
+	// a user unit names the file; either way the server reads the file
+	// TT_API_KEY_FILE names, and the key is in no argv or environment.
+	APIKeyFile string
 
 	// Supervisor is the configuration ExecStart's flags give the
 	// supervisor: systemd's timeouts and start limit are derived from it,
@@ -89,6 +94,9 @@ func (u Unit) Render() (string, error) {
 		if k == "" || strings.ContainsAny(k, "= \t\n") || strings.ContainsAny(val, "\n") {
 			return "", fmt.Errorf("unit %s: environment %q=%q: want a name without blanks or '=' and a one-line value", u.Name, k, val)
 		}
+	}
+	if u.APIKeyFile != "" && (!filepath.IsAbs(u.APIKeyFile) || strings.ContainsAny(u.APIKeyFile, " \t\n\"'\\%")) {
+		return "", fmt.Errorf("unit %s: API key file %q: want an absolute path without blanks, quotes, backslashes or %%", u.Name, u.APIKeyFile)
 	}
 	v.EnvironmentLines = make([]string, 0, len(u.Environment))
 	for _, k := range sortedKeys(u.Environment) {
