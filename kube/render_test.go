@@ -357,7 +357,9 @@ func TestRenderAPIKeySecret(t *testing.T) {
 	if !mounted || vol == nil || vol.SecretName != "tt-key" || *vol.DefaultMode != 0o440 || len(vol.Items) != 1 || vol.Items[0].Key != "api-key" {
 		t.Errorf("mounted %v, volume %+v", mounted, vol)
 	}
-	if !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.Contains(n, "kubectl create secret generic tt-key --from-file=api-key=KEYFILE") }) {
+	if !slices.ContainsFunc(m.Notes, func(n string) bool {
+		return strings.Contains(n, "kubectl create secret generic tt-key --from-file=api-key=KEYFILE")
+	}) {
 		t.Errorf("notes %q lack how to create the Secret", m.Notes)
 	}
 	plain, err := Render(stagedPackage(t, "rf-detr", nil), Options{})
