@@ -31,7 +31,7 @@ const detachWatch = 10 * time.Second
 // same shape; what fills it is this command's own.
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
-	var hostMode, detach, printOnly, noWeights, refresh, localOnly bool
+	var hostMode, detach, printOnly, noWeights, refresh, localOnly, keep bool
 	var resetCmd, apiKeyFile string
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -150,14 +150,19 @@ func newServeCmd() *cobra.Command {
 				// seconds: watch that long before saying it is starting.
 				ready, err := runner.WatchStart(ctx, r, inst, spec.Launch, detachWatch)
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return startFailed(cmd, r, inst, err, keep)
 				}
 				printCard(stdout, spec, inst, ready)
 				return nil
 			}
-			fmt.Fprintf(stderr, "waiting up to %s for %s to be ready (its output follows)\n", timeout, inst.Name)
+			fmt.Fprintf(stderr, "waiting up to %s for %s to be ready (its output follows; Ctrl-C stops it)\n", timeout, inst.Name)
 			if err := runner.WaitReady(ctx, r, inst, spec.Launch, timeout, stderr); err != nil {
-				return &ExitError{Code: 1, Err: err}
+				if ctx.Err() != nil {
+					// Ctrl-C in the foreground stops what serve started, as
+					// `docker run` does; --detach is how to leave it running.
+					return stopInterrupted(cmd, r, inst)
+				}
+				return startFailed(cmd, r, inst, err, keep)
 			}
 			printCard(stdout, spec, inst, true)
 			return nil
@@ -172,7 +177,8 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&hostMode, "host", false, "run on the bare host under `tt-model supervise` instead of the Docker engine")
 	f.DurationVar(&timeout, "timeout", 7*time.Minute, "how long to wait for the server to be ready (it keeps starting after)")
 	f.StringVar(&resetCmd, "reset-cmd", "", "chip reset command for the supervisor, {chips} becomes the chip list (default: tt-smi -r {chips}; in a container it runs inside the image)")
-	f.BoolVar(&detach, "detach", false, "return without waiting for the server to be ready (after watching its first 10 s for a crash)")
+	f.BoolVar(&detach, "detach", false, "return without waiting for the server to be ready (after watching its first 10 s for a crash); Ctrl-C then leaves it running")
+	f.BoolVar(&keep, "keep", false, "leave a server that crashes while starting as it is (restarting, its logs readable) instead of stopping it")
 	f.BoolVar(&printOnly, "print", false, "print the docker run (or host command) serve would run, and run nothing")
 	f.BoolVar(&noWeights, "no-weights", false, "do not pull the pinned weights: they must already be in the HF cache")
 	f.BoolVar(&refresh, "refresh", false, "ORG/NAME: ask the Hub where the revision points now, even when the package is in the local store")
@@ -197,6 +203,49 @@ func checkServerArgs(args []string) error {
 		return fmt.Errorf("server arguments %q: unexpected %q: tt-model-server takes flags only (%s)", args, fs.Arg(0), strings.Join(names, ", "))
 	}
 	return nil
+}
+
+// exitInterrupted is serve's exit code after Ctrl-C (128 + SIGINT, as a
+// shell reports it).
+const exitInterrupted = 130
+
+// interruptedStopGrace bounds the stop after Ctrl-C: a server still
+// starting holds no requests, and a user waits on it.
+const interruptedStopGrace = 30 * time.Second
+
+// stopInterrupted stops and removes the instance serve started, after
+// Ctrl-C while it waited for the server to be ready.
+func stopInterrupted(cmd *cobra.Command, r runner.Runner, inst *runner.Instance) error {
+	stderr := cmd.ErrOrStderr()
+	fmt.Fprintf(stderr, "interrupted: stopping %s (serve --detach leaves a server running)\n", inst.Name)
+	// The command's context is done: the stop gets one of its own.
+	res, err := r.Stop(context.WithoutCancel(cmd.Context()), inst, interruptedStopGrace, stderr)
+	if err != nil {
+		return &ExitError{Code: exitInterrupted, Err: fmt.Errorf("interrupted, and stopping %s failed: %w", inst.Name, err)}
+	}
+	printStop(stderr, inst, res, interruptedStopGrace)
+	return &ExitError{Code: exitInterrupted, Err: errors.New("interrupted")}
+}
+
+// startFailed reports a start that did not come up: a crash loop is stopped
+// and removed unless keep, so it does not restart for ever behind the
+// user's back; a server that is merely slow (not ready in time) keeps
+// starting.
+func startFailed(cmd *cobra.Command, r runner.Runner, inst *runner.Instance, err error, keep bool) error {
+	var crash *runner.CrashError
+	if !errors.As(err, &crash) || keep {
+		return &ExitError{Code: 1, Err: err}
+	}
+	stderr := cmd.ErrOrStderr()
+	res, stopErr := r.Stop(context.WithoutCancel(cmd.Context()), inst, interruptedStopGrace, stderr)
+	if stopErr != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%w\nstopping it failed too: %v", err, stopErr)}
+	}
+	crash.Stopped = true
+	for _, d := range res.Detail {
+		fmt.Fprintf(stderr, "  %s\n", d)
+	}
+	return &ExitError{Code: 1, Err: crash}
 }
 
 // checkAPIKeyFile is file made absolute, once it holds a key and the
