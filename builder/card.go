@@ -10,7 +10,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ttmodel/tt-model/manifest"
-	serverunner "github.com/ttmodel/tt-model/runner"
 	"github.com/ttmodel/tt-model/server/api"
 	"github.com/ttmodel/tt-model/templates"
 )
@@ -165,7 +164,7 @@ func cardFor(w *manifest.Wire) (cardModel, frontMatter, error) {
 	// it (serve's own default is the first free port from there, which it
 	// prints): never the profile's port, which is the server's inside the
 	// container, where `docker run -p` maps it from.
-	hostPort := serverunner.FirstPort
+	hostPort := manifest.FirstHostPort
 	kc := cardOfKind(c, weightsRepo, hostPort)
 	cm.Status = oneLine(card.Status)
 	for _, row := range [][2]string{

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,9 +33,10 @@ func newCurlCmd() *cobra.Command {
 			"model id, then POSTs the model's sample request to /predict: a generated picture for an object\n" +
 			"detector (RF-DETR), an observation (one generated camera image, a zero state of the server's\n" +
 			"state_dim, a prompt) for a policy (pi0.5), and prints a short summary of both answers (the model id;\n" +
-			"the top detections, or the action chunk's shape); --json prints the answers themselves. --print\n" +
-			"writes the sample body to a file and prints the curl commands instead. A server that requires an API\n" +
-			"key gets it from --api-key-file (else TT_API_KEY_FILE, else TT_API_KEY) as Authorization: Bearer.",
+			"the top detections, or the action chunk's shape), after a warning when the server says it runs\n" +
+			"generated test weights; --json prints the answers themselves. --print writes the sample body to a\n" +
+			"file and prints the curl commands instead. A server that requires an API key gets it from\n" +
+			"--api-key-file (else TT_API_KEY_FILE, else TT_API_KEY) as Authorization: Bearer.",
 		Example: "  tt-model curl rf-detr\n  tt-model curl rf-detr --json\n  tt-model curl rf-detr --print\n" +
 			"  tt-model curl pi05 --api-key-file ~/.config/tt-model/api-key",
 		Args: cobra.ExactArgs(1),
@@ -104,13 +104,16 @@ func curlInstance(cmd *cobra.Command, inst *runner.Instance, opts curlOptions) e
 	}
 	out := cmd.OutOrStdout()
 	if opts.print {
-		file := filepath.Join(os.TempDir(), "tt-model-curl-"+inst.Package+".json")
-		if err := os.WriteFile(file, body, 0o644); err != nil {
+		file, err := writePrivateTemp("tt-model-curl-"+inst.Package+"-*.json", body)
+		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
 		fmt.Fprintf(out, "curl -s%s %s/v1/models\n", auth, base)
 		fmt.Fprintf(out, "curl -s%s %s/predict -H 'Content-Type: application/json' -d @%s\n", auth, base, file)
 		return nil
+	}
+	if n := serverTestWeights(hc, base); n != "" {
+		fmt.Fprintf(out, "WARNING: this server runs %s\n", n)
 	}
 	models, err := fetch(hc, http.MethodGet, base+"/v1/models", nil)
 	if err != nil {
@@ -287,4 +290,38 @@ func fetch(hc *http.Client, method, url string, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%s %s: HTTP %d: %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
 	}
 	return b, nil
+}
+
+// serverTestWeights is the notice of generated test weights the server's /health carries, "" when
+// it has none (or does not answer: the requests after say why).
+func serverTestWeights(hc *http.Client, base string) string {
+	raw, err := fetch(hc, http.MethodGet, base+"/health", nil)
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		Weights string `json:"weights"`
+	}
+	_ = json.Unmarshal(raw, &h)
+	return h.Weights
+}
+
+// writePrivateTemp writes data to a new file in the temp folder, created
+// with O_EXCL, mode 0600 and a random name: a fixed /tmp name could be a
+// link another user planted, or be read by them.
+func writePrivateTemp(pattern string, data []byte) (string, error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return "", fmt.Errorf("sample body file: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
 }

@@ -22,7 +22,8 @@ func newInfoCmd() *cobra.Command {
 		Short: "Summarize a package: kind, hardware, profiles, weights pin, image digest, card description",
 		Long: "info reads the wire manifest of a built package folder, or of a package on the Hub (from the local\n" +
 			"store when it is there, else by fetching only tt_kernel_manifest.json), and summarizes it. It also\n" +
-			"says whether the pinned weights are complete in the local Hugging Face cache.",
+			"says whether the pinned weights are complete in the local Hugging Face cache, and whether the cached\n" +
+			"ones are generated test weights (a random checkpoint standing in for the repo).",
 		Example: "  tt-model info acme/rf-detr\n  tt-model info build/rf-detr --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,17 +50,18 @@ func newInfoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			present, err := runner.WeightsPresent(cmd.Context(), c, pkg)
+			snaps, present, err := runner.CachedWeights(cmd.Context(), c, pkg)
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
 			info := struct {
 				manifestSummary
-				Source         string `json:"source"`
-				Image          string `json:"image"`
-				Description    string `json:"description"`
-				WeightsPresent bool   `json:"weights_present"`
-			}{manifestSummary: s, Source: source, Image: imageLine(pkg), WeightsPresent: present}
+				Source         string            `json:"source"`
+				Image          string            `json:"image"`
+				Description    string            `json:"description"`
+				WeightsPresent bool              `json:"weights_present"`
+				TestWeights    map[string]string `json:"test_weights,omitempty"` // repo: notice
+			}{manifestSummary: s, Source: source, Image: imageLine(pkg), WeightsPresent: present, TestWeights: runner.TestWeightsNotices(snaps)}
 			if card := pkg.Wire.Container.Card; card != nil {
 				info.Description = strings.Join(strings.Fields(card.Description), " ")
 			}
@@ -73,6 +75,11 @@ func newInfoCmd() *cobra.Command {
 				weights += map[bool]string{true: " (complete in the cache)", false: " (not in the cache)"}[present]
 			}
 			fmt.Fprintf(tw, "%s\t%s\n  kind\t%s\n  arch\t%s\n  weights\t%s\n  image\t%s\n", info.Name, source, info.Kind, info.Arch, weights, info.Image)
+			for _, ref := range pkg.WeightRefs() {
+				if n, ok := info.TestWeights[ref.Repo]; ok {
+					fmt.Fprintf(tw, "  WARNING\t%s in the cache\n", n)
+				}
+			}
 			if info.Description != "" {
 				fmt.Fprintf(tw, "  description\t%s\n", info.Description)
 			}

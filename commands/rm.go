@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/safename"
+	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
 )
 
@@ -18,23 +20,29 @@ import (
 // command's constructor is one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the
 // same shape; what fills it is this command's own.
 func newRmCmd() *cobra.Command {
-	var includeWeights, keepCache bool
+	var includeWeights, keepCache, weightsOnly bool
 	cmd := &cobra.Command{
-		Use:   "rm NAME",
+		Use:   "rm NAME | --weights ORG/NAME[@REV]",
 		Short: "Remove a package from the local store",
 		Long: "rm removes the package NAME (its repo org/name, or its package name) from the local store: the repo's\n" +
 			"folder in the Hugging Face cache (every revision) and its locks, and the package's kernel and weight\n" +
 			"caches under ~/.cache/tt-model/<name> unless --keep-cache. --include-weights also removes the weights\n" +
 			"repos it pins, except those another stored package pins too. It refuses while a server of the package\n" +
-			"runs (stop it first).",
-		Example: "  tt-model rm acme/rf-detr\n  tt-model rm rf-detr --include-weights",
-		Args:    cobra.ExactArgs(1),
+			"runs (stop it first). --weights ORG/NAME removes the cached weights repo ORG/NAME instead (every\n" +
+			"revision), --weights ORG/NAME@REV one revision: its snapshot, its file list, the refs naming it and\n" +
+			"the blobs no other revision uses (e.g. random test weights a demo stored at a real pin).",
+		Example: "  tt-model rm acme/rf-detr\n  tt-model rm rf-detr --include-weights\n" +
+			"  tt-model rm --weights Roboflow/rf-detr-base@7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := hub.ConfigFromEnv(os.Getenv)
 			if err != nil {
 				return err
 			}
 			cache := hub.Cache{Dir: cfg.CacheDir}
+			if weightsOnly {
+				return removeWeights(cmd.OutOrStdout(), cache, args[0])
+			}
 			stored, err := runner.StoredPackages(cache)
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
@@ -49,6 +57,9 @@ func newRmCmd() *cobra.Command {
 			}
 			switch {
 			case len(match) == 0:
+				if err := unreadablePackage(cache, args[0]); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
 				return exitf(1, "no package %s in the local store %s (see `tt-model list`)", args[0], cache.Dir)
 			case len(repos) > 1:
 				var names []string
@@ -112,6 +123,9 @@ func newRmCmd() *cobra.Command {
 				}
 				for _, sp := range match {
 					for _, w := range sp.Package.WeightRefs() {
+						if err := hub.ValidateRepoID(w.Repo); err != nil {
+							return &ExitError{Code: 1, Err: fmt.Errorf("%s pins weights: %w", repo, err)}
+						}
 						if other, ok := pinnedElsewhere[w.Repo]; ok {
 							fmt.Fprintf(out, "kept    %s  (also pinned by %s)\n", w.Repo, other)
 							continue
@@ -127,7 +141,10 @@ func newRmCmd() *cobra.Command {
 			}
 			if !keepCache {
 				// Only the two caches serve creates there (runner.Spec.StateDir).
-				state := filepath.Join(root, name)
+				state, err := safename.Join(root, name)
+				if err != nil {
+					return &ExitError{Code: 1, Err: fmt.Errorf("package name: %w", err)}
+				}
 				for _, sub := range []string{"cache", "weights"} {
 					if err := remove(sub+" of "+name, filepath.Join(state, sub)); err != nil {
 						return err
@@ -139,6 +156,23 @@ func newRmCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&includeWeights, "include-weights", false, "also remove the weights the package pins (unless another stored package pins them)")
+	cmd.Flags().BoolVar(&weightsOnly, "weights", false, "the argument is a weights repo ORG/NAME[@REV] of the HF cache to remove, not a package")
 	cmd.Flags().BoolVar(&keepCache, "keep-cache", false, "keep ~/.cache/tt-model/<name> (compiled kernels, converted weights)")
 	return cmd
+}
+
+// unreadablePackage explains a repo of the store that holds a package
+// manifest tt-model refuses to load (`list` and rm skip it): rm removes
+// nothing a refused manifest names, so the folder is left to delete by hand.
+func unreadablePackage(cache hub.Cache, repo string) error {
+	if hub.ValidateRepoID(repo) != nil {
+		return nil
+	}
+	snaps, _ := filepath.Glob(filepath.Join(cache.RepoDir(repo), "snapshots", "*", manifest.WireFile))
+	for _, wire := range snaps {
+		if _, err := runner.LoadPackage(filepath.Dir(wire)); err != nil {
+			return fmt.Errorf("%s in the local store holds a package tt-model refuses to read, so rm removes nothing it names: %w; delete %s by hand", repo, err, cache.RepoDir(repo))
+		}
+	}
+	return nil
 }

@@ -334,6 +334,29 @@ func printServeCommand(cmd *cobra.Command, r runner.Runner, pkg *runner.Package,
 	return nil
 }
 
+// servedTestWeights are the notices of the weights the server reads when they are generated test
+// weights: those pulled for it, else the folder HF_MODEL names.
+func servedTestWeights(spec *runner.Spec) []string {
+	notices := runner.TestWeightsNotices(spec.Weights)
+	if len(spec.Weights) == 0 && spec.WeightsDir != "" {
+		if what, ok := hub.TestWeightsIn(spec.WeightsDir); ok {
+			repo, _, _ := hub.SnapshotOf(spec.WeightsDir)
+			notices = map[string]string{repo: hub.TestWeightsNotice(repo, what)}
+		}
+	}
+	out := make([]string, 0, len(notices))
+	for _, s := range spec.Weights {
+		if n, ok := notices[s.Repo]; ok {
+			out = append(out, n)
+			delete(notices, s.Repo)
+		}
+	}
+	for _, n := range notices {
+		out = append(out, n)
+	}
+	return out
+}
+
 // printCard tells the user where the server is and how to use it.
 func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool) {
 	state := "is ready"
@@ -358,6 +381,9 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 	for _, s := range spec.Weights {
 		fmt.Fprintf(w, "  weights  %s@%s\n", s.Repo, s.Commit)
 	}
+	for _, n := range servedTestWeights(spec) {
+		fmt.Fprintf(w, "  WARNING  %s\n", n)
+	}
 	switch kind := spec.Package.Wire.Container.Kind; kind {
 	case manifest.KindGoServer:
 		fmt.Fprintf(w, "  try      curl -s %s/health\n", url)
@@ -371,7 +397,10 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 		fmt.Fprintf(w, "  api      the model's own routes (kind %s): see the package's README.md\n", kind)
 	}
 	if spec.Package.Wire.Container.Runtime["model"] == "rf-detr" {
-		fmt.Fprintf(w, "           curl -s %s/predict -H 'Content-Type: application/json' -d \"{\\\"image\\\": \\\"$(base64 -w0 photo.jpg)\\\"}\"\n", url)
+		// The picture travels as the body, read from its file: a base64 argument would pass
+		// Linux's 128 KiB limit on one argument for most photos.
+		fmt.Fprintf(w, "           curl -s %s/predict -F image=@photo.jpg   (any PNG or JPEG file)\n", url)
+		fmt.Fprintf(w, "           curl -s %s/predict -H 'Content-Type: image/jpeg' --data-binary @photo.jpg   (@- reads stdin)\n", url)
 	}
 	if spec.APIKeyFile != "" {
 		fmt.Fprintf(w, "  auth     every route but /health needs the key: curl -H \"Authorization: Bearer $(cat %s)\" …, tt-model curl --api-key-file %s\n",

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -38,7 +39,9 @@ func newWeightsVerifyCmd() *cobra.Command {
 			"against the sha256 (LFS files) or git blob id the Hub listed when it was pulled. `weights pull` and\n" +
 			"`serve` already re-hash a blob whose size or modification time changed since it was last checked; a\n" +
 			"byte changed in place with its mtime kept is only caught here. --quick does the cheap check only.\n" +
-			"Exit 1 when a file is missing or corrupt (run `tt-model weights pull` to fetch it again).",
+			"Exit 1 when a file is missing or corrupt (run `tt-model weights pull` to fetch it again). Generated\n" +
+			"test weights (a random checkpoint a demo or test imported) are named as such: their hashes are their\n" +
+			"own, not the Hub's.",
 		Example: "  tt-model weights verify build/rf-detr\n  tt-model weights verify models/rf-detr/tt-model.yaml --quick",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -78,6 +81,9 @@ func newWeightsVerifyCmd() *cobra.Command {
 					bad++
 				}
 				fmt.Fprintf(out, "%s@%s  %d files, %d hashed  %s\n", ref.Repo, commit, len(rep.Files), rep.Hashed, status)
+				if what, ok := hub.TestWeightsIn(cache.SnapshotDir(ref.Repo, commit)); ok {
+					printTestWeights(out, ref.Repo+"@"+commit, what, args[0])
+				}
 				for _, m := range rep.Missing {
 					fmt.Fprintf(out, "  missing  %s\n", m)
 				}
@@ -116,12 +122,28 @@ func newWeightsImportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			snap, err := hub.Cache{Dir: cfg.CacheDir}.Import(repo, commit, args[0])
+			cache := hub.Cache{Dir: cfg.CacheDir}
+			main, err := cache.ReadRef(repo, "main")
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s@%s  %d files imported from %s (local files, not from the Hub)\n  %s\n",
+			snap, err := cache.Import(repo, commit, args[0])
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s@%s  %d files imported from %s (local files, not from the Hub)\n  %s\n",
 				snap.Repo, snap.Commit, len(snap.Files), args[0], snap.Dir)
+			switch main {
+			case "":
+				fmt.Fprintf(out, "  wrote refs/main -> %s (the cache had no refs/main: a loader naming %s offline now gets these files)\n", snap.Commit, repo)
+			case snap.Commit:
+			default:
+				fmt.Fprintf(out, "  refs/main left at %s\n", main)
+			}
+			if what, ok := hub.TestWeightsIn(snap.Dir); ok {
+				printTestWeights(out, repo+"@"+snap.Commit, what, "")
+			}
 			return nil
 		},
 	}
@@ -131,6 +153,7 @@ func newWeightsImportCmd() *cobra.Command {
 // (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newWeightsPullCmd() *cobra.Command {
 	var profile string
+	var refresh bool
 	cmd := &cobra.Command{
 		Use:   "pull MANIFEST|DIR",
 		Short: "Download the primary and auxiliary weights at their pinned revisions",
@@ -141,9 +164,12 @@ func newWeightsPullCmd() *cobra.Command {
 			"A pinned snapshot already complete in the cache needs no network at all; when the Hub cannot be\n" +
 			"reached the cache is used only if every pinned file is complete there. A transfer silent for 60 s\n" +
 			"is resumed with backoff. HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE are honoured. It then prints the\n" +
-			"HF_MODEL the profile's server will get.",
-		Example: "  tt-model weights pull models/rf-detr/tt-model.yaml\n  HF_HUB_OFFLINE=1 tt-model weights pull build/rf-detr",
-		Args:    cobra.ExactArgs(1),
+			"HF_MODEL the profile's server will get. A cached snapshot of generated test weights (a random\n" +
+			"checkpoint a demo or test imported at the pin) is named as such; --refresh removes it, once the Hub\n" +
+			"has answered for the revision, and downloads the real files.",
+		Example: "  tt-model weights pull models/rf-detr/tt-model.yaml\n  HF_HUB_OFFLINE=1 tt-model weights pull build/rf-detr\n" +
+			"  tt-model weights pull --refresh models/rf-detr/tt-model.yaml",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pkg, err := runner.LoadPackage(args[0])
 			if err != nil {
@@ -162,6 +188,11 @@ func newWeightsPullCmd() *cobra.Command {
 				return err
 			}
 			client := hub.NewClient(cfg)
+			if refresh {
+				if err := runner.DropTestWeights(cmd.Context(), client, pkg, cmd.ErrOrStderr()); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+			}
 			snaps, err := runner.PullWeights(cmd.Context(), client, pkg, cmd.ErrOrStderr())
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
@@ -175,6 +206,9 @@ func newWeightsPullCmd() *cobra.Command {
 					how = "complete in the cache"
 				}
 				fmt.Fprintf(out, "%s@%s  %d files  %s\n  %s\n", s.Repo, s.Commit, len(s.Files), how, s.Dir)
+				if what, ok := hub.TestWeightsIn(s.Dir); ok {
+					printTestWeights(out, s.Repo+"@"+s.Commit, what, args[0])
+				}
 			}
 			dir, err := runner.ServedWeights(pkg, launch.Env, cfg, snaps)
 			if err != nil {
@@ -189,7 +223,18 @@ func newWeightsPullCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&profile, "profile", "", "serve profile whose HF_MODEL to report (default: the package's default profile)")
+	cmd.Flags().BoolVar(&refresh, "refresh", false, "replace cached generated test weights at the pins with the Hub's files")
 	return cmd
+}
+
+// printTestWeights says that the cached files of pin (ORG/NAME@COMMIT) are generated test weights,
+// and (given the package path) how to get the real ones.
+func printTestWeights(w io.Writer, pin, what, pkgPath string) {
+	repo, _, _ := strings.Cut(pin, "@")
+	fmt.Fprintf(w, "  WARNING: %s\n", hub.TestWeightsNotice(repo, what))
+	if pkgPath != "" {
+		fmt.Fprintf(w, "  `tt-model weights pull --refresh %s` replaces them with the real files; `tt-model rm --weights %s` removes them\n", pkgPath, pin)
+	}
 }
 
 // packageLoadError maps a LoadPackage failure to validate's exit codes.

@@ -291,3 +291,93 @@ func TestWeightsVerify(t *testing.T) {
 		t.Errorf("verify after the re-download: exit %d\n%s", code, out)
 	}
 }
+
+// TestWeightsTestWeightsRefresh: generated test weights imported at the pin are named by import,
+// pull and verify; `weights pull --refresh` replaces them with the Hub's files, and refuses (the
+// test weights kept) while the Hub cannot be reached. import says it wrote refs/main.
+func TestWeightsTestWeightsRefresh(t *testing.T) {
+	srv, yamlPath, commit := weightsFixture(t)
+	src := t.TempDir()
+	for name, data := range map[string]string{"config.json": `{}`, "model.safetensors": "random", ".tt-model-test-weights": "a unit test\n"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runCLI("weights", "import", src, "org/detector-weights@"+commit)
+	if code != 0 || !strings.Contains(out, "wrote refs/main -> "+commit) || !strings.Contains(out, "random test weights, not org/detector-weights (a unit test)") {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI("weights", "pull", yamlPath)
+	if code != 0 || !strings.Contains(out, "complete in the cache, no network used\n") ||
+		!strings.Contains(out, "WARNING: random test weights, not org/detector-weights (a unit test)") ||
+		!strings.Contains(out, "tt-model weights pull --refresh "+yamlPath) || !strings.Contains(out, "tt-model rm --weights org/detector-weights@"+commit+"` removes them") {
+		t.Fatalf("pull of test weights: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ = runCLI("weights", "verify", yamlPath); code != 0 || !strings.Contains(out, "random test weights, not org/detector-weights") {
+		t.Errorf("verify of test weights: exit %d\n%s", code, out)
+	}
+	snap := filepath.Join(os.Getenv("HF_HOME"), "hub", "models--org--detector-weights", "snapshots", commit)
+
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+	if code, _, errOut = runCLI("weights", "pull", "--refresh", yamlPath); code != 1 || !strings.Contains(errOut, "so they stay") {
+		t.Errorf("--refresh with the Hub unreachable: exit %d, %s", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(snap, "model.safetensors")); err != nil || string(b) != "random" {
+		t.Errorf("the test weights went although the Hub could not replace them: %q, %v", b, err)
+	}
+
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	code, out, errOut = runCLI("weights", "pull", "--refresh", yamlPath)
+	if code != 0 || !strings.Contains(errOut, "removed the random test weights at org/detector-weights@"+commit) || strings.Contains(out, "random test weights") {
+		t.Fatalf("--refresh: exit %d\n%s%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(snap, "model.safetensors")); err != nil || !bytes.Equal(b, bytes.Repeat([]byte("weights!"), 40_000)) {
+		t.Errorf("model.safetensors after --refresh: %d bytes, %v; want the Hub's", len(b), err)
+	}
+	if _, err := os.Lstat(filepath.Join(snap, ".tt-model-test-weights")); !os.IsNotExist(err) {
+		t.Errorf("the marker survived --refresh: %v", err)
+	}
+	if code, out, _ = runCLI("weights", "verify", yamlPath); code != 0 || strings.Contains(out, "test weights") {
+		t.Errorf("verify after --refresh: exit %d\n%s", code, out)
+	}
+}
+
+// TestRmWeights: `rm --weights ORG/NAME@REV` removes that revision and the refs naming it, leaving
+// the repo's other revisions; `rm --weights ORG/NAME` removes the repo; a bad name is exit 2.
+func TestRmWeights(t *testing.T) {
+	_, yamlPath, commit := weightsFixture(t)
+	if code, _, errOut := runCLI("weights", "pull", yamlPath); code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, errOut)
+	}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "model.safetensors"), []byte("other"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Repeat("c", 40)
+	if code, _, errOut := runCLI("weights", "import", src, "org/detector-weights@"+other); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, errOut)
+	}
+	repoDir := filepath.Join(os.Getenv("HF_HOME"), "hub", "models--org--detector-weights")
+	code, out, errOut := runCLI("rm", "--weights", "org/detector-weights@main")
+	if code != 0 || !strings.Contains(out, "removed ref main of org/detector-weights") || !strings.Contains(out, "removed org/detector-weights@"+commit) {
+		t.Fatalf("rm --weights @main: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Lstat(filepath.Join(repoDir, "snapshots", commit)); !os.IsNotExist(err) {
+		t.Errorf("the snapshot is still there: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(repoDir, "snapshots", other, "model.safetensors")); err != nil || string(b) != "other" {
+		t.Errorf("the other revision: %q, %v", b, err)
+	}
+	if code, _, errOut = runCLI("rm", "--weights", "org/detector-weights@"+commit); code != 1 || !strings.Contains(errOut, "no snapshot") {
+		t.Errorf("second rm of the revision: exit %d, %s", code, errOut)
+	}
+	if code, out, _ = runCLI("rm", "--weights", "org/detector-weights"); code != 0 || !strings.Contains(out, "removed org/detector-weights") {
+		t.Errorf("rm --weights of the repo: exit %d\n%s", code, out)
+	}
+	if _, err := os.Lstat(repoDir); !os.IsNotExist(err) {
+		t.Errorf("the repo folder is still there: %v", err)
+	}
+	if code, _, errOut = runCLI("rm", "--weights", "../etc"); code != 2 {
+		t.Errorf("rm --weights ../etc: exit %d, %s", code, errOut)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ttmodel/tt-model/internal/safename"
 )
 
 // Request names the weights to bring into the cache.
@@ -43,6 +45,9 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 	if rev == "" {
 		rev = "main"
 	}
+	if err := safename.Revision(rev); err != nil {
+		return nil, fmt.Errorf("%s: %w", req.Repo, err)
+	}
 	if IsCommit(rev) || c.cfg.Offline {
 		snap, err := c.fromCache(req, rev)
 		if snap != nil || c.cfg.Offline {
@@ -65,7 +70,7 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 	}
 	var selected []RepoFile
 	if files != nil {
-		selected = selectFiles(files, req.Allow, req.Ignore)
+		selected = withTestWeightsMarker(files, selectFiles(files, req.Allow, req.Ignore))
 	} else {
 		l, err := c.ListFiles(ctx, req.Repo, commit, req.Allow, req.Ignore)
 		if err != nil {
@@ -76,7 +81,7 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 				return nil, err
 			}
 		}
-		selected = l.Selected
+		selected = withTestWeightsMarker(l.Files, l.Selected)
 	}
 	if len(selected) == 0 {
 		return nil, fmt.Errorf("%s@%s: no file matches allow_patterns %q / ignore_patterns %q", req.Repo, rev, req.Allow, req.Ignore)

@@ -125,7 +125,36 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 	if len(in.pkg.WeightRefs()) > 0 {
 		spec.InitContainers = []corev1.Container{weightsJob(in)}
 	}
+	for i := range spec.InitContainers {
+		literalStrings(&spec.InitContainers[i])
+	}
+	for i := range spec.Containers {
+		literalStrings(&spec.Containers[i])
+	}
 	return spec, nil
+}
+
+// literalStrings escapes the kubelet's variable expansion in what it expands: a container's command
+// and args, its env values and its exec probes' commands. The kubelet turns $(NAME) into NAME's
+// value and $$ into $ there (k8s.io/kubernetes third_party/forked/golang/expansion), so a profile's
+// "$(HOME)" or "$$" would reach the server changed; with every $ doubled each value arrives as
+// `tt-model profiles` shows it. The pod's own references (the cache's subPathExpr) are not these.
+func literalStrings(c *corev1.Container) {
+	literal := func(words []string) {
+		for i, w := range words {
+			words[i] = strings.ReplaceAll(w, "$", "$$")
+		}
+	}
+	literal(c.Command)
+	literal(c.Args)
+	for i := range c.Env {
+		c.Env[i].Value = strings.ReplaceAll(c.Env[i].Value, "$", "$$")
+	}
+	for _, p := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if p != nil && p.Exec != nil {
+			literal(p.Exec.Command)
+		}
+	}
 }
 
 // supervisorArgv is the container's command: `tt-model supervise` as PID 1

@@ -369,7 +369,7 @@ func TestPi05Package(t *testing.T) {
 		"single-robot":  {"PI05_LAYOUT": "sp"},
 		"disaggregated": {"PI05_LAYOUT": "pd", "PI05_MAX_BATCH": "4"},
 	}
-	shared := map[string]string{"PI05_MEGAKERNEL": "mc", "TT_MESH_SHAPE": "1x4", "PI05_NUM_IMAGES": "2", "PI05_ACTION_HORIZON": "50",
+	shared := map[string]string{"TT_WEIGHTS_REVISION": "b211f3d44c36b6acfcf7ae94a64e8e96f75a64ba", "PI05_MEGAKERNEL": "mc", "TT_MESH_SHAPE": "1x4", "PI05_NUM_IMAGES": "2", "PI05_ACTION_HORIZON": "50",
 		"PI05_NUM_STEPS": "10", "PI05_TOKEN_LEN": "224", "PI05_BATCH_WINDOW_MS": "0", "PI05_HANG_S": "10",
 		"PI05_HANG_ACTION": "degrade", "PI05_RESET_ON_START": "auto", "PI05_HANG_MARKER": "/cache/pi05_hang_marker"}
 	for name, own := range want {
@@ -493,5 +493,34 @@ func TestReadWireSchemas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A published manifest is someone else's file: a name or revision that
+// would name a folder outside the caches is refused on every read.
+func TestParseWireRefusesUnsafeNames(t *testing.T) {
+	good, err := os.ReadFile("testdata/wire/v51-container.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseWire(good); err != nil {
+		t.Fatalf("the good fixture: %v", err)
+	}
+	cases := []struct{ from, to, want string }{
+		{`"name": "rf-detr-p150"`, `"name": "../../../victim"`, `name: "../../../victim" is not a safe slug`},
+		{`"name": "rf-detr-p150"`, `"name": ""`, `name: "" is not a safe slug`},
+		{`"name": "rf-detr-p150"`, `"name": "a/b"`, `name: "a/b" is not a safe slug`},
+		{`"revision": "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"`, `"revision": "../../x"`, `weights.revision: revision "../../x": ".." is not allowed`},
+		{`"auxiliary_weights": []`, `"auxiliary_weights": [{"repo": "a/b", "revision": "/etc"}]`, `auxiliary_weights[0].revision: revision "/etc": must not start with "/"`},
+	}
+	for _, tc := range cases {
+		data := strings.Replace(string(good), tc.from, tc.to, 1)
+		if data == string(good) {
+			t.Fatalf("fixture has no %s", tc.from)
+		}
+		_, err := ParseWire([]byte(data))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %s", tc.to, err, tc.want)
+		}
 	}
 }

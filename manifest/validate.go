@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ttmodel/tt-model/internal/fslink"
+	"github.com/ttmodel/tt-model/internal/safename"
 	"github.com/ttmodel/tt-model/internal/suggest"
 )
 
@@ -69,12 +70,14 @@ func validateWeights(c *collector, m *Manifest) {
 	if c.present("weights") && m.Weights.Repo != "" && !strings.Contains(m.Weights.Repo, "/") {
 		c.addf("weights", "must be a namespaced Hub id (org/name), got %q", m.Weights.Repo)
 	}
+	checkRevision(c, "weights.revision", m.Weights.Revision)
 	seen := map[string]string{}
 	if m.Weights.Repo != "" {
 		seen[m.Weights.Repo] = "weights"
 	}
 	for i, w := range m.AuxiliaryWeights {
 		path := indexPath("auxiliary_weights", i)
+		checkRevision(c, path+".revision", w.Revision)
 		if w.Repo != "" && !strings.Contains(w.Repo, "/") {
 			c.addf(path, "must be a namespaced Hub id (org/name), got %q", w.Repo)
 		}
@@ -82,6 +85,17 @@ func validateWeights(c *collector, m *Manifest) {
 			c.addf(path, "duplicate weight repository %q (already in %s)", w.Repo, first)
 		}
 		seen[w.Repo] = path
+	}
+}
+
+// checkRevision refuses a revision the Hub could not have (it becomes the
+// file refs/<revision> in the Hugging Face cache).
+func checkRevision(c *collector, path, rev string) {
+	if rev == "" {
+		return
+	}
+	if err := safename.Revision(rev); err != nil {
+		c.addf(path, "%v: want a 40-hex commit, or a branch or tag name", err)
 	}
 }
 

@@ -37,6 +37,22 @@ func ParseISA(s string) (ISA, error) {
 	return isa, err
 }
 
+// ISACapEnv caps the kernel family (tt_cpu_best_isa reads it).
+const ISACapEnv = "TT_ISA"
+
+// CheckISACap checks a value of ISACapEnv ("" is no cap): the kernels skip a name they do not know,
+// so a typo would leave the cap off in silence. A cap above what this CPU has is no error: the
+// kernels take the best family at or below it.
+func CheckISACap(value string) error {
+	if value == "" {
+		return nil
+	}
+	if _, err := ISA(value).lookup(); err != nil {
+		return fmt.Errorf("%s=%q: want scalar, avx2, avx512, avx512bf16 or amxbf16 (a cap on the kernel family)", ISACapEnv, value)
+	}
+	return nil
+}
+
 // code resolves the family to its tt_isa value; a family this CPU lacks is an error.
 func (i ISA) code() (C.tt_isa, error) {
 	if i == ISABest {

@@ -5,7 +5,7 @@
 package native
 
 /*
-#cgo CFLAGS: -O3 -std=c11 -D_GNU_SOURCE -Wall -I${SRCDIR}/../kernels/common -I${SRCDIR}/../kernels/rfdetr
+#cgo CFLAGS: -O3 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I${SRCDIR}/../kernels/common -I${SRCDIR}/../kernels/rfdetr
 #cgo LDFLAGS: -lm -lpthread
 #include <stdlib.h>
 #include "tt_cpu.h"

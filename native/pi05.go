@@ -170,9 +170,6 @@ func (m *Pi05Model) LayoutID() uint64 { return uint64(C.pi05_model_layout_id(m.c
 // SetTensor hands one checkpoint tensor (raw little-endian bytes of dtype F32 or BF16) to the
 // model under its lerobot name; it is copied and packed at once. used is false for names that are
 // not part of pi0.5. Calls for different tensors may run concurrently (parallel loading).
-//
-// Deliberate twin of SetTensor in native/rfdetr.go: the cgo wrapper of each model's own C API (its
-// own handle and functions).
 func (m *Pi05Model) SetTensor(name string, dtype DType, shape []int, raw []byte) (used bool, err error) {
 	dt, cshape, data, err := tensorArgs(name, dtype, shape, raw)
 	if err != nil {

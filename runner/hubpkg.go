@@ -293,17 +293,25 @@ func StoredPackages(cache hub.Cache) ([]StoredPackage, error) {
 // WeightsPresent reports whether every pinned weights repo of pkg is
 // complete in the cache, asking no network.
 func WeightsPresent(ctx context.Context, c *hub.Client, pkg *Package) (bool, error) {
+	_, present, err := CachedWeights(ctx, c, pkg)
+	return present, err
+}
+
+// CachedWeights is WeightsPresent with the snapshots it found (all of them when present).
+func CachedWeights(ctx context.Context, c *hub.Client, pkg *Package) ([]*hub.Snapshot, bool, error) {
 	off := c.Offline()
+	var snaps []*hub.Snapshot
 	for _, ref := range pkg.WeightRefs() {
-		_, err := off.Download(ctx, hub.Request{Repo: ref.Repo, Revision: ref.Revision, Allow: ref.AllowPatterns, Ignore: ref.IgnorePatterns}, io.Discard)
+		s, err := off.Download(ctx, hub.Request{Repo: ref.Repo, Revision: ref.Revision, Allow: ref.AllowPatterns, Ignore: ref.IgnorePatterns}, io.Discard)
 		if errors.Is(err, hub.ErrOfflineMiss) {
-			return false, nil
+			return snaps, false, nil
 		}
 		if err != nil {
-			return false, err
+			return snaps, false, err
 		}
+		snaps = append(snaps, s)
 	}
-	return true, nil
+	return snaps, true, nil
 }
 
 // FetchManifest reads only the manifest of the Hub package ref: from the

@@ -12,12 +12,13 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/chips"
+	"github.com/ttmodel/tt-model/internal/safename"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/server/api"
 )
 
-// FirstPort is where the search for a free port starts, as upstream.
-const FirstPort = 20000
+// FirstPort is where the search for a free port starts (manifest.FirstHostPort).
+const FirstPort = manifest.FirstHostPort
 
 // Spec is one server to start: everything decided before a runner acts.
 type Spec struct {
@@ -108,7 +109,11 @@ func Plan(pkg *Package, others []Instance, opts PlanOptions) (*Spec, error) {
 			return nil, err
 		}
 	}
-	spec.StateDir = filepath.Join(root, pkg.Wire.Name)
+	// The name was checked when the manifest was read; the join is checked
+	// again because this folder is created and, by rm, deleted.
+	if spec.StateDir, err = safename.Join(root, pkg.Wire.Name); err != nil {
+		return nil, fmt.Errorf("package name: %w", err)
+	}
 	spec.Hugepages = hugepagesMounted("/proc/mounts")
 	return spec, nil
 }

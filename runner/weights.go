@@ -93,3 +93,60 @@ func ServedWeights(pkg *Package, env map[string]string, hf hub.Config, snaps []*
 func ContainerSnapshotPath(repo, commit string) string {
 	return ContainerHF + "/hub/" + hub.RepoFolderName(repo) + "/snapshots/" + commit
 }
+
+// TestWeightsNotices are the notices of the snapshots that hold generated test weights (a random
+// checkpoint standing in for the repo, hub.TestWeightsIn), keyed by repo; nil when none does.
+func TestWeightsNotices(snaps []*hub.Snapshot) map[string]string {
+	var out map[string]string
+	for _, s := range snaps {
+		if what, ok := hub.TestWeightsIn(s.Dir); ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[s.Repo] = hub.TestWeightsNotice(s.Repo, what)
+		}
+	}
+	return out
+}
+
+// DropTestWeights removes from the HF cache every pinned snapshot of the package that holds
+// generated test weights, so that a pull after it brings the Hub's files: `weights pull
+// --refresh`. It first asks the Hub for the revision (its file list, for a commit pin): when the
+// Hub cannot answer, nothing is removed. It says on out what it removed.
+func DropTestWeights(ctx context.Context, c *hub.Client, p *Package, out io.Writer) error {
+	cache := c.Cache()
+	for _, ref := range p.WeightRefs() {
+		rev := ref.Revision
+		if rev == "" {
+			rev = "main"
+		}
+		commit := rev
+		if !hub.IsCommit(rev) {
+			var err error
+			if commit, err = cache.ReadRef(ref.Repo, rev); err != nil {
+				return fmt.Errorf("weights %s: %w", ref.Repo, err)
+			}
+			if commit == "" {
+				continue
+			}
+		}
+		what, ok := hub.TestWeightsIn(cache.SnapshotDir(ref.Repo, commit))
+		if !ok {
+			continue
+		}
+		var err error
+		if hub.IsCommit(rev) {
+			_, err = c.ListFiles(ctx, ref.Repo, commit, ref.AllowPatterns, ref.IgnorePatterns)
+		} else {
+			_, err = c.ResolveRevision(ctx, ref.Repo, rev)
+		}
+		if err != nil {
+			return fmt.Errorf("weights %s@%s: the Hub cannot replace the random test weights there (%s), so they stay: %w", ref.Repo, rev, what, err)
+		}
+		if err := cache.DropSnapshot(ref.Repo, commit); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "removed the random test weights at %s@%s (%s); fetching the Hub's files\n", ref.Repo, commit, what)
+	}
+	return nil
+}

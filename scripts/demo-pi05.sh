@@ -27,9 +27,8 @@ step "validate models/pi05/tt-model.yaml"
 $tt validate models/pi05/tt-model.yaml
 
 step "weights: $repo@$rev"
-if HF_HUB_OFFLINE=1 $tt weights pull models/pi05/tt-model.yaml > "$work/pull.txt" 2>&1; then
-  echo "the pinned snapshot is in the local Hugging Face cache: using it"
-else
+demo_hf=${DEMO_HF_HOME:-$PWD/build/demo-hf}
+banner() {
   cat <<'MSG'
   ******************************************************************************************
   * RANDOM WEIGHTS: lerobot/pi05_base is not in the local Hugging Face cache (and the Hub
@@ -40,12 +39,16 @@ else
   * ITS ACTIONS ARE MEANINGLESS.
   ******************************************************************************************
 MSG
-  mkdir -p "$work/weights"
-  cp kernels/pi05/testdata/tiny/model.safetensors kernels/pi05/testdata/tiny/config.json "$work/weights/"
-  cp models/pi05/spm/testdata/bpe_tiny.model "$work/weights/tokenizer.model"
-  export HF_HOME=$work/hf HF_HUB_CACHE=
-  $tt weights import "$work/weights" "$repo@$rev"
-fi
+}
+tiny_checkpoint() {
+  cp kernels/pi05/testdata/tiny/model.safetensors kernels/pi05/testdata/tiny/config.json "$1/"
+  cp models/pi05/spm/testdata/bpe_tiny.model "$1/tokenizer.model"
+  # The marker (hub.TestWeightsFile): the server, serve and the weights commands say these are test weights.
+  echo "the tiny random pi0.5 checkpoint of the parity tests (kernels/pi05/testdata/tiny)" > "$1/.tt-model-test-weights"
+}
+. scripts/demo-weights.sh
+demo_weights "$tt" models/pi05/tt-model.yaml "$repo" "$rev" "$demo_hf" tiny_checkpoint
+[ -z "$demo_test_weights" ] || banner
 
 step "package models/pi05 as $pkg (daemonless OCI image)"
 sed "s/^name: pi05\$/name: $pkg/" models/pi05/tt-model.yaml > "$work/tt-model.yaml"

@@ -28,31 +28,24 @@ $tt validate models/pi05/tt-model.yaml
 $tt validate models/rf-detr/tt-model.yaml
 
 step "weights: $repo@$rev"
+# The random checkpoint goes into a Hugging Face cache of the demo's own (DEMO_HF_HOME), never the
+# user's: there it would pass for the real weights at the real pin.
+demo_hf=${DEMO_HF_HOME:-$PWD/build/demo-hf}
 banner() {
   cat <<'MSG'
   ******************************************************************************************
   * RANDOM WEIGHTS: the real RF-DETR-base weights are not in the local Hugging Face cache
   * (and the Hub cannot be reached from here), so a random full-size checkpoint stands in
-  * for them at the pinned revision. The server runs the real forward on it:
+  * for them at the pinned revision, in a Hugging Face cache of this demo's own (your cache
+  * is not touched). The server runs the real forward on it:
   * ITS DETECTIONS ARE MEANINGLESS.
   ******************************************************************************************
 MSG
 }
-if HF_HUB_OFFLINE=1 $tt weights pull models/rf-detr/tt-model.yaml > "$work/pull.txt" 2>&1; then
-  snapshot=$(awk 'NR == 2 {print $1}' "$work/pull.txt")
-  # tools/demo stamps its checkpoints in the safetensors header ("generator"); the header is the
-  # file's first bytes.
-  if head -c 65536 "$snapshot/model.safetensors" | grep -aq 'tt-model random RF-DETR-base'; then
-    banner
-    echo "  (the cached snapshot is the random checkpoint an earlier demo stored)"
-  else
-    echo "the pinned snapshot is in the local Hugging Face cache: using it"
-  fi
-else
-  banner
-  go run ./tools/demo --checkpoint "$work/weights"
-  $tt weights import "$work/weights" "$repo@$rev"
-fi
+random_checkpoint() { go run ./tools/demo --checkpoint "$1"; }
+. scripts/demo-weights.sh
+demo_weights "$tt" models/rf-detr/tt-model.yaml "$repo" "$rev" "$demo_hf" random_checkpoint
+[ -z "$demo_test_weights" ] || banner
 
 step "package models/rf-detr as $pkg (daemonless OCI image)"
 sed "s/^name: rf-detr\$/name: $pkg/" models/rf-detr/tt-model.yaml > "$work/tt-model.yaml"

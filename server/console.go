@@ -32,6 +32,7 @@ func (s *Server) consoleModel() console.Model {
 		if !s.ready.Load() {
 			m.RFDETR, m.PI05 = nil, nil
 		}
+		m.Warning = s.testWeights()
 		return m
 	}
 	return console.Model{}

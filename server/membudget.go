@@ -12,11 +12,11 @@ import (
 )
 
 // The memory budget bounds what requests that have arrived but not been answered hold: each
-// request's body once read whole, and the pictures it decodes (reserved from their headers before a
-// pixel is decoded). A request that does not fit while others hold the budget gets a 503 with
-// Retry-After instead of growing the process; one that could never fit gets a 413. The budget does
-// not cover bodies still being received (bounded by the body limits) nor the models' own working
-// memory (the RF-DETR resize intermediate, the devices' scratch).
+// request's body, from before it is read (its declared length, or as it arrives: body.go), and the
+// pictures it decodes (reserved from their headers before a pixel is decoded). A request that does
+// not fit while others hold the budget gets a 503 with Retry-After instead of growing the process;
+// one that could never fit gets a 413. The budget does not cover the models' own working memory
+// (the RF-DETR resize intermediate, the devices' scratch).
 
 // RequestMemoryEnv sets the budget in MiB; 0 turns it off.
 const RequestMemoryEnv = "TT_REQUEST_MEMORY_MB"
@@ -90,18 +90,15 @@ type reservation struct {
 	held int64
 }
 
-// admit reserves a request's received body from the server's budget (none outside a server):
-// a 503 when the budget is full, a 413 when the body alone exceeds it.
-func admit(ctx context.Context, body int) (*reservation, *apiError) {
+// requestMemory is a request's share of the server's budget, holding nothing yet (nil outside a
+// server: no budget). The handler defers done, so that whatever happens, a panic too, the request
+// gives back all it took.
+func requestMemory(ctx context.Context) *reservation {
 	b, _ := ctx.Value(memBudgetKey{}).(*memBudget)
 	if b == nil {
-		return nil, nil
+		return nil
 	}
-	r := &reservation{b: b}
-	if err := r.Reserve(int64(body)); err != nil {
-		return nil, memoryAPIError(err)
-	}
-	return r, nil
+	return &reservation{b: b}
 }
 
 // Reserve takes n more bytes for the request.

@@ -120,6 +120,13 @@ type NativeMemory interface {
 	NativeBytes() int64
 }
 
+// TestWeightsReporter is a model that can tell it was loaded from generated test weights (a random
+// checkpoint standing in for the repo, hub.TestWeightsIn): TestWeights is the notice /health,
+// /info and the console carry, "" for real weights or before the weights are found.
+type TestWeightsReporter interface {
+	TestWeights() string
+}
+
 // HealthReporter is a model whose devices can fail: /health reports
 // Health() ("ok", "degraded" or "hung"; hung answers 503) once loaded, with
 // HealthDetail's keys added.

@@ -299,6 +299,10 @@ func isNumpyMap(m mpMap) (array, scalar bool) {
 	return array, scalar
 }
 
+// maxArrayItems bounds an ndarray's shape: far above any body's bytes, far below where a product of
+// dimensions wraps.
+const maxArrayItems = 1 << 40
+
 // readNDArray decodes an ndarray map, checking that data holds exactly prod(shape) items.
 func readNDArray(m mpMap) (ndarray, error) {
 	var a ndarray
@@ -327,9 +331,12 @@ func readNDArray(m mpMap) (ndarray, error) {
 		if s, rest, err = msgp.ReadInt64Bytes(rest); err != nil || s < 0 {
 			return a, wireErr(m.at("shape"), "dimension %d is not a non-negative integer", i)
 		}
-		if items *= uint64(s); items > 1<<40 {
-			return a, wireErr(m.at("shape"), "%d+ items", items)
+		// Each dimension is bounded on its own too: after a 0 the product no longer grows, and a
+		// huge dimension beside it would still reach the code that indexes by dimensions.
+		if s > maxArrayItems || s > 0 && items > maxArrayItems/uint64(s) {
+			return a, wireErr(m.at("shape"), "dimension %d (%d) makes more than %d items", i, s, uint64(maxArrayItems))
 		}
+		items *= uint64(s)
 		a.shape = append(a.shape, int(s))
 	}
 	raw, ok = m.get("data")

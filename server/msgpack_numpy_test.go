@@ -233,6 +233,8 @@ func TestMsgpackMalformed(t *testing.T) {
 		{"dtype", nd("<c8", []int{1}, make([]byte, 8)), "state.dtype"},
 		{"object dtype", nd("|O", []int{1}, make([]byte, 8)), "state.dtype"},
 		{"shape overflow", nd("|u1", []int{1 << 30, 1 << 30, 1 << 30}, nil), "state.shape"},
+		{"shape wraps to 0", nd("|u1", []int{1 << 32, 1 << 32, 3}, nil), "state.shape: dimension 1 (4294967296) makes more than"},
+		{"huge dimension beside 0", nd("|u1", []int{0, 1 << 41}, nil), "state.shape: dimension 1"},
 		{"too many", nd("<f4", []int{2000}, make([]byte, 8000)), "state: 2000 values, at most 1024"},
 		{"string state", mustPack(t, map[string]any{"state": "high"}), "state: want a number, got str"},
 		{"ragged", mustPack(t, map[string]any{"state": []any{[]any{1, 2}, []any{3}}}), "state: ragged"},

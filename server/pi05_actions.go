@@ -81,6 +81,8 @@ type generationsBody struct {
 		// cuda_graph is accepted and has no effect: there is no graph capture on the CPU (the
 		// metadata says so).
 	} `json:"runtime"`
+	// frames is input.observation.images already split by splitGenerations (nil: not split).
+	frames *splitFrames
 }
 
 // rtcBody is real-time chunking in a JSON request: lerobot's keyword arguments.
@@ -108,9 +110,12 @@ func (b *rtcBody) decode() (*pi05.RTC, *apiError) {
 
 // decodeActionJSON decodes a JSON action request; its frames are reserved from mem.
 func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool, mem *reservation) (*actionRequest, *apiError) {
-	var b generationsBody
-	if aerr := decodeObject(body, &b); aerr != nil {
-		return nil, aerr
+	b, ok := splitGenerations(body)
+	if !ok {
+		b = generationsBody{}
+		if aerr := decodeObject(body, &b); aerr != nil {
+			return nil, aerr
+		}
 	}
 	ar := &actionRequest{model: b.Model, horizon: b.Parameters.ActionHorizon, adim: b.Parameters.ActionDim,
 		outputFormat: b.Runtime.OutputFormat, responseFormat: b.Runtime.ResponseFormat, returnTiming: true,
@@ -154,7 +159,7 @@ func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool, mem *reservation) 
 		}
 	}
 	p, _ := m.current()
-	if ar.req.Images, aerr = observationImages(p, b.Input.Observation.Images, mem); aerr != nil {
+	if ar.req.Images, aerr = observationImages(p, b.Input.Observation.Images, b.frames, mem); aerr != nil {
 		return nil, aerr
 	}
 	return ar, nil
@@ -162,8 +167,8 @@ func (m *PI05) decodeActionJSON(body []byte, msgpackOut bool, mem *reservation) 
 
 // observationImages decodes input.observation.images of a JSON request: an object camera -> frame
 // (slots by camera name, pi05.Policy.ResolveCameras) or a list of frames in slot order. No frame
-// is decoded unless the cameras fit the policy's slots.
-func observationImages(p *pi05.Policy, raw json.RawMessage, mem *reservation) ([]pi05.RGB, *apiError) {
+// is decoded unless the cameras fit the policy's slots. split, when not nil, is raw already split.
+func observationImages(p *pi05.Policy, raw json.RawMessage, split *splitFrames, mem *reservation) ([]pi05.RGB, *apiError) {
 	bad := func(format string, args ...any) *apiError {
 		return &apiError{status: http.StatusBadRequest, detail: "input.observation.images" + fmt.Sprintf(format, args...)}
 	}
@@ -178,7 +183,9 @@ func observationImages(p *pi05.Policy, raw json.RawMessage, mem *reservation) ([
 	}
 	if raw = bytes.TrimSpace(raw); raw[0] == '[' {
 		var list []json.RawMessage
-		if err := json.Unmarshal(raw, &list); err != nil {
+		if split != nil {
+			list = split.list
+		} else if err := json.Unmarshal(raw, &list); err != nil {
 			return nil, bad(": want a list of frames: %v", err)
 		}
 		if aerr := checkFrameCount(p, len(list)); aerr != nil {
@@ -196,7 +203,9 @@ func observationImages(p *pi05.Policy, raw json.RawMessage, mem *reservation) ([
 		return out, nil
 	}
 	var byCam map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &byCam); err != nil {
+	if split != nil {
+		byCam = split.byCam
+	} else if err := json.Unmarshal(raw, &byCam); err != nil {
 		return nil, bad(": want an object camera -> image: %v", err)
 	}
 	names := make([]string, 0, len(byCam))

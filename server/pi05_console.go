@@ -17,7 +17,7 @@ import (
 // POST /v1/actions/generations.
 func (m *PI05) Console() console.Model {
 	p, dir := m.current()
-	facts := []console.Fact{{Label: "Weights", Value: pin(m.srv.HFModel, m.srv.Revision)}}
+	facts := []console.Fact{{Label: "Weights", Value: pin(m.srv.HFModel, m.revision())}}
 	if dir != "" {
 		facts = append(facts, console.Fact{Label: "Weights folder", Value: dir})
 	}

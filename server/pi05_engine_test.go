@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/tinylib/msgp/msgp"
+
 	"github.com/ttmodel/tt-model/internal/servertest"
 )
 
@@ -78,9 +81,29 @@ func TestPI05RobotIdentity(t *testing.T) {
 	if status, out := postJSON(t, ts.URL+"/predict", fmt.Sprintf(`{"images": [%q], "robot_id": [1]}`, img)); status != 400 || !strings.Contains(fmt.Sprint(out["detail"]), "robot_id") {
 		t.Errorf("a list as robot_id: %d %v", status, out)
 	}
+	// msgpack: SGLang's envelope and a bare observation, over HTTP and as a websocket frame.
+	o := newTestObservation(t)
+	envelope := o.msgpackEnvelope(t, nil)
+	envelope = append(msgp.AppendMapHeader(nil, 2), envelope[1:]...) // the map header gains robot_id
+	envelope = msgp.AppendString(msgp.AppendString(envelope, "robot_id"), "arm-4")
+	for _, body := range [][]byte{envelope, mustPack(t, o.bareObservation(t, map[string]any{"robot_id": "arm-5"}))} {
+		if status, _, out := postBody(t, ts.URL+"/v1/actions/generations", body, "Content-Type", "application/msgpack"); status != 200 {
+			t.Fatalf("msgpack body: %d %s", status, out)
+		}
+	}
+	conn := dialWS(t, ts.URL+"/openpi/policy")
+	readMsgpackFrame(t, conn)
+	send(t, conn, websocket.MessageBinary, mustPack(t, o.bareObservation(t, map[string]any{"robot_id": 6})))
+	if reply := readMsgpackFrame(t, conn); reply["actions"] == nil {
+		t.Fatalf("websocket reply %v", reply)
+	}
+	if status, _, out := postBody(t, ts.URL+"/v1/actions/generations", mustPack(t, o.bareObservation(t, map[string]any{"robot_id": []int{1}})),
+		"Content-Type", "application/msgpack"); status != 400 || !strings.Contains(string(out), "robot_id") {
+		t.Errorf("a list as a bare observation's robot_id: %d %s", status, out)
+	}
 	_, info := servertest.GetJSON(t, ts.URL+"/info")
 	robots := fmt.Sprint(info["megakernel"].(map[string]any)["slo"].(map[string]any)["robots"])
-	for _, want := range []string{"arm-1", "42", "arm-2", "arm-3"} {
+	for _, want := range []string{"arm-1", "42", "arm-2", "arm-3", "arm-4", "arm-5", " 6"} {
 		if !strings.Contains(robots, want) {
 			t.Errorf("megakernel.slo.robots %s lacks %s", robots, want)
 		}

@@ -84,10 +84,9 @@ func (m *PI05) infer(ctx context.Context, start time.Time, robot string, req *pi
 	pre := time.Since(start)
 	ans, err := eng.Submit(ctx, robot, prep)
 	if err != nil {
-		var se *serving.Error
 		switch {
-		case errors.As(err, &se):
-			return nil, &apiError{status: se.Status, detail: se.Msg, retryAfter: time.Duration(se.RetryAfterSeconds()) * time.Second}
+		case engineRefusal(err) != nil:
+			return nil, engineRefusal(err)
 		case ctx.Err() != nil:
 			return nil, &apiError{status: statusClientClosed}
 		}
@@ -109,21 +108,53 @@ func (m *PI05) infer(ctx context.Context, start time.Time, robot string, req *pi
 }
 
 // readPI05Body reads a request body whole, bounded in size, time and rate (JSON or msgpack; the
-// route decodes it), and reserves it from the memory budget: the caller calls done on the
-// reservation once the request is answered.
-func readPI05Body(w http.ResponseWriter, r *http.Request) ([]byte, *reservation, *apiError) {
-	body, berr := readBody(w, r, PI05MaxBodyBytes, fmt.Sprintf("%d bytes (64 MiB)", PI05MaxBodyBytes))
-	if berr != nil {
-		if berr.clientGone {
-			return nil, nil, &apiError{status: statusClientClosed}
+// route decodes it), inside the request's reservation mem (requestMemory), which the caller gives
+// back once the request is answered.
+func readPI05Body(w http.ResponseWriter, r *http.Request, mem *reservation) ([]byte, *apiError) {
+	body, berr := readBody(w, r, PI05MaxBodyBytes, fmt.Sprintf("%d bytes (64 MiB)", PI05MaxBodyBytes), mem)
+	switch {
+	case berr == nil:
+		return body, nil
+	case berr.budget != nil:
+		return nil, berr.budget
+	case berr.clientGone:
+		return nil, &apiError{status: statusClientClosed}
+	}
+	return nil, &apiError{status: berr.status, detail: berr.detail}
+}
+
+// engineRefusal is the answer to a request the serving engine did not take (nil: err is not a
+// refusal).
+func engineRefusal(err error) *apiError {
+	var se *serving.Error
+	if !errors.As(err, &se) {
+		return nil
+	}
+	return &apiError{status: se.Status, detail: se.Msg, retryAfter: time.Duration(se.RetryAfterSeconds()) * time.Second}
+}
+
+// refuseEarly is the 503 a JSON request would get from the engine (a new robot beyond capacity,
+// a draining or hung server), found before its body is decoded so that the refusal does not wait
+// on the frames. The robot is the body's top-level robot_id (found by skipping the values, ~1 ms
+// for three frames, wherever the key stands), else the X-Robot-Id header, as the routes resolve it.
+// A body that does not split is left to the decoder and its error.
+func (m *PI05) refuseEarly(r *http.Request, body []byte) *apiError {
+	var raw []byte
+	_, ok := walkJSONObject(body, 0, 0, func(key string, i int) (int, bool) {
+		end, ok := skipJSONValue(body, i, 1)
+		if ok && key == "robot_id" {
+			raw = body[i:end]
 		}
-		return nil, nil, &apiError{status: berr.status, detail: berr.detail}
+		return end, ok
+	})
+	if !ok {
+		return nil
 	}
-	mem, aerr := admit(r.Context(), len(body))
+	id, aerr := robotID(raw, r)
 	if aerr != nil {
-		return nil, nil, aerr
+		return nil
 	}
-	return body, mem, nil
+	return engineRefusal(m.running().Admits(id))
 }
 
 // decodeObject decodes a JSON object body, rejecting trailing data.

@@ -257,6 +257,17 @@ func (s *arrayScanner) expect(c byte) error {
 func (s *arrayScanner) uint8() (uint8, error) {
 	s.skip()
 	start := s.pos
+	// The common case, one to three digits: no float parse.
+	v, n := 0, 0
+	for s.pos < len(s.b) && n < 4 && s.b[s.pos] >= '0' && s.b[s.pos] <= '9' {
+		v = v*10 + int(s.b[s.pos]-'0')
+		s.pos++
+		n++
+	}
+	if n > 0 && n < 4 && v <= 255 && (s.pos == len(s.b) || s.b[s.pos] != '.' && s.b[s.pos] != '-') {
+		return uint8(v), nil
+	}
+	s.pos = start
 	for s.pos < len(s.b) && (s.b[s.pos] >= '0' && s.b[s.pos] <= '9' || s.b[s.pos] == '.' || s.b[s.pos] == '-') {
 		s.pos++
 	}
@@ -265,4 +276,104 @@ func (s *arrayScanner) uint8() (uint8, error) {
 		return 0, fmt.Errorf("%q is not an integer in 0..255", s.b[start:s.pos])
 	}
 	return uint8(f), nil
+}
+
+// splitGenerations fills a generationsBody in one pass over the body (jsonspan.go), the frames
+// of input.observation.images split on the way: the camera frames, ~2 MB of numbers, are scanned
+// once here and once when they are read, instead of four times by encoding/json. ok=false leaves the body to encoding/json (the reference: invalid JSON,
+// type errors, keys in another case or repeated).
+func splitGenerations(body []byte) (b generationsBody, ok bool) {
+	top := newJSONFields("model", "robot_id", "input", "parameters", "runtime")
+	input := newJSONFields("task", "prompt", "tokens", "observation")
+	obs := newJSONFields("images", "state", "noise")
+	walkInto := func(f *jsonFields, key string, i, depth int, inner func(string, int) (int, bool)) (int, bool) {
+		name, ok := f.match(key)
+		if !ok || name == "" {
+			return f.skipField(body, key, i, depth)
+		}
+		if end, null := isJSONNull(body, i); null {
+			return end, true
+		}
+		f.spans[name] = nil
+		return walkJSONObject(body, i, depth, inner)
+	}
+	obsField := func(key string, i int) (int, bool) {
+		if name, ok := obs.match(key); !ok || name != "images" || i >= len(body) || body[i] != '[' && body[i] != '{' {
+			return obs.skipField(body, key, i, 3)
+		}
+		b.frames = &splitFrames{}
+		end, ok := b.frames.walk(body, i, 3)
+		if ok {
+			obs.spans["images"] = body[i:end]
+		}
+		return end, ok
+	}
+	inputField := func(key string, i int) (int, bool) {
+		if key == "observation" {
+			return walkInto(input, key, i, 2, obsField)
+		}
+		return input.skipField(body, key, i, 2)
+	}
+	topField := func(key string, i int) (int, bool) {
+		if key == "input" {
+			return walkInto(top, key, i, 1, inputField)
+		}
+		return top.skipField(body, key, i, 1)
+	}
+	end, ok := walkJSONObject(body, 0, 0, topField)
+	if !ok || skipSpace(body, end) != len(body) {
+		return generationsBody{}, false
+	}
+	small := []struct {
+		span []byte
+		into any
+	}{
+		{top.spans["model"], &b.Model}, {top.spans["parameters"], &b.Parameters}, {top.spans["runtime"], &b.Runtime},
+		{input.spans["task"], &b.Input.Task}, {input.spans["prompt"], &b.Input.Prompt},
+	}
+	for _, s := range small {
+		if s.span != nil && json.Unmarshal(s.span, s.into) != nil {
+			return generationsBody{}, false
+		}
+	}
+	b.RobotID, b.Input.Tokens = top.spans["robot_id"], input.spans["tokens"]
+	o := &b.Input.Observation
+	o.Images, o.State, o.Noise = obs.spans["images"], obs.spans["state"], obs.spans["noise"]
+	return b, true
+}
+
+// splitFrames is input.observation.images split into its frames' spans in the same pass:
+// a list in slot order, or an object camera -> frame (a repeated camera's last frame winning, as
+// with encoding/json).
+type splitFrames struct {
+	list  []json.RawMessage
+	byCam map[string]json.RawMessage
+}
+
+// walk splits the list or object of frames at b[i] (depth: the containers around it).
+func (f *splitFrames) walk(b []byte, i, depth int) (int, bool) {
+	frame := func(i int) (int, []byte, bool) {
+		end, ok := skipJSONValue(b, i, depth+1)
+		if !ok {
+			return 0, nil, false
+		}
+		return end, b[i:end], true
+	}
+	switch b[i] {
+	case '[':
+		f.list = []json.RawMessage{}
+		return walkJSONArray(b, i, depth, func(i int) (int, bool) {
+			end, span, ok := frame(i)
+			f.list = append(f.list, span)
+			return end, ok
+		})
+	case '{':
+		f.byCam = map[string]json.RawMessage{}
+		return walkJSONObject(b, i, depth, func(key string, i int) (int, bool) {
+			end, span, ok := frame(i)
+			f.byCam[key] = span
+			return end, ok
+		})
+	}
+	return 0, false
 }

@@ -46,6 +46,10 @@ func (m *PI05) decodeActionMsgpack(body []byte, msgpackOut bool, mem *reservatio
 		return nil, wireAPIError(err)
 	}
 	ar := &actionRequest{returnTiming: true, prefixCache: true, msgpackOut: msgpackOut, mem: mem}
+	// robot_id sits at the top of both shapes: the envelope's and a bare observation's.
+	if ar.robot, err = readRobotID(root); err != nil {
+		return nil, wireAPIError(err)
+	}
 	input, hasInput, err := root.sub("input", 1)
 	if err != nil {
 		return nil, wireAPIError(err)
@@ -61,9 +65,6 @@ func (m *PI05) decodeActionMsgpack(body []byte, msgpackOut bool, mem *reservatio
 		if ar.model, err = readText(raw, "model"); err != nil {
 			return nil, wireAPIError(err)
 		}
-	}
-	if ar.robot, err = readRobotID(root); err != nil {
-		return nil, wireAPIError(err)
 	}
 	if err := decodeParameters(root, ar); err != nil {
 		return nil, wireAPIError(err)

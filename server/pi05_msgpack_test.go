@@ -272,6 +272,11 @@ func TestPI05MsgpackBadBodies(t *testing.T) {
 		{"frame dtype", obs("observation.images.base", npArray{"<i4", []int{2, 2, 3}, make([]byte, 48)}), "observation.images.base: dtype <i4"},
 		{"float frame out of range", obs("observation.images.base", float32Array([]float32{0, 2, 0}, 1, 1, 3)), "float frames must lie in [0, 1]"},
 		{"noise shape", obs("noise", float32Array(o.noise, 320)), "noise: want a [horizon, action_dim] array"},
+		// Shapes whose product wraps a uint64 to 0 match empty data unless the product is checked.
+		{"frame shape wraps", obs("observation.images.base", npArray{"|u1", []int{1 << 32, 1 << 32, 3}, nil}), "observation.images.base.shape: dimension 1"},
+		{"float frame shape wraps", obs("observation.images.base", npArray{"<f4", []int{3, 1 << 32, 1 << 32}, nil}), "observation.images.base.shape: dimension 2"},
+		{"huge dimension beside 0", obs("observation.images.base", npArray{"|u1", []int{1 << 62, 0, 3}, nil}), "observation.images.base.shape: dimension 0"},
+		{"state shape wraps", obs("observation.state", npArray{"<f4", []int{1 << 32, 1 << 32}, nil}), "observation.state.shape: dimension 1"},
 		{"unknown camera", mustPack(t, map[string]any{"task": "x", "images": map[string]any{"cam_high": npArray{"|u1", []int{3, 2, 2}, make([]byte, 12)}, "observation/image": 1}}), ""},
 		{"no frames", mustPack(t, map[string]any{"task": "x"}), "images: no camera frame"},
 		{"numpy to JSON", mustPack(t, map[string]any{"input": map[string]any{}, "runtime": map[string]any{"output_format": "numpy"}}), ""},
@@ -389,10 +394,28 @@ func TestPI05RealTimeChunkingHTTP(t *testing.T) {
 		{`{"prev_chunk_left_over": [[1, 2]]}`, "parameters.rtc.inference_delay: required"},
 		{`{"prev_chunk_left_over": [[1, 2]], "inference_delay": 20}`, "parameters.rtc.inference_delay: 20 is outside 0..10"},
 		{`{"prev_chunk_left_over": [[NaN]], "inference_delay": 1}`, "parameters.rtc.prev_chunk_left_over: [0][0] is NaN"},
+		// Finite values whose guidance overflows the denoising loop (it was a 500 NonFiniteOutput).
+		{`{"prev_chunk_left_over": [[1, 2]], "inference_delay": 1, "max_guidance_weight": 1e38}`, "parameters.rtc.max_guidance_weight: 1e+38 is outside (0, 1000]"},
+		{`{"prev_chunk_left_over": [[1, 2]], "inference_delay": 1, "max_guidance_weight": 1000.5}`, "parameters.rtc.max_guidance_weight"},
+		{`{"prev_chunk_left_over": [[1, 3e38]], "inference_delay": 1}`, "parameters.rtc.prev_chunk_left_over: [0][1] is 3e+38, outside -10000..10000"},
+		{`{"prev_chunk_left_over": [[-10001]], "inference_delay": 1}`, "parameters.rtc.prev_chunk_left_over: [0][0] is -10001"},
 	} {
 		b := strings.Replace(o.jsonBody(""), `"input":`, `"parameters": {"rtc": `+tc.rtc+`}, "input":`, 1)
 		if status, out := postJSON(t, url, b); status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["detail"]), tc.want) {
 			t.Errorf("%s: %d %v, want %q", tc.rtc, status, out, tc.want)
+		}
+	}
+	// At the bounds, with every step count, the actions are finite.
+	for i := range prev {
+		for c := range prev[i] {
+			prev[i][c] = float32(10000 * (1 - 2*(c%2)))
+		}
+	}
+	pj, _ = json.Marshal(prev)
+	for steps := 1; steps <= 10; steps++ {
+		b := strings.Replace(o.jsonBody(""), `"input":`, fmt.Sprintf(`"parameters": {"num_inference_steps": %d, "rtc": {"prev_chunk_left_over": %s, "inference_delay": 10, "execution_horizon": 10, "max_guidance_weight": 1000}}, "input":`, steps, pj), 1)
+		if status, out := postJSON(t, url, b); status != http.StatusOK {
+			t.Errorf("%d steps at the bounds: %d %v", steps, status, out)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/models/pi05"
 	"github.com/ttmodel/tt-model/models/pi05/serving"
 	"github.com/ttmodel/tt-model/server/api"
@@ -57,6 +58,8 @@ type PI05 struct {
 	devices []*pi05.Device
 	engine  *serving.Engine
 	dir     string
+	rev     string // the revision loaded: TT_WEIGHTS_REVISION, else the commit of the snapshot folder
+	test    string // the notice of generated test weights (TestWeightsReporter)
 
 	ws *wsHub // the open websockets
 }
@@ -127,8 +130,17 @@ func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	rev := m.srv.Revision
+	if _, commit, ok := hub.SnapshotOf(dir); ok && !hub.IsCommit(rev) {
+		rev = commit
+	}
+	test := ""
+	if what, ok := hub.TestWeightsIn(dir); ok {
+		test = hub.TestWeightsNotice(m.srv.HFModel, what)
+		log.Warn("RANDOM TEST WEIGHTS", "weights", test)
+	}
 	m.mu.Lock()
-	m.dir = dir
+	m.dir, m.rev, m.test = dir, rev, test
 	m.mu.Unlock()
 	log.Info("loading pi05", "dir", dir, "precision", m.opts.Precision, "cameras", m.srv.NumImages,
 		"horizon", m.srv.ActionHorizon, "steps", m.srv.NumSteps, "layout", m.cfg.Layout, "devices", m.cfg.Devices,
@@ -331,6 +343,23 @@ func (m *PI05) Close() error {
 	return nil
 }
 
+// revision is the weights' revision: the one loaded, else (before) TT_WEIGHTS_REVISION.
+func (m *PI05) revision() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rev != "" {
+		return m.rev
+	}
+	return m.srv.Revision
+}
+
+// TestWeights is the notice of generated test weights (TestWeightsReporter).
+func (m *PI05) TestWeights() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.test
+}
+
 func (m *PI05) owner() string {
 	if org, _, ok := strings.Cut(m.srv.HFModel, "/"); ok {
 		return org
@@ -376,7 +405,7 @@ func (m *PI05) Info() map[string]any {
 		},
 		"notices":  m.notices,
 		"presets":  presets,
-		"weights":  map[string]any{"dir": nilIfEmpty(dir), "revision": nilIfEmpty(m.srv.Revision)},
+		"weights":  map[string]any{"dir": nilIfEmpty(dir), "revision": nilIfEmpty(m.revision())},
 		"hardware": "cpu",
 		"server":   map[string]any{"name": "tt-model-server", "version": m.opts.Version},
 	}
@@ -500,14 +529,20 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 		writeDetail(w, http.StatusUnsupportedMediaType, "Content-Type "+ct+": /predict takes JSON (msgpack goes to /v1/actions/generations)")
 		return
 	}
-	body, mem, aerr := readPI05Body(w, r)
+	mem := requestMemory(r.Context())
+	defer mem.done()
+	body, aerr := readPI05Body(w, r, mem)
 	if aerr != nil {
 		aerr.write(w)
 		return
 	}
-	defer mem.done()
+	body = quoteNonFinite(body)
+	if aerr := m.refuseEarly(r, body); aerr != nil {
+		aerr.write(w)
+		return
+	}
 	var b predictBody
-	if aerr := decodeObject(quoteNonFinite(body), &b); aerr != nil {
+	if aerr := decodeObject(body, &b); aerr != nil {
 		aerr.write(w)
 		return
 	}
@@ -563,17 +598,21 @@ func (m *PI05) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 // out (wantsMsgpack); the envelope or the raw policy payload.
 func (m *PI05) generate(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	body, mem, aerr := readPI05Body(w, r)
+	mem := requestMemory(r.Context())
+	defer mem.done()
+	body, aerr := readPI05Body(w, r, mem)
 	if aerr != nil {
 		aerr.write(w)
 		return
 	}
-	defer mem.done()
 	var ar *actionRequest
 	if strings.Contains(strings.ToLower(r.Header.Get("Content-Type")), "msgpack") {
 		ar, aerr = m.decodeActionMsgpack(body, wantsMsgpack(r), mem)
 	} else {
-		ar, aerr = m.decodeActionJSON(quoteNonFinite(body), wantsMsgpack(r), mem)
+		body = quoteNonFinite(body)
+		if aerr = m.refuseEarly(r, body); aerr == nil {
+			ar, aerr = m.decodeActionJSON(body, wantsMsgpack(r), mem)
+		}
 	}
 	if aerr != nil {
 		aerr.write(w)

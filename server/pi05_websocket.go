@@ -2,8 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,13 +88,43 @@ func (h *wsHub) robotID(r *http.Request, proto string) string {
 	return fmt.Sprintf("%s-%d", proto, h.seq.Add(1))
 }
 
-// wsFrame is a frame received whole: held in the memory budget by mem from then until it is
-// answered, or refused by it (refused).
+// wsFrame is a frame received whole: held in the memory budget by mem from before it was read
+// until it is answered, or refused by it (refused: the connection ends after the error frame).
 type wsFrame struct {
 	typ     websocket.MessageType
 	data    []byte
 	mem     *reservation
 	refused *apiError
+}
+
+// readMessage reads the next message inside a reservation of its own, grown as the message arrives
+// (bodyBuffer): a message being received counts against the budget as one received does. A
+// refusal comes back as the frame's refused, with nothing held; the reader then reads no more.
+func readMessage(ctx context.Context, conn *websocket.Conn) (wsFrame, error) {
+	typ, r, err := conn.Reader(ctx)
+	if err != nil {
+		return wsFrame{}, err
+	}
+	mem := requestMemory(ctx)
+	buf := bodyBuffer{limit: PI05MaxBodyBytes, mem: mem}
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(chunk)
+		if rerr := buf.append(chunk[:n]); rerr != nil {
+			mem.done()
+			// The rest is read and dropped: closing with it unread would reset the connection
+			// and could lose the error frame on its way to the client.
+			_, _ = io.Copy(io.Discard, r)
+			return wsFrame{typ: typ, refused: memoryAPIError(rerr)}, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return wsFrame{typ: typ, data: buf.buf, mem: mem}, nil
+		}
+		if err != nil {
+			mem.done()
+			return wsFrame{}, err
+		}
+	}
 }
 
 // serveWebsocket upgrades the request and runs proto's loop until the client leaves, a request
@@ -131,15 +165,18 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 		defer close(frames)
 		defer cancel()
 		for {
-			typ, data, err := conn.Read(ctx)
+			f, err := readMessage(ctx, conn)
 			if err != nil {
 				return
 			}
-			mem, refused := admit(ctx, len(data))
 			select {
-			case frames <- wsFrame{typ, data, mem, refused}:
+			case frames <- f:
 			case <-ctx.Done():
-				mem.done()
+				f.mem.done()
+				return
+			}
+			if f.refused != nil { // the connection ends once the loop has answered it
+				<-ctx.Done() // returning now would cancel ctx under the frame ahead of it
 				return
 			}
 		}
@@ -169,18 +206,7 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 		default:
 		}
 		start := time.Now()
-		reply, aerr := []byte(nil), (*apiError)(nil)
-		switch {
-		case f.refused != nil:
-			aerr = f.refused
-		case f.typ != websocket.MessageBinary:
-			aerr = &apiError{status: http.StatusBadRequest, detail: "a text frame: send each request as a binary msgpack frame"}
-		default:
-			if reply, aerr = proto.handle(ctx, robot, f.data, prevTotal, f.mem, rec); aerr == nil {
-				countPrediction(rec)
-			}
-		}
-		f.mem.done()
+		reply, aerr := m.answerFrame(ctx, log, robot, f, prevTotal, rec, proto)
 		if aerr != nil {
 			if ctx.Err() != nil { // the client left while its request waited
 				return
@@ -200,6 +226,29 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 		}
 		prevTotal = time.Since(start)
 	}
+}
+
+// answerFrame answers one frame and gives its memory back, whatever happens: a panic in the
+// handler is logged with its stack and answered as a 500 (the error frame and close 1011), and
+// every hold it had (memory, a request slot) was released by the defers on its way up.
+func (m *PI05) answerFrame(ctx context.Context, log *slog.Logger, robot string, f wsFrame, prevTotal time.Duration, rec Recorder, proto wsProtocol) (reply []byte, aerr *apiError) {
+	defer f.mem.done()
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("websocket request panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			reply, aerr = nil, &apiError{status: http.StatusInternalServerError, detail: fmt.Sprintf("internal error: %v", p)}
+		}
+	}()
+	switch {
+	case f.refused != nil:
+		return nil, f.refused
+	case f.typ != websocket.MessageBinary:
+		return nil, &apiError{status: http.StatusBadRequest, detail: "a text frame: send each request as a binary msgpack frame"}
+	}
+	if reply, aerr = proto.handle(ctx, robot, f.data, prevTotal, f.mem, rec); aerr == nil {
+		countPrediction(rec)
+	}
+	return reply, aerr
 }
 
 // writeFrame packs v and writes it within wsWriteTimeout.

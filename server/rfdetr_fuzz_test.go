@@ -93,3 +93,37 @@ func FuzzPredictBody(f *testing.F) {
 		checkAnswer(t, h, body)
 	})
 }
+
+// FuzzPredictMultipart: any multipart/form-data body (the boundary fixed) is answered 200, 400 or
+// 422 with JSON, never a panic or a 500.
+func FuzzPredictMultipart(f *testing.F) {
+	const boundary = "fuzzboundary"
+	part := func(name, file string, data []byte) []byte {
+		head := "--" + boundary + "\r\nContent-Disposition: form-data; name=\"" + name + "\""
+		if file != "" {
+			head += "; filename=\"" + file + "\"\r\nContent-Type: application/octet-stream"
+		}
+		return append(append([]byte(head+"\r\n\r\n"), data...), "\r\n"...)
+	}
+	for _, img := range seedImages(f) {
+		body := append(part("image", "x.png", img), part("threshold", "", []byte("0.3"))...)
+		f.Add(append(body, "--"+boundary+"--\r\n"...))
+	}
+	f.Add([]byte("--" + boundary + "--\r\n"))
+	f.Add(append(part("max_detections", "", []byte("many")), "--"+boundary+"--\r\n"...))
+	h := fuzzHandler(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/predict", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "multipart/form-data; boundary="+boundary)
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusOK, http.StatusBadRequest, http.StatusUnprocessableEntity:
+		default:
+			t.Fatalf("status %d for body %q: %s", rec.Code, truncate(body), rec.Body.String())
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("answer is not JSON: %q", rec.Body.String())
+		}
+	})
+}

@@ -20,6 +20,7 @@ const (
 // predictRequest is a validated POST /predict body.
 type predictRequest struct {
 	Image         string // base64 text, prefix and whitespace not yet removed
+	Picture       []byte // the PNG or JPEG itself, when the body is not JSON (rfdetr_forms.go)
 	Threshold     float64
 	MaxDetections int
 	ReturnRaw     bool
@@ -38,20 +39,26 @@ func parsePredict(body []byte) (predictRequest, []FieldError) {
 		if err != nil {
 			msg = "JSON decode error: " + err.Error()
 		}
-		return req, []FieldError{{Loc: []string{"body"}, Msg: msg, Type: "json_invalid"}}
+		return req, []FieldError{{Loc: []string{"body"}, Msg: msg + "; " + predictForms, Type: "json_invalid"}}
 	}
 	if dec.More() {
-		return req, []FieldError{{Loc: []string{"body"}, Msg: "JSON decode error: data after the object", Type: "json_invalid"}}
+		return req, []FieldError{{Loc: []string{"body"}, Msg: "JSON decode error: data after the object; " + predictForms, Type: "json_invalid"}}
 	}
 	var errs []FieldError
-	fail := func(field, typ, format string, args ...any) {
-		errs = append(errs, FieldError{Loc: []string{"body", field}, Msg: fmt.Sprintf(format, args...), Type: typ})
-	}
-
 	if raw, ok := fields["image"]; !ok {
-		fail("image", "missing", "Field required")
+		errs = append(errs, FieldError{Loc: []string{"body", "image"}, Msg: "Field required", Type: "missing"})
 	} else if err := json.Unmarshal(raw, &req.Image); err != nil || isNull(raw) {
-		fail("image", "string_type", "Input should be a valid string (base64 PNG or JPEG)")
+		errs = append(errs, FieldError{Loc: []string{"body", "image"}, Msg: "Input should be a valid string (base64 PNG or JPEG)", Type: "string_type"})
+	}
+	return req, append(errs, predictOptions(&req, fields, "body")...)
+}
+
+// predictOptions validates the options of a request (threshold, max_detections, return_raw) into
+// req; loc is where they came from ("body", "query").
+func predictOptions(req *predictRequest, fields map[string]json.RawMessage, loc string) []FieldError {
+	var errs []FieldError
+	fail := func(field, typ, format string, args ...any) {
+		errs = append(errs, FieldError{Loc: []string{loc, field}, Msg: fmt.Sprintf(format, args...), Type: typ})
 	}
 	if raw, ok := fields["threshold"]; ok {
 		switch v, ok := number(raw); {
@@ -82,7 +89,7 @@ func parsePredict(body []byte) (predictRequest, []FieldError) {
 			fail("return_raw", "bool_type", "Input should be a valid boolean")
 		}
 	}
-	return req, errs
+	return errs
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/models/imagemem"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/server/api"
@@ -37,9 +38,10 @@ type RFDETR struct {
 	opts RFDETROptions
 	log  *slog.Logger // set by Load
 
-	mu     sync.Mutex // guards det and source, which Load sets while /info reads
+	mu     sync.Mutex // guards det, source and test, which Load sets while /info reads
 	det    *rfdetr.Detector
 	source rfdetr.Source
+	test   string     // the notice of generated test weights (TestWeightsReporter)
 	run    sync.Mutex // one forward at a time: the detector has one set of buffers
 }
 
@@ -72,6 +74,13 @@ func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.mu.Lock()
 	m.source = src
 	m.mu.Unlock()
+	if what, ok := hub.TestWeightsIn(src.Dir); ok {
+		n := hub.TestWeightsNotice(m.repo(), what)
+		log.Warn("RANDOM TEST WEIGHTS", "weights", n)
+		m.mu.Lock()
+		m.test = n
+		m.mu.Unlock()
+	}
 	log.Info("loading weights", "dir", src.Dir, "via", src.Via, "repo", src.Repo, "revision", src.Revision)
 	det, err := rfdetr.Load(ctx, src, m.opts.Build, log)
 	if err != nil {
@@ -88,6 +97,13 @@ func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.det = det
 	m.mu.Unlock()
 	return nil
+}
+
+// TestWeights is the notice of generated test weights (TestWeightsReporter).
+func (m *RFDETR) TestWeights() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.test
 }
 
 func (m *RFDETR) detector() *rfdetr.Detector {
@@ -216,40 +232,44 @@ type predictResponse struct {
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
-// predict answers POST /predict. Status codes: 400 for a body or image that
+// predict answers POST /predict: a JSON body, a PNG or JPEG body, or multipart/form-data
+// (rfdetr_forms.go). Status codes: 400 for a body or image that
 // cannot be used (with the reason), 422 for schema violations, 503 (with
 // Retry-After) when the request memory budget is full and 413 when the
 // request would not fit in it at all, 500 "inference failed: <Type>:
 // <text>" when the forward fails.
 func (m *RFDETR) predict(w http.ResponseWriter, r *http.Request, rec Recorder) {
 	start := time.Now()
-	body, berr := readBody(w, r, MaxBodyBytes, fmt.Sprintf("%d bytes (32 MiB)", MaxBodyBytes))
+	mem := requestMemory(r.Context())
+	defer mem.done()
+	body, berr := readBody(w, r, MaxBodyBytes, fmt.Sprintf("%d bytes (32 MiB)", MaxBodyBytes), mem)
 	if berr != nil {
-		if berr.status == http.StatusRequestEntityTooLarge {
+		if berr.status == http.StatusRequestEntityTooLarge && berr.budget == nil {
 			berr.status = http.StatusBadRequest // the seed's contract: a larger body is a 400
 		}
 		berr.write(w)
 		return
 	}
-	mem, aerr := admit(r.Context(), len(body))
-	if aerr != nil {
-		aerr.write(w)
+	req, ferrs, perr := rfdetrBody(r.Header.Get("Content-Type"), r.URL.Query(), body, mem)
+	if perr != nil {
+		perr.write(w)
 		return
 	}
-	defer mem.done()
-	req, ferrs := parsePredict(body)
 	if len(ferrs) > 0 {
 		writeFieldErrors(w, ferrs)
 		return
 	}
 
 	t0 := time.Now()
-	data, err := decodeBase64Image(req.Image)
-	if err != nil {
-		writeDetail(w, http.StatusBadRequest, err.Error())
-		return
+	data := req.Picture
+	if data == nil {
+		var err error
+		if data, err = decodeBase64Image(req.Image); err != nil {
+			writeDetail(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		req.Image = "" // let the collector free the base64 text while the forward runs
 	}
-	req.Image = "" // let the collector free the base64 text while the forward runs
 	pic, err := rfdetr.DecodePicture(data, mem)
 	if aerr := memoryAPIError(err); aerr != nil {
 		aerr.write(w)

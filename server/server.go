@@ -355,7 +355,18 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 		body[k] = v
 	}
 	body["status"], body["device"] = status, device
+	if n := s.testWeights(); n != "" {
+		body["weights"] = n
+	}
 	writeJSON(w, code, body)
+}
+
+// testWeights is the model's notice of generated test weights, "" when it has none.
+func (s *Server) testWeights() string {
+	if r, ok := s.model.(TestWeightsReporter); ok {
+		return r.TestWeights()
+	}
+	return ""
 }
 
 // state is what /health and the console report: "starting" until the model
@@ -381,6 +392,11 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 		routes = append(routes, map[string]string{"method": r.Method, "path": r.Path, "what": r.What})
 	}
 	info["routes"] = routes
+	if n := s.testWeights(); n != "" {
+		if w, ok := info["weights"].(map[string]any); ok {
+			w["notice"], w["test_weights"] = n, true
+		}
+	}
 	writeJSON(w, http.StatusOK, info)
 }
 

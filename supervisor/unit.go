@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ttmodel/tt-model/templates"
 )
@@ -55,8 +57,8 @@ type unitView struct {
 
 // Render writes the unit file text.
 func (u Unit) Render() (string, error) {
-	if u.Name == "" || strings.ContainsAny(u.Name, "/ \t\n") {
-		return "", fmt.Errorf("unit name %q: want a non-empty name without blanks or slashes", u.Name)
+	if u.Name == "" || strings.ContainsAny(u.Name, "/ \t") || controlAt(u.Name) >= 0 {
+		return "", fmt.Errorf("unit name %q: want a non-empty name without blanks, slashes or control characters", u.Name)
 	}
 	if len(u.Exec) == 0 || !filepath.IsAbs(u.Exec[0]) {
 		return "", fmt.Errorf("unit %s: ExecStart needs an absolute program path, got %q", u.Name, u.Exec)
@@ -87,12 +89,26 @@ func (u Unit) Render() (string, error) {
 		RestartWindow:   c.RestartWindow,
 		StartLimitBurst: max(1, c.MaxRestarts),
 	}
-	if strings.ContainsAny(v.Description, "\n") {
-		return "", fmt.Errorf("unit %s: the description must be one line", u.Name)
+	// systemd ends a unit file line at \n, \r or NUL: a control character where nothing unescapes
+	// it (the description, a directory, a variable's name) would start a line of its own, so it
+	// is refused; in ExecStart words and Environment values it is escaped (quote, env).
+	if i := controlAt(v.Description); i >= 0 {
+		return "", fmt.Errorf("unit %s: description %q: control character at byte %d: want one line of printable text", u.Name, v.Description, i)
+	}
+	if i := controlAt(u.WorkingDirectory); i >= 0 {
+		return "", fmt.Errorf("unit %s: working directory %q: control character at byte %d", u.Name, u.WorkingDirectory, i)
+	}
+	for i, a := range u.Exec {
+		if err := escapable(a); err != nil {
+			return "", fmt.Errorf("unit %s: ExecStart word %d %q: %w", u.Name, i, a, err)
+		}
 	}
 	for k, val := range u.Environment {
-		if k == "" || strings.ContainsAny(k, "= \t\n") || strings.ContainsAny(val, "\n") {
-			return "", fmt.Errorf("unit %s: environment %q=%q: want a name without blanks or '=' and a one-line value", u.Name, k, val)
+		if k == "" || strings.ContainsAny(k, "= \t") || controlAt(k) >= 0 {
+			return "", fmt.Errorf("unit %s: environment name %q: want a name without blanks, '=' or control characters", u.Name, k)
+		}
+		if err := escapable(val); err != nil {
+			return "", fmt.Errorf("unit %s: environment %s=%q: %w", u.Name, k, val, err)
 		}
 	}
 	if u.APIKeyFile != "" && (!filepath.IsAbs(u.APIKeyFile) || strings.ContainsAny(u.APIKeyFile, " \t\n\"'\\%")) {
@@ -128,25 +144,71 @@ func execLine(argv []string) string {
 
 // systemdQuote makes s one word of a unit file command line: specifiers
 // (%) and variable expansion ($) escaped, and double quotes with C-style
-// escapes when the word holds blanks, quotes, backslashes or is empty.
+// escapes (cEscape) when the word holds blanks, quotes, backslashes or
+// control characters, or is empty.
 func systemdQuote(s string) string {
 	s = strings.ReplaceAll(s, "%", "%%")
 	s = strings.ReplaceAll(s, "$", "$$")
-	if s != "" && !strings.ContainsAny(s, " \t\n\"'\\;") {
+	if s != "" && !strings.ContainsAny(s, " \t\"'\\;") && controlAt(s) < 0 {
 		return s
 	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
-	return `"` + r.Replace(s) + `"`
+	return `"` + cEscape(s) + `"`
 }
 
 // environmentLine is one Environment= assignment. systemd expands
 // specifiers (%) there but not variables, so only % is doubled; the whole
-// assignment is quoted when it holds blanks, quotes or backslashes.
+// assignment is quoted, with C-style escapes, when it holds blanks, quotes,
+// backslashes or control characters.
 func environmentLine(assignment string) string {
 	s := strings.ReplaceAll(assignment, "%", "%%")
-	if !strings.ContainsAny(s, " \t\"'\\") {
+	if !strings.ContainsAny(s, " \t\"'\\") && controlAt(s) < 0 {
 		return s
 	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\t", `\t`)
-	return `"` + r.Replace(s) + `"`
+	return `"` + cEscape(s) + `"`
+}
+
+// cEscape writes s for the inside of a double-quoted word, in the escapes
+// systemd's word splitting undoes (cunescape): backslash and quote escaped,
+// every control character as \n, \t, \r or \xNN (C0 and DEL) or \uNNNN
+// (C1), so the line holds none and systemd reads back s itself.
+func cEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == '"':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// controlAt is the byte offset of s's first control character (C0, DEL,
+// C1), or -1.
+func controlAt(s string) int {
+	return strings.IndexFunc(s, unicode.IsControl)
+}
+
+// escapable says whether cEscape can carry s: systemd unescapes no NUL,
+// and a byte that is not UTF-8 has no escape it reads back as itself.
+func escapable(s string) error {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return fmt.Errorf("a NUL byte at %d", i)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("not UTF-8")
+	}
+	return nil
 }

@@ -2,13 +2,17 @@ package supervisor
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/ttmodel/tt-model/internal/testenv"
 )
@@ -177,5 +181,164 @@ func TestSystemdQuote(t *testing.T) {
 		if got := systemdQuote(in); got != want {
 			t.Errorf("systemdQuote(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// controlChars are every control character: C0, DEL and C1.
+func controlChars() []rune {
+	var out []rune
+	for r := rune(1); r < 0x20; r++ {
+		out = append(out, r)
+	}
+	out = append(out, 0x7f)
+	for r := rune(0x80); r <= 0x9f; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+// unitWords reads a unit file value as systemd splits it into words (extract_first_word with
+// EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE: blanks between words, double or single quotes, C escapes),
+// then undoes the specifier escape %%: what ExecStart= and Environment= hand on.
+func unitWords(t *testing.T, value string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	inWord, quote := false, rune(0)
+	rs := []rune(value)
+	hex := func(i, n int) rune {
+		v, err := strconv.ParseUint(string(rs[i:i+n]), 16, 32)
+		if err != nil {
+			t.Fatalf("bad escape in %q: %v", value, err)
+		}
+		return rune(v)
+	}
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case r == '\\':
+			i++
+			inWord = true
+			switch c := rs[i]; c {
+			case 'n':
+				w.WriteByte('\n')
+			case 't':
+				w.WriteByte('\t')
+			case 'r':
+				w.WriteByte('\r')
+			case 'x':
+				w.WriteRune(hex(i+1, 2))
+				i += 2
+			case 'u':
+				w.WriteRune(hex(i+1, 4))
+				i += 4
+			case '\\', '"', '\'':
+				w.WriteRune(c)
+			default:
+				t.Fatalf("escape \\%c in %q: the renderer writes none", c, value)
+			}
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote == 0 && (r == '"' || r == '\''):
+			quote, inWord = r, true
+		case quote == 0 && (r == ' ' || r == '\t'):
+			if inWord {
+				words = append(words, strings.ReplaceAll(w.String(), "%%", "%"))
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, strings.ReplaceAll(w.String(), "%%", "%"))
+	}
+	return words
+}
+
+// A control character in an ExecStart word (an argv word, a --default-env value) or an Environment
+// value is escaped: the unit holds no control character but its line ends, has its one ExecStart
+// line (a \r once started an injected ExecStartPre= line), systemd-analyze verify accepts it, and
+// the words read back as systemd reads them are the values given. Where nothing unescapes (the
+// description, the working directory, names) a control character is refused.
+func TestUnitControlCharacters(t *testing.T) {
+	var all strings.Builder
+	for _, c := range controlChars() {
+		all.WriteRune(c)
+	}
+	for _, c := range append(controlChars(), -1) {
+		s := string(c)
+		if c < 0 {
+			s = all.String() // every one in one word
+		}
+		u := testUnit(false)
+		u.Exec = append(u.Exec, "--default-env", "PI05_SLO_MS=1"+s+"ExecStartPre=/bin/false", "word"+s+"%$")
+		u.Environment["TT_NOTE"] = "a" + s + "ExecStartPre=/bin/false \"q\" \\"
+		text, err := u.Render()
+		if err != nil {
+			t.Fatalf("%U: %v", c, err)
+		}
+		if i := strings.IndexFunc(text, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }); i >= 0 {
+			t.Fatalf("%U: control character at byte %d of the unit:\n%q", c, i, text)
+		}
+		var exec []string
+		env := map[string]string{}
+		for _, line := range strings.Split(text, "\n") {
+			key, value, _ := strings.Cut(line, "=")
+			switch key {
+			case "ExecStart":
+				if exec != nil {
+					t.Fatalf("%U: a second ExecStart line:\n%s", c, text)
+				}
+				exec = unitWords(t, value)
+			case "Environment":
+				words := unitWords(t, value)
+				k, v, _ := strings.Cut(words[0], "=")
+				env[k] = v
+			case "ExecStartPre":
+				t.Fatalf("%U: an injected line %q", c, line)
+			}
+		}
+		// ExecStart hands on $$ as $ (systemd expands variables there, not in Environment=).
+		for i := range exec {
+			exec[i] = strings.ReplaceAll(exec[i], "$$", "$")
+		}
+		if !slices.Equal(exec, u.Exec) {
+			t.Errorf("%U: ExecStart reads back as %q, want %q", c, exec, u.Exec)
+		}
+		if !maps.Equal(env, u.Environment) {
+			t.Errorf("%U: Environment reads back as %q, want %q", c, env, u.Environment)
+		}
+		if c < 0 {
+			verifyUnit(t, text)
+		}
+	}
+	for name, u := range map[string]Unit{
+		"description \\r": func() Unit { u := testUnit(false); u.Description = "pi05\rExecStartPre=/bin/false"; return u }(),
+		"description \\n": func() Unit { u := testUnit(false); u.Description = "pi05\nx"; return u }(),
+		"description C1":  func() Unit { u := testUnit(false); u.Description = "pi05\u0085x"; return u }(),
+		"directory \\r":   func() Unit { u := testUnit(false); u.WorkingDirectory = "/srv\r/x"; return u }(),
+		"name \\x01":      func() Unit { u := testUnit(false); u.Name = "tt\x01"; return u }(),
+		"env name \\r":    func() Unit { u := testUnit(false); u.Environment["A\rB"] = "1"; return u }(),
+		"NUL in a word":   func() Unit { u := testUnit(false); u.Exec = append(u.Exec, "a\x00b"); return u }(),
+		"not UTF-8":       func() Unit { u := testUnit(false); u.Environment["X"] = "\xff"; return u }(),
+	} {
+		if text, err := u.Render(); err == nil {
+			t.Errorf("%s: rendered:\n%s", name, text)
+		}
+	}
+}
+
+// verifyUnit runs systemd-analyze verify on a system unit's text.
+func verifyUnit(t *testing.T, text string) {
+	t.Helper()
+	testenv.Require(t, "systemd-analyze")
+	path := filepath.Join(t.TempDir(), "tt-model-pi05.service")
+	mustWrite(t, path, text)
+	out, err := exec.Command("systemd-analyze", "verify", "--man=no", path).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, text)
 	}
 }

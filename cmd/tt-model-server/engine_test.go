@@ -402,6 +402,10 @@ func TestPI05Profiles(t *testing.T) {
 				if a.status != 503 || a.retryAfter == "" || !strings.Contains(a.body, "capacity") {
 					t.Errorf("the robot beyond R_max %d: %d, Retry-After %q: %s", mk.SLO.RMax, a.status, a.retryAfter, a.body)
 				}
+				// refused before its frames are decoded: an unreadable frame still gets the capacity 503
+				if a := predictAs(t, r.base, "one-too-many", 99, "not a picture"); a.status != 503 || !strings.Contains(a.body, "capacity") {
+					t.Errorf("the robot beyond R_max with an unreadable frame: %d %s, want the capacity 503", a.status, a.body)
+				}
 			case "single-robot":
 				if mk.Layout != "sp" || len(roles) != 1 || mk.Threads != len(processCPUsForTest()) || mk.SLO.Enabled {
 					t.Errorf("single-robot: %+v", mk)

@@ -167,6 +167,9 @@ func (c *config) resolve(getenv func(string) string, level, apiKeyFile string) e
 			c.precision, c.precisionVar = p, m.precisionVar
 		}
 	}
+	if err := native.CheckISACap(getenv(native.ISACapEnv)); err != nil {
+		return err
+	}
 	c.threads = native.DefaultThreads()
 	if c.cacheDir, err = packcache.ResolveDir(getenv); err != nil {
 		if getenv(packcache.EnvDir) != "" {

@@ -263,6 +263,11 @@ func TestFlags(t *testing.T) {
 		{[]string{"--verify"}, map[string]string{"TT_REQUEST_MEMORY_MB": "-1"}, 2, "TT_REQUEST_MEMORY_MB"},
 		{[]string{"--verify"}, map[string]string{"GOMEMLIMIT": "1GiB"}, 0, "go memory: GOMEMLIMIT=1GiB (left as set)"},
 		{[]string{}, nil, 2, "no model to serve"},
+		{[]string{"--verify"}, map[string]string{"TT_ISA": "avx9"}, 2, `TT_ISA="avx9": want scalar, avx2, avx512, avx512bf16 or amxbf16`},
+		{[]string{"--verify"}, map[string]string{"TT_ISA": "AVX2"}, 2, "TT_ISA"},
+		{[]string{"--verify"}, map[string]string{"TT_ISA": "scalar"}, 0, "weights:   not opened"},
+		{[]string{"--model", "pi05", "--port", "0"}, map[string]string{"TT_MESH_SHAPE": "1000x1000"}, 2, `TT_MESH_SHAPE=\"1000x1000\": want ROWSxCOLS of 1 to 64 devices`},
+		{[]string{"--model", "pi05", "--port", "0"}, map[string]string{"PI05_SLO_MS": "100", "PI05_MR_GUARD": "0:NaN"}, 2, "PI05_MR_GUARD"},
 	}
 	for _, c := range cases {
 		var out bytes.Buffer

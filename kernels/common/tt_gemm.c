@@ -1,4 +1,4 @@
-/* tt_gemm.c: the packed GEMM of tt_gemm.h: bf16 conversion, packing, the
+/* tt_gemm.c: the packed GEMM of tt_gemm.h: packing, the
  * micro-kernels per isa (scalar reference, AVX2 strips, AVX-512 tiles, AVX-512
  * BF16 vdpbf16ps tiles, AMX-BF16 tdpbf16ps tiles with their own walk), the
  * blocked drivers, and the peak-FLOPS benchmarks.
@@ -21,22 +21,6 @@
  * groups x 4 panels, each row-group tile prefetching its share of the next slice. */
 const tt_blocking tt_blocking_builtin = {.kc = 256, .mb = 8, .nb = 4, .pf = 1};
 
-uint16_t tt_f32_to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float tt_bf16_to_f32(uint16_t x)
-{
-    uint32_t u = (uint32_t)x << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static int kpad(tt_dtype dtype, int k) { return dtype == TT_BF16 ? (k + 1) & ~1 : k; }
 
@@ -231,8 +215,7 @@ void tt_to_bf16_rows(tt_isa isa, const float *src, long lds, uint16_t *dst, long
  * C over kc steps of K. `init` selects the start value: C itself (later K
  * blocks, or accumulation) or zero; bias is added when non-NULL. */
 
-/* Deliberate twin of tile_bf16_scalar: the scalar reference of the f32 kernels; each dtype's
- * reference reads as plainly as the math. */
+/* The scalar reference of the fp32 kernels: c = bias (+ c) + a . b, one product at a time. */
 static void tile_f32_scalar(int mr, int kc, const float *a, long lda, const float *b, float *c,
                             long ldc, int ncols, int from_c, const float *bias)
 {
@@ -248,8 +231,8 @@ static void tile_f32_scalar(int mr, int kc, const float *a, long lda, const floa
     }
 }
 
-/* Deliberate twin of tile_f32_scalar for bf16 pairs: the scalar reference of the bf16 kernels, kept
- * separate so each dtype's reference reads as plainly as the math. */
+/* The scalar reference of the bf16 kernels, on pairs: acc += a1*b1, then acc += a0*b0, each
+ * product and sum rounded to fp32 (the order tt_gemm.h states). */
 static void tile_bf16_scalar(int mr, int kc2, const uint16_t *a, long lda, const uint16_t *b, float *c,
                              long ldc, int ncols, int from_c, const float *bias)
 {
@@ -836,7 +819,7 @@ void tt_gemm(tt_pool *pool, const tt_gemm_plan *plan, const tt_mat *w, const flo
 
 /* ---------- peak microbenchmark ---------- */
 
-/* Deliberate twin of peak_bf16: one peak loop per instruction; the intrinsics and their types differ. */
+/* The peak loop of vfmadd231ps: 16 independent accumulators hide the FMA latency. */
 TT_TARGET_AVX512 static double peak_f32(long iters)
 {
     __m512 acc[16], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
@@ -851,7 +834,7 @@ TT_TARGET_AVX512 static double peak_f32(long iters)
     return (double)s;
 }
 
-/* Deliberate twin of peak_f32: one peak loop per instruction; the intrinsics and their types differ. */
+/* The peak loop of vdpbf16ps (2 multiply-adds per fp32 lane). */
 TT_TARGET_AVX512BF16 static double peak_bf16(long iters)
 {
     __m512 acc[16];

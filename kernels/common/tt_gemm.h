@@ -27,7 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tt_bf16.h"
 #include "tt_cpu.h"
+#include "tt_ops.h"
 #include "tt_pool.h"
 
 /* TT_NR columns per panel; row groups of TT_MR rows (vector kernels) or TT_AMX_MR (AMX: 2 x 16-row
@@ -35,8 +37,6 @@
 enum { TT_NR = 32, TT_MR = 12, TT_AMX_MR = 32, TT_AMX_KS = 16 };
 
 typedef enum { TT_F32 = 0, TT_BF16 = 1 } tt_dtype;
-
-typedef enum { TT_ACT_NONE = 0, TT_ACT_RELU = 1, TT_ACT_GELU = 2, TT_ACT_SILU = 3 } tt_act;
 
 /* Flags for tt_gemm: TT_GEMM_ACCUM adds into C instead of overwriting it;
  * the activation (tt_act) goes in the low byte. */
@@ -52,9 +52,6 @@ typedef struct {
     float *bias;    /* [n] or NULL */
     int owned;      /* panels/bias were allocated by tt_mat_pack */
 } tt_mat;
-
-uint16_t tt_f32_to_bf16(float x); /* round to nearest even */
-float tt_bf16_to_f32(uint16_t x);
 
 /* Bytes of packed panels for an n x k matrix. */
 size_t tt_mat_bytes(tt_dtype dtype, int n, int k);

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "tt_bf16.h"
 #include "tt_bf16_avx512.h"
 #include "tt_exp.h"
 
@@ -208,7 +209,6 @@ TT_TARGET_AVX512 static void softmax_row_avx512(float *x, int n, float scale)
 }
 
 
-/* Deliberate twin of rms_inv_avx2: one vector reduction per ISA width. */
 TT_TARGET_AVX512 static float rms_inv_avx512(const float *x, int n, float eps)
 {
     __m512 acc = _mm512_setzero_ps();
@@ -245,7 +245,6 @@ TT_TARGET_AVX512 static void gelu_tanh_mul_avx512(float *g, const float *u, long
 
 /* ---------- AVX2 (the ops whose AVX2 machines would otherwise run scalar on a hot path) ---------- */
 
-/* Deliberate twin of rms_inv_avx512 on 8 lanes (one vector reduction per ISA). */
 TT_TARGET_AVX2 static float rms_inv_avx2(const float *x, int n, float eps)
 {
     __m256 acc = _mm256_setzero_ps();

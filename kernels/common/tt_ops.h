@@ -16,8 +16,9 @@
 #include <stdint.h>
 
 #include "tt_cpu.h"
-#include "tt_gemm.h"
 #include "tt_pool.h"
+
+typedef enum { TT_ACT_NONE = 0, TT_ACT_RELU = 1, TT_ACT_GELU = 2, TT_ACT_SILU = 3 } tt_act;
 
 /* x[0:n] = act(x[0:n]). GELU is the exact-erf one: x/2 (1 + erf(x/sqrt 2)). */
 void tt_act_inplace(tt_isa isa, tt_act act, float *x, long n);

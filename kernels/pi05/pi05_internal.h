@@ -141,10 +141,9 @@ struct pi05_program {
     size_t bytes;
 };
 
+/* ---- pi05_ops.c ---- */
 /* The dtype of attention matmuls: bf16 in PI05_BF16 (like the reference's bf16 run), else fp32. */
 tt_dtype p5_att_dtype(const pi05_model *m);
-
-/* ---- pi05_ops.c ---- */
 void p5_err(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void *p5_alloc(size_t bytes, size_t *total);
 /* y[m][n] (+)= x[m][k] W^T + b; ACCUM adds into y. */

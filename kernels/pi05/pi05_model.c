@@ -349,7 +349,6 @@ const void *pi05_model_packed(const pi05_model *m, size_t *bytes)
 
 uint64_t pi05_model_layout_id(const pi05_model *m) { return m->arena.layout_id; }
 
-/* Deliberate twin of rfdetr_free in kernels/rfdetr/rfdetr.c: each model frees its own buffers. */
 void pi05_model_free(pi05_model *m)
 {
     if (m == NULL) return;
@@ -570,7 +569,6 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
     p->v_h = p5_alloc(V * vw * F, t);
     p->v_qkv = p5_alloc(V * vqkv * F, t);
     p->v_a = p5_alloc(V * vw * F, t);
-    /* Deliberate twin of the lines below: each stage's scratch buffers, sized for its own rows. */
     p->v_m = p5_alloc(V * (size_t)d->v_mlp * F, t);
     p->l_x = p5_alloc(P * lw * F, t);
     p->l_h = p5_alloc(P * lw * F, t);
@@ -578,7 +576,6 @@ pi05_program *pi05_program_new(pi05_model *m, const pi05_preset *pr, int threads
     p->l_a = p5_alloc(P * lq * F, t);
     p->l_gu = p5_alloc(P * lgu * F, t);
     p->e_x = p5_alloc(R * (size_t)d->action_dim * F, t);
-    /* Deliberate twin of the lines above: each stage's scratch buffers, sized for its own rows. */
     p->e_vel = p5_alloc(R * (size_t)d->action_dim * F, t);
     p->e_h = p5_alloc(R * ew * F, t);
     p->e_y = p5_alloc(R * ew * F, t);
@@ -662,8 +659,6 @@ void pi05_program_free(pi05_program *p)
 }
 
 /* ---------------------------------------------------------------- slabs */
-
-tt_dtype p5_att_dtype(const pi05_model *m) { return m->prec == PI05_BF16 ? TT_BF16 : TT_F32; }
 
 pi05_slab *pi05_slab_new(pi05_program *p, char *err, size_t errlen)
 {

@@ -12,6 +12,8 @@
 #include "../common/tt_ops.h"
 #include "pi05_internal.h"
 
+tt_dtype p5_att_dtype(const pi05_model *m) { return m->prec == PI05_BF16 ? TT_BF16 : TT_F32; }
+
 void p5_err(char *err, size_t n, const char *fmt, ...)
 {
     if (err == NULL || n == 0) return;

@@ -106,7 +106,7 @@ func toRGB(img image.Image) RGB {
 
 // NewRGB checks a raw HxWx3 uint8 frame.
 func NewRGB(h, w int, pix []uint8) (RGB, error) {
-	if h <= 0 || w <= 0 || h*w > maxImagePixels {
+	if h <= 0 || w <= 0 || h > maxImagePixels || w > maxImagePixels/h { // h*w could wrap
 		return RGB{}, fmt.Errorf("image of %dx%d pixels is empty or larger than %d pixels", h, w, maxImagePixels)
 	}
 	if len(pix) != h*w*3 {

@@ -135,3 +135,16 @@ func TestDecodeImageMemory(t *testing.T) {
 		})
 	}
 }
+
+// A raw frame's h*w is checked without wrapping: 2^32 x 2^32 is 2^64 pixels, 0 in an int, and
+// would pass with no data as a frame the resize then indexes far out of bounds.
+func TestNewRGBRefusesWrappingSizes(t *testing.T) {
+	for _, c := range []struct{ h, w int }{{1 << 32, 1 << 32}, {1 << 62, 4}, {4, 1 << 62}, {5000, 5000}, {0, 3}} {
+		if img, err := NewRGB(c.h, c.w, nil); err == nil || !strings.Contains(err.Error(), "empty or larger than 16777216 pixels") {
+			t.Errorf("%dx%d: %v, %v; want refused", c.h, c.w, img.H, err)
+		}
+	}
+	if _, err := NewRGB(2, 3, make([]uint8, 18)); err != nil {
+		t.Errorf("a 2x3 frame: %v", err)
+	}
+}

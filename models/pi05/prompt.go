@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // TextEncoder is what prompt building needs from a SentencePiece model (spm.Processor).
@@ -43,6 +44,23 @@ func DiscretizeState(state []float32, dim int) []int {
 		}
 	}
 	return out
+}
+
+// CutTask keeps the start of a task that can reach a prompt of tokenLen tokens, so that a long
+// one costs no more to tokenize than a short one: tokenLen pieces cover at most tokenLen*pieceBytes
+// bytes of the normalized text, which does not shrink ASCII; twice that leaves room for the merges
+// around the cut, which can only change tokens past the ones kept. Leading white space, which
+// CleanPrompt strips, is not counted.
+func CutTask(task string, tokenLen, pieceBytes int) string {
+	task = strings.TrimLeftFunc(task, isPySpace)
+	limit := 2 * tokenLen * pieceBytes
+	if len(task) <= limit {
+		return task
+	}
+	for limit > 0 && !utf8.RuneStart(task[limit]) {
+		limit--
+	}
+	return task[:limit]
 }
 
 // PromptText is lerobot's/openpi's pi0.5 prompt: f"Task: {text}, State: {' '.join(d)};\nAction: ".

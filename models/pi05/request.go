@@ -119,7 +119,8 @@ func (p *Policy) Prepare(req *Request) (*Prepared, error) {
 			}
 		}
 		out.StateBins = DiscretizeState(state, p.Config.MaxStateDim)
-		prompt, err = EncodePrompt(p.Tokenizer, PromptText(req.Prompt, out.StateBins), srv.TokenLen)
+		task := CutTask(req.Prompt, srv.TokenLen, p.Tokenizer.MaxPieceBytes())
+		prompt, err = EncodePrompt(p.Tokenizer, PromptText(task, out.StateBins), srv.TokenLen)
 		if err != nil {
 			return nil, badField("prompt", "%v", err)
 		}

@@ -3,6 +3,7 @@ package pi05
 import (
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -88,6 +89,45 @@ func TestPromptTruncation(t *testing.T) {
 	}
 	if !in.Prompt.Truncated || len(in.Prompt.Tokens) != 40 || in.Prompt.Original <= 40 || in.Bucket != 64 {
 		t.Errorf("truncated %v, %d tokens of %d, bucket %d", in.Prompt.Truncated, len(in.Prompt.Tokens), in.Prompt.Original, in.Bucket)
+	}
+}
+
+// A long task is cut before it is tokenized: a 4 MB one costs what a short one does (the whole of it
+// once took 0.4 s of CPU per MB and hundreds of MB of merge state), and its tokens are those of the
+// whole task, tokenized and then truncated.
+func TestLongPromptCutBeforeTokenizing(t *testing.T) {
+	p := loadTiny(t, 1, 10)
+	img := []RGB{grayFrame(8, 8, 3)}
+	long := strings.Repeat("stack the red cubes, then wipe_the table\n ", 100000) // 4.3 MB
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	in, err := p.Prepare(&Request{Images: img, Prompt: long})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Errorf("preparing a 4.3 MB prompt allocated %d MB", grew>>20)
+	}
+	if !in.Prompt.Truncated || len(in.Prompt.Tokens) != p.Server.TokenLen {
+		t.Errorf("truncated %v, %d tokens; want the %d of the token buffer", in.Prompt.Truncated, len(in.Prompt.Tokens), p.Server.TokenLen)
+	}
+	// The whole of a shorter long task (still far past the cut), tokenized, then truncated.
+	mid := long[:200000]
+	whole, err := EncodePrompt(p.Tokenizer, PromptText(mid, in.StateBins), p.Server.TokenLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := p.Prepare(&Request{Images: img, Prompt: "  \n" + mid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cut.Prompt.Tokens, whole.Tokens) || !slices.Equal(in.Prompt.Tokens, whole.Tokens) {
+		t.Errorf("tokens of the cut task %v, of the whole %v", cut.Prompt.Tokens, whole.Tokens)
+	}
+	if len(cut.Prompt.Text) >= len(mid) {
+		t.Errorf("the prompt text is %d bytes: the task was not cut", len(cut.Prompt.Text))
 	}
 }
 

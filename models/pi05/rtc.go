@@ -1,11 +1,18 @@
 package pi05
 
-import "math"
-
 // lerobot's RTCConfig defaults (policies/rtc/configuration_rtc.py).
 const (
 	DefaultExecutionHorizon = 10
 	DefaultMaxGuidance      = 10
+)
+
+// The bounds of a guide. The first denoising step scales the leftover's distance from the noise by
+// up to the max guidance weight (later steps' weights stay near the step count: no growth), so with
+// both bounded the loop's values stay about 1e7 times the model's action range, far from float32's
+// overflow in the network's norms; beyond them a finite request could come back NaN.
+const (
+	MaxGuidanceLimit = 1000 // 100 times lerobot's default
+	MaxLeftover      = 1e4  // |value| in the model's (normalized) action space
 )
 
 // RTC is real-time chunking for one request: lerobot's guided inpainting of the previous chunk.
@@ -87,14 +94,26 @@ func (p *Policy) guide(r *RTC, horizon int) (*Guide, error) {
 	if maxG == 0 {
 		maxG = DefaultMaxGuidance
 	}
-	if !(maxG > 0) || math.IsInf(float64(maxG), 0) {
-		return nil, badField("rtc.max_guidance_weight", "%v is not a positive finite number", maxG)
+	if !(maxG > 0 && maxG <= MaxGuidanceLimit) {
+		return nil, badField("rtc.max_guidance_weight", "%v is outside (0, %d]", maxG, MaxGuidanceLimit)
 	}
 	rows := make([][]float32, r.PrevRows)
 	for i := range rows {
 		rows[i] = append([]float32(nil), r.Prev[i*r.PrevCols:(i+1)*r.PrevCols]...)
 	}
 	p.Norm.NormalizeActions(rows)
+	for i, row := range rows {
+		for c, v := range row {
+			if !(v >= -MaxLeftover && v <= MaxLeftover) {
+				sent := r.Prev[i*r.PrevCols+c]
+				if sent == v {
+					return nil, badField("rtc.prev_chunk_left_over", "[%d][%d] is %v, outside %v..%v", i, c, sent, -MaxLeftover, MaxLeftover)
+				}
+				return nil, badField("rtc.prev_chunk_left_over", "[%d][%d] is %v, %v in the model's normalized action space, outside %v..%v",
+					i, c, sent, v, -MaxLeftover, MaxLeftover)
+			}
+		}
+	}
 	g := &Guide{Prev: make([]float32, horizon*ad), Weights: make([]float32, horizon*ad), MaxGuidance: maxG}
 	for i, row := range rows {
 		copy(g.Prev[i*ad:], row)

@@ -52,6 +52,9 @@ func TestRTCGuide(t *testing.T) {
 		{RTC{Prev: make([]float32, 2), PrevRows: 1, PrevCols: 2, InferenceDelay: 9}, "rtc.inference_delay: 9 is outside 0..8"},
 		{RTC{Prev: make([]float32, 2), PrevRows: 1, PrevCols: 2, ExecutionHorizon: -1}, "rtc.execution_horizon"},
 		{RTC{Prev: make([]float32, 2), PrevRows: 1, PrevCols: 2, MaxGuidance: -1}, "rtc.max_guidance_weight"},
+		{RTC{Prev: make([]float32, 2), PrevRows: 1, PrevCols: 2, MaxGuidance: 1001}, "rtc.max_guidance_weight: 1001 is outside (0, 1000]"},
+		{RTC{Prev: []float32{20000, 0}, PrevRows: 1, PrevCols: 2}, "rtc.prev_chunk_left_over: [0][0] is 20000, 19999 in the model's normalized action space, outside -10000..10000"},
+		{RTC{Prev: []float32{0, 3e38}, PrevRows: 1, PrevCols: 2}, "rtc.prev_chunk_left_over: [0][1] is 3e+38"},
 	} {
 		if _, err := p.guide(&tc.rtc, 8); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.rtc, err, tc.want)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/models/safetensors"
 )
 
@@ -30,7 +31,9 @@ type RandomCheckpoint struct {
 	Scheme string            // SchemeRFDETR (default) or SchemeTransformers
 }
 
-// Write creates dir/model.safetensors and dir/config.json (COCO id2label).
+// Write creates dir/model.safetensors, dir/config.json (COCO id2label) and
+// the marker that says they are generated (hub.TestWeightsFile), so every
+// copy of them is reported as test weights.
 func (rc RandomCheckpoint) Write(dir string) error {
 	if rc.DType == "" {
 		rc.DType = safetensors.F32
@@ -52,7 +55,8 @@ func (rc RandomCheckpoint) Write(dir string) error {
 		}
 	}
 	path := filepath.Join(dir, WeightsFile)
-	meta := map[string]string{"format": "pt", GeneratorKey: randomGenerator + ", seed " + strconv.FormatUint(rc.Seed, 10)}
+	generator := randomGenerator + ", seed " + strconv.FormatUint(rc.Seed, 10)
+	meta := map[string]string{"format": "pt", GeneratorKey: generator}
 	if err := safetensors.WriteFile(path, entries, meta); err != nil {
 		return fmt.Errorf("random checkpoint: %w", err)
 	}
@@ -64,7 +68,7 @@ func (rc RandomCheckpoint) Write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, ConfigFile), cfg, 0o644); err != nil {
 		return fmt.Errorf("random checkpoint: %w", err)
 	}
-	return nil
+	return hub.WriteTestWeightsMarker(dir, generator)
 }
 
 // values draws one canonical tensor. Each tensor has its own stream (seeded

@@ -73,7 +73,7 @@ func ModelRoutes(kind string) ([]Route, error) {
 	switch kind {
 	case KindRFDETR:
 		return []Route{
-			{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, What: "one base64 PNG or JPEG in, scored boxes with COCO labels out"},
+			{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, What: "one PNG or JPEG in (base64 JSON, the file as the body, or multipart field `image`), scored boxes with COCO labels out"},
 		}, nil
 	case KindPI05:
 		return []Route{

@@ -96,6 +96,9 @@ type Model struct {
 	Facts  []Fact
 	RFDETR *RFDETRForm // the form that tries the model: at most one is set,
 	PI05   *PI05Form   // none while the model is starting
+
+	// Warning is a banner above everything else: the server runs generated test weights.
+	Warning string
 }
 
 // Page is the console page.

@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	checkpoint := flag.String("checkpoint", "", "write a random RF-DETR-base checkpoint (model.safetensors, config.json) into this folder")
+	checkpoint := flag.String("checkpoint", "", "write a random RF-DETR-base checkpoint (model.safetensors, config.json, the test-weights marker) into this folder")
 	seed := flag.Uint64("seed", 1, "seed of the random checkpoint")
 	picture := flag.String("image", "", "the sample picture: written as a 640x480 PNG when it does not exist")
 	predict := flag.String("predict", "", "POST the picture to this server URL's /predict and print the detections")

@@ -98,5 +98,8 @@ func seed(srv *hubtest.Server, spec string) error {
 	}
 	srv.AddCommitAt(repo, "main", commit, files)
 	fmt.Printf("serving %s@%s (%d files from %s)\n", repo, commit, len(files), dir)
+	if what, ok := hub.TestWeightsIn(dir); ok {
+		fmt.Printf("  %s; a cache that pulls them holds them marked as such\n", hub.TestWeightsNotice(repo, what))
+	}
 	return nil
 }

@@ -137,6 +137,9 @@ var (
 	meshRe    = regexp.MustCompile(`^([1-9][0-9]*)x([1-9][0-9]*)$`)
 )
 
+// MaxDevices bounds the devices of TT_MESH_SHAPE and TT_CPU_DEVICES.
+const MaxDevices = 64
+
 // FromEnv reads and checks every engine variable; each bad value is reported with its name.
 func FromEnv(env Env) (Config, error) {
 	r := reader{get: env.Getenv}
@@ -146,16 +149,22 @@ func FromEnv(env Env) (Config, error) {
 	devices := 1
 	if v := r.get("TT_MESH_SHAPE"); v != "" {
 		m := meshRe.FindStringSubmatch(v)
-		if m == nil {
-			r.bad("TT_MESH_SHAPE=%q: want ROWSxCOLS, e.g. 1x1 or 1x4", v)
+		var rows, cols int
+		var err error
+		if m != nil {
+			if rows, err = strconv.Atoi(m[1]); err == nil {
+				cols, err = strconv.Atoi(m[2])
+			}
+		}
+		// Each side is bounded before the product, which could wrap.
+		if m == nil || err != nil || rows > MaxDevices || cols > MaxDevices || rows*cols > MaxDevices {
+			r.bad("TT_MESH_SHAPE=%q: want ROWSxCOLS of 1 to %d devices in all, e.g. 1x1 or 1x4", v, MaxDevices)
 		} else {
-			rows, _ := strconv.Atoi(m[1])
-			cols, _ := strconv.Atoi(m[2])
 			devices = rows * cols
 		}
 	}
 	if v := r.get("TT_CPU_DEVICES"); v != "" {
-		devices = r.intIn("TT_CPU_DEVICES", 1, 1, 64)
+		devices = r.intIn("TT_CPU_DEVICES", 1, 1, MaxDevices)
 	}
 	devices = max(devices, 1)
 
@@ -386,7 +395,7 @@ func (r *reader) guards(devices int) map[int]float64 {
 		id, f, ok := strings.Cut(part, ":")
 		d, err1 := strconv.Atoi(id)
 		g, err2 := strconv.ParseFloat(f, 64)
-		if !ok || err1 != nil || err2 != nil || d < 0 || d >= devices || g < 1 || math.IsInf(g, 0) {
+		if !ok || err1 != nil || err2 != nil || d < 0 || d >= devices || !(g >= 1) || math.IsInf(g, 0) { // !(g >= 1): NaN too
 			r.bad("PI05_MR_GUARD=%q: %q is not <device 0..%d>:<factor >= 1>", v, part, devices-1)
 			continue
 		}

@@ -91,6 +91,12 @@ func TestFromEnvDefaultsAndProfiles(t *testing.T) {
 func TestFromEnvRefuses(t *testing.T) {
 	for env, want := range map[string]string{
 		"TT_MESH_SHAPE=4":                          "TT_MESH_SHAPE",
+		"TT_MESH_SHAPE=1000x1000":                  `TT_MESH_SHAPE="1000x1000": want ROWSxCOLS of 1 to 64 devices`,
+		"TT_MESH_SHAPE=8x9":                        "TT_MESH_SHAPE",
+		"TT_MESH_SHAPE=99999999999999999999x1":     "TT_MESH_SHAPE", // Atoi fails: out of range
+		"TT_MESH_SHAPE=4294967296x4294967296":      "TT_MESH_SHAPE", // the product wraps to 0
+		"TT_MESH_SHAPE=1000x1 TT_CPU_DEVICES=2":    "TT_MESH_SHAPE",
+		"PI05_SLO_MS=100 PI05_MR_GUARD=0:NaN":      "PI05_MR_GUARD",
 		"TT_CPU_DEVICES=0":                         "TT_CPU_DEVICES",
 		"PI05_LAYOUT=tp":                           "PI05_LAYOUT",
 		"PI05_LAYOUT=pd":                           "PI05_LAYOUT=pd needs at least 2 devices",

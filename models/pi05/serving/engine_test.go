@@ -173,6 +173,9 @@ func TestBindingAdmissionAndIdleRelease(t *testing.T) {
 	devs, _ := fakes(2, 0, time.Millisecond, 1)
 	e := start(t, cfg, devs, Fault{DelayDevice: -1})
 	calibrated(e, time.Millisecond, msd(10), msd(10))
+	if err := e.Admits("z"); err != nil { // asking binds nothing: a and b still get the two slots
+		t.Fatalf("robot z while slots are free: %v", err)
+	}
 	da, _, err := submit(t, e, "a", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +199,12 @@ func TestBindingAdmissionAndIdleRelease(t *testing.T) {
 	}
 	if _, _, err := submit(t, e, "", 4); err == nil {
 		t.Error("an anonymous request beyond R_max was admitted")
+	}
+	if err := e.Admits("c"); !errors.As(err, &ce) || ce.Reason != "capacity" {
+		t.Errorf("Admits(c) beyond R_max: %v, want the capacity 503", err)
+	}
+	if err := e.Admits("a"); err != nil {
+		t.Errorf("Admits(a), a bound robot: %v", err)
 	}
 	// keep b alive, let a go idle: c takes a's slot
 	deadline := time.Now().Add(5 * time.Second)

@@ -109,9 +109,24 @@ func (rb *robot) bound() bool { return rb.admitted && (rb.dev == nil || !rb.dev.
 // binds to the device with the fewest robots and routing least binds nothing.
 func (e *Engine) bind(rb *robot, now time.Time) error {
 	rb.dev = nil
+	best, err := e.pick(rb, now)
+	if err != nil {
+		return err
+	}
+	if e.cfg.Layout == DP && e.cfg.Routing == RouteRobot {
+		rb.dev = best
+		best.bound++
+		e.met.robots.WithLabelValues(rb.dev.label()).Set(float64(rb.dev.bound))
+	}
+	rb.admitted = true
+	return nil
+}
+
+// pick is the device bind would give a new robot (nil outside data parallelism), or the 503 of a
+// robot beyond capacity; it changes nothing.
+func (e *Engine) pick(rb *robot, now time.Time) (*device, error) {
 	if e.cfg.Layout != DP {
-		rb.admitted = true
-		return nil
+		return nil, nil
 	}
 	// the device with the most free SLO slots, or without an SLO the fewest robots
 	score := func(d *device) int {
@@ -127,28 +142,35 @@ func (e *Engine) bind(rb *robot, now time.Time) error {
 		}
 	}
 	if best == nil {
-		return e.unavailable("hang", e.restartEstimate(), "pi05: no healthy device is left")
+		return nil, e.unavailable("hang", e.restartEstimate(), "pi05: no healthy device is left")
 	}
 	switch {
-	case e.cfg.SLO.On() && e.cfg.Routing == RouteRobot:
-		if best.capacity-best.bound <= 0 {
-			return e.capacityError(rb, now)
-		}
-		rb.dev = best
-		best.bound++
-	case e.cfg.SLO.On():
-		if e.admittedRobots() >= e.rmax {
-			return e.capacityError(rb, now)
-		}
-	case e.cfg.Routing == RouteRobot:
-		rb.dev = best
-		best.bound++
+	case e.cfg.SLO.On() && e.cfg.Routing == RouteRobot && best.capacity-best.bound <= 0:
+		return nil, e.capacityError(rb, now)
+	case e.cfg.SLO.On() && e.cfg.Routing != RouteRobot && e.admittedRobots() >= e.rmax:
+		return nil, e.capacityError(rb, now)
 	}
-	rb.admitted = true
-	if rb.dev != nil {
-		e.met.robots.WithLabelValues(rb.dev.label()).Set(float64(rb.dev.bound))
+	return best, nil
+}
+
+// Admits tells, without queuing or binding anything, the 503 a request of robotID would get now
+// (stopping, hung, draining, a new robot beyond capacity), or nil. The HTTP routes ask it before
+// decoding a large body, so an over-capacity robot's refusal does not wait on its frames; Submit
+// decides again when the request is ready.
+func (e *Engine) Admits(robotID string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.refuse(); err != nil {
+		return err
 	}
-	return nil
+	if robotID == "" {
+		return nil
+	}
+	if rb := e.robots[robotID]; rb != nil && rb.bound() {
+		return nil
+	}
+	_, err := e.pick(&robot{id: robotID}, time.Now())
+	return err
 }
 
 func (e *Engine) admittedRobots() int {

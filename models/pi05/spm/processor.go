@@ -118,6 +118,10 @@ func (p *Processor) pieceToID(s string) int {
 	return p.unkID
 }
 
+// MaxPieceBytes is the longest piece in bytes: no id covers more of the normalized text, save the
+// one unknown id a run of unknown characters becomes without byte fallback.
+func (p *Processor) MaxPieceBytes() int { return p.maxPieceLen }
+
 // Size is the number of pieces (the vocabulary size).
 func (p *Processor) Size() int { return len(p.model.pieces) }
 
