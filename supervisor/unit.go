@@ -111,8 +111,8 @@ func (u Unit) Render() (string, error) {
 			return "", fmt.Errorf("unit %s: environment %s=%q: %w", u.Name, k, val, err)
 		}
 	}
-	if u.APIKeyFile != "" && (!filepath.IsAbs(u.APIKeyFile) || strings.ContainsAny(u.APIKeyFile, " \t\n\"'\\%")) {
-		return "", fmt.Errorf("unit %s: API key file %q: want an absolute path without blanks, quotes, backslashes or %%", u.Name, u.APIKeyFile)
+	if u.APIKeyFile != "" && (!filepath.IsAbs(u.APIKeyFile) || strings.ContainsAny(u.APIKeyFile, " \"'\\%") || controlAt(u.APIKeyFile) >= 0 || !utf8.ValidString(u.APIKeyFile)) {
+		return "", fmt.Errorf("unit %s: API key file %q: want an absolute UTF-8 path without blanks, quotes, backslashes, %% or control characters", u.Name, u.APIKeyFile)
 	}
 	v.EnvironmentLines = make([]string, 0, len(u.Environment))
 	for _, k := range sortedKeys(u.Environment) {

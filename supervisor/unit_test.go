@@ -77,6 +77,7 @@ func TestUnitRenderRejects(t *testing.T) {
 		"no kill wait":  func() Unit { u := testUnit(false); u.Supervisor.KillTimeout = 0; return u }(),
 		"relative key":  func() Unit { u := testUnit(false); u.APIKeyFile = "key"; return u }(),
 		"blank in key":  func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/my key"; return u }(),
+		"line in key":   func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/k\rExecStartPre=/bin/false"; return u }(),
 	} {
 		if _, err := u.Render(); err == nil {
 			t.Errorf("%s: Render accepted %+v", name, u)
@@ -274,6 +275,7 @@ func TestUnitControlCharacters(t *testing.T) {
 			s = all.String() // every one in one word
 		}
 		u := testUnit(false)
+		u.APIKeyFile = "" // its Environment= line is the unit's own, not one of u.Environment
 		u.Exec = append(u.Exec, "--default-env", "PI05_SLO_MS=1"+s+"ExecStartPre=/bin/false", "word"+s+"%$")
 		u.Environment["TT_NOTE"] = "a" + s + "ExecStartPre=/bin/false \"q\" \\"
 		text, err := u.Render()
