@@ -25,6 +25,7 @@ func newK8sCmd() *cobra.Command {
 			"(exit 75 → chip reset → restart inside the pod), its Services and a ConfigMap with the package's\n" +
 			"manifest, and applies them with server-side apply through your kubeconfig. docs/kubernetes.md\n" +
 			"explains every field.",
+		Example: "  tt-model k8s render build/rf-detr --registry registry.example/ml\n  tt-model k8s status rf-detr-default",
 	}
 	cmd.AddCommand(newK8sRenderCmd(), newK8sApplyCmd(), newK8sDeleteCmd(), newK8sStatusCmd())
 	return cmd
@@ -54,6 +55,7 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cacheSize, "cache-size", d.CacheSize.String(), "size of each replica's cache PVC (the weights, the kernel cache, the hang marker)")
 	fs.StringVar(&f.opts.StorageClass, "storage-class", "", "storage class of the cache PVCs (default: the cluster's default)")
 	fs.StringVar(&f.opts.HFTokenSecret, "hf-token-secret", "", "Secret whose key HF_TOKEN the weights job uses (gated or private weights)")
+	fs.StringVar(&f.opts.APIKeySecret, "api-key-secret", "", "Secret whose key api-key holds the API key the server then requires (mounted as a file, never in env or args)")
 	fs.StringVar(&f.cpu, "cpu", "", "CPU request of the server, e.g. 4")
 	fs.StringVar(&f.memory, "memory", "", "memory request and limit of the server, e.g. 16Gi")
 }

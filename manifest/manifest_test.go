@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,25 @@ func TestGoodManifests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// problems reads the "# problems: N" line of a bad manifest that must
+// report exactly N problems (no error caused by another).
+func problems(t *testing.T, path string) (int, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "# problems: "); ok {
+			n, err := strconv.Atoi(rest)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", path, line, err)
+			}
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // wants reads the "# want: L:C text" lines at the top of a bad manifest.
@@ -70,6 +90,9 @@ func TestBadManifests(t *testing.T) {
 				t.Fatalf("Load(%s) = %v, want an ErrorList", f, err)
 			}
 			got := list.Error()
+			if n, ok := problems(t, f); ok && len(list) != n {
+				t.Errorf("%d problems, want %d:\n%s", len(list), n, indentLines(got))
+			}
 			for _, w := range wants(t, f) {
 				if !strings.Contains(got, w) {
 					t.Errorf("missing error\n  want: %s\n  got:\n%s", w, indentLines(got))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/internal/safename"
+	"github.com/ttmodel/tt-model/internal/suggest"
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
@@ -175,6 +176,21 @@ func validateEnvNames(c *collector, path string, s ServeSettings) {
 	}
 }
 
+// mistyped reports whether the mapping at where, or serve:, holds a key
+// near field that is not field: the decoder reported it as an unknown field
+// naming field, and a "field is required" on top would say it twice.
+func (c *collector) mistyped(where, field string) bool {
+	for p := range c.pos {
+		for _, parent := range []string{where + ".", "serve."} {
+			if k, ok := strings.CutPrefix(p, parent); ok && !strings.ContainsAny(k, ".[") && k != field &&
+				suggest.Distance(k, field) <= suggest.MaxDistance {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // fieldPath points at where a merged field came from: the profile when it
 // sets it, else serve:.
 func fieldPath(c *collector, where, field string) string {
@@ -189,19 +205,24 @@ func fieldPath(c *collector, where, field string) string {
 
 func validateResolved(c *collector, where, name string, s ServeSettings, required []string) {
 	for _, f := range required {
-		if !serveFieldSet(s, f) {
+		if !serveFieldSet(s, f) && !c.mistyped(where, f) {
 			c.addf(where, "serve profile %q: %s is required after merging serve: (set it on the profile or under serve:)", name, f)
 		}
 	}
 	if s.Port != nil && (*s.Port < 1 || *s.Port > 65535) {
 		c.addf(fieldPath(c, where, "port"), "%d is not a TCP port (1-65535)", *s.Port)
 	}
-	if s.MeshDevice == "" || s.Hardware == "" {
-		return // nothing to cross-check; a missing required field is reported above
+	// Each field is checked on its own, so that one missing or mistyped
+	// does not hide what is wrong with the other.
+	var meshErr error
+	var rows, cols int
+	if s.MeshDevice != "" {
+		if rows, cols, meshErr = MeshShape(s.MeshDevice); meshErr != nil {
+			c.addf(fieldPath(c, where, "mesh_device"), "%v", meshErr)
+		}
 	}
-	rows, cols, meshErr := MeshShape(s.MeshDevice)
-	if meshErr != nil {
-		c.addf(fieldPath(c, where, "mesh_device"), "%v", meshErr)
+	if s.Hardware == "" {
+		return
 	}
 	chips, ok := ChipCount(s.Hardware)
 	if !ok || chips < 1 {
@@ -213,7 +234,7 @@ func validateResolved(c *collector, where, name string, s ServeSettings, require
 			s.Hardware, hint, strings.Join(slices.Sorted(maps.Keys(boardChips)), ", "))
 		return
 	}
-	if meshErr == nil && rows*cols != chips {
+	if s.MeshDevice != "" && meshErr == nil && rows*cols != chips {
 		c.addf(fieldPath(c, where, "mesh_device"), "%q opens a %dx%d mesh (%d chips) but hardware %q implies %d", s.MeshDevice, rows, cols, rows*cols, s.Hardware, chips)
 	}
 }
