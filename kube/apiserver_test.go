@@ -65,7 +65,7 @@ func testEveryProfile(t *testing.T, srv *kubetest.Server) {
 		pkg := stagedPackage(t, model, nil)
 		for _, prof := range profiles(pkg) {
 			t.Run(model+"/"+prof, func(t *testing.T) {
-				m, err := Render(pkg, Options{Profile: prof, Replicas: ptr(int32(2)), Namespace: ns})
+				m, err := Render(pkg, Options{Registry: testRegistry, Profile: prof, Replicas: ptr(int32(2)), Namespace: ns})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -176,7 +176,7 @@ func testApplyErrors(t *testing.T, srv *kubetest.Server) {
 	cl := connect(t, srv, ns)
 	pkg := stagedPackage(t, "rf-detr", nil)
 
-	m, err := Render(pkg, Options{Namespace: "absent"})
+	m, err := Render(pkg, Options{Registry: testRegistry, Namespace: "absent"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func testApplyErrors(t *testing.T, srv *kubetest.Server) {
 		t.Errorf("missing namespace: %v", err)
 	}
 
-	m, err = Render(pkg, Options{Namespace: ns})
+	m, err = Render(pkg, Options{Registry: testRegistry, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestRenderGolden(t *testing.T) {
 		pkg := stagedPackage(t, model, nil)
 		for _, prof := range profiles(pkg) {
 			t.Run(model+"/"+prof, func(t *testing.T) {
-				m, err := Render(pkg, Options{Profile: prof})
+				m, err := Render(pkg, Options{Registry: testRegistry, Profile: prof})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -79,7 +79,7 @@ func TestProbeBudgets(t *testing.T) {
 		pkg := stagedPackage(t, model, nil)
 		for _, prof := range profiles(pkg) {
 			for _, o := range settings {
-				o.Profile = prof
+				o.Profile, o.Registry = prof, testRegistry
 				m, err := Render(pkg, o)
 				if err != nil {
 					t.Fatalf("%s/%s: %v", model, prof, err)
@@ -132,21 +132,21 @@ func flagDuration(t *testing.T, argv []string, name string) time.Duration {
 func TestRenderShape(t *testing.T) {
 	cases := []struct {
 		model, profile string
-		chips          int64
+		boards         int64
 	}{
 		{"rf-detr", "default", 1},
-		{"pi05", "multi-robot", 4},
-		{"pi05", "disaggregated", 4},
+		{"pi05", "multi-robot", 2},
+		{"pi05", "disaggregated", 2},
 	}
 	for _, tc := range cases {
 		pkg := stagedPackage(t, tc.model, nil)
-		m, err := Render(pkg, Options{Profile: tc.profile, Replicas: ptr(int32(2))})
+		m, err := Render(pkg, Options{Registry: testRegistry, Profile: tc.profile, Replicas: ptr(int32(2))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		pod := m.StatefulSet.Spec.Template.Spec
 		c := pod.Containers[0]
-		if want := "tt-model/" + pkg.Wire.Name + "@" + fakeDigest; c.Image != want || m.Image != want {
+		if want := testRegistry + "/" + pkg.Wire.Name + "@" + fakeDigest; c.Image != want || m.Image != want {
 			t.Errorf("%s: image %q, want %q", tc.model, c.Image, want)
 		}
 		if c.Command[0] != "/usr/local/bin/tt-model" || c.Command[1] != "supervise" || c.Command[len(c.Command)-1] != "--" {
@@ -155,9 +155,14 @@ func TestRenderShape(t *testing.T) {
 		if c.Args[0] != "/usr/local/bin/tt-model-server" {
 			t.Errorf("%s: args %q do not start with the server", tc.model, c.Args)
 		}
-		q := c.Resources.Limits[corev1.ResourceName("tenstorrent.com/blackhole")]
-		if q.Value() != tc.chips || !q.Equal(c.Resources.Requests[corev1.ResourceName("tenstorrent.com/blackhole")]) {
-			t.Errorf("%s/%s: chips %v / %v, want %d", tc.model, tc.profile, c.Resources.Limits, c.Resources.Requests, tc.chips)
+		// The chips come from the DRA driver by default: one claim per pod,
+		// made from the instance's template, counting boards.
+		if len(c.Resources.Claims) != 1 || c.Resources.Claims[0].Name != "chips" ||
+			len(pod.ResourceClaims) != 1 || *pod.ResourceClaims[0].ResourceClaimTemplateName != m.Name+"-chips" {
+			t.Errorf("%s/%s: claims %+v / %+v", tc.model, tc.profile, c.Resources.Claims, pod.ResourceClaims)
+		}
+		if m.ClaimTemplate == nil || m.ClaimTemplate.Spec.Spec.Devices.Requests[0].Exactly.Count != tc.boards {
+			t.Errorf("%s/%s: claim template %+v, want %d boards", tc.model, tc.profile, m.ClaimTemplate, tc.boards)
 		}
 		if got := c.LivenessProbe.HTTPGet; got == nil || got.Path != "/status" || got.Port.StrVal != "status" {
 			t.Errorf("%s: liveness probe %+v is not the supervisor's /status", tc.model, c.LivenessProbe)
@@ -169,7 +174,8 @@ func TestRenderShape(t *testing.T) {
 		for _, vm := range c.VolumeMounts {
 			mounts[vm.MountPath] = vm.Name
 		}
-		for path, vol := range map[string]string{"/hf": volCache, "/cache": volCache, "/tmp": volTmp, "/dev/hugepages-1G": volHugepages} {
+		// tt-model-server computes on the CPU: no hugepages.
+		for path, vol := range map[string]string{"/hf": volCache, "/cache": volCache, "/tmp": volTmp, "/dev/hugepages-1G": ""} {
 			if mounts[path] != vol {
 				t.Errorf("%s: %s mounts %q, want volume %q", tc.model, path, mounts[path], vol)
 			}
@@ -202,7 +208,7 @@ func envOf(c corev1.Container) map[string]string {
 // same file, on the cache volume.
 func TestRenderPi05Marker(t *testing.T) {
 	pkg := stagedPackage(t, "pi05", nil)
-	m, err := Render(pkg, Options{})
+	m, err := Render(pkg, Options{Registry: testRegistry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,13 +264,13 @@ func TestRenderOptions(t *testing.T) {
 		t.Errorf("command %q lacks --reset-cmd", c.Command)
 	}
 
-	none, err := Render(pkg, Options{ChipResource: NoChipResource})
+	none, err := Render(pkg, Options{Registry: testRegistry, ChipResource: NoChipResource})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc := none.StatefulSet.Spec.Template.Spec.Containers[0]
-	if len(nc.Resources.Limits) != 0 {
-		t.Errorf("--chip-resource none: limits %v", nc.Resources.Limits)
+	if _, ok := nc.Resources.Limits["tenstorrent.com/blackhole"]; ok || len(nc.Resources.Claims) != 0 || none.ClaimTemplate != nil {
+		t.Errorf("--chip-resource none: limits %v, claims %v", nc.Resources.Limits, nc.Resources.Claims)
 	}
 	for _, v := range none.StatefulSet.Spec.Template.Spec.Volumes {
 		if v.Name == volHugepages {
@@ -292,10 +298,16 @@ func TestRenderRefuses(t *testing.T) {
 		{"long name", good, Options{Name: strings.Repeat("a", 53)}, "at most 52"},
 		{"start timeout off the period", good, Options{StartTimeout: 7*time.Minute + 5*time.Second}, "--start-timeout 7m5s: want a positive multiple of 10s"},
 		{"negative replicas", good, Options{Replicas: ptr(int32(-1))}, "--replicas -1"},
-		{"unknown board", oddBoard, Options{}, `hardware "q900" does not say how many chips`},
+		{"unknown board", oddBoard, Options{}, `profile default: hardware: "q900" names no known board: want one of e150, e75, n150, n300, p100, p150, p300; give --chips none`},
+		{"unknown board, device plugin", oddBoard, Options{Chips: ChipsDevicePlugin}, `"q900" names no known board`},
 		{"unknown board, named resource", oddBoard, Options{ChipResource: "example.com/q900"}, ""},
+		{"unknown board, no chips", oddBoard, Options{Chips: ChipsNone}, ""},
+		{"unknown chips mode", good, Options{Chips: "gpu"}, `--chips "gpu": want one of [dra device-plugin none]`},
+		{"named resource under DRA", good, Options{Chips: ChipsDRA, ChipResource: "example.com/q900"}, "--chip-resource example.com/q900 names a device-plugin resource, but --chips is dra"},
+		{"no chips, and DRA", good, Options{Chips: ChipsDRA, ChipResource: NoChipResource}, "--chip-resource none contradicts --chips dra"},
 	}
 	for _, tc := range cases {
+		tc.opts.Registry = testRegistry
 		_, err := Render(tc.pkg, tc.opts)
 		if tc.want == "" {
 			if err != nil {
@@ -309,10 +321,37 @@ func TestRenderRefuses(t *testing.T) {
 	}
 }
 
+// TestRenderNeedsPullableImage: a package whose image no node can pull by
+// the rendered reference (image.registry "hf", nothing pushed) is refused
+// unless --registry or --image-name says where the image is.
+func TestRenderNeedsPullableImage(t *testing.T) {
+	pkg := stagedPackage(t, "rf-detr", nil)
+	if pkg.Wire.Container.Image.Registry != "hf" {
+		t.Fatalf("the staged package's image.registry is %q, want hf", pkg.Wire.Container.Image.Registry)
+	}
+	_, err := Render(pkg, Options{})
+	if err == nil || !strings.Contains(err.Error(), `image.registry is "hf", which no node can pull from`) ||
+		!strings.Contains(err.Error(), "--registry HOST/NS") || !strings.Contains(err.Error(), "--image-name tt-model/rf-detr") {
+		t.Errorf("no registry: %v", err)
+	}
+	m, err := Render(pkg, Options{ImageName: "tt-model/rf-detr"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "tt-model/rf-detr@" + fakeDigest; m.Image != want || m.StatefulSet.Spec.Template.Spec.Containers[0].Image != want {
+		t.Errorf("--image-name: image %q, want %q", m.Image, want)
+	}
+	for _, o := range []Options{{ImageName: "tt-model/rf-detr@" + fakeDigest}, {ImageName: "x", Registry: testRegistry}} {
+		if _, err := Render(pkg, o); err == nil {
+			t.Errorf("%+v: rendered", o)
+		}
+	}
+}
+
 // TestRenderZeroReplicas: --replicas 0 is kept (scaled to zero), not taken
 // for "the default".
 func TestRenderZeroReplicas(t *testing.T) {
-	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Replicas: ptr(int32(0))})
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry, Replicas: ptr(int32(0))})
 	if err != nil {
 		t.Fatal(err)
 	}

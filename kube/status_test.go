@@ -48,7 +48,7 @@ func testStatusAndDelete(t *testing.T, srv *kubetest.Server) {
 	ctx := context.Background()
 	const ns = "status"
 	cl := connect(t, srv, ns)
-	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Replicas: ptr(int32(3)), Namespace: ns})
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry, Replicas: ptr(int32(3)), Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
