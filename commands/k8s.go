@@ -43,9 +43,11 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.Name, "name", "", "name of the objects (default <package>-<profile>)")
 	fs.StringVarP(&f.opts.Namespace, "namespace", "n", "", "namespace (render: none in the objects; apply: the kubeconfig's)")
 	fs.Int32Var(&f.replicas, "replicas", *d.Replicas, "replicas, each with its own chips and cache volume (0 keeps the objects and runs none)")
-	fs.StringVar(&f.opts.Registry, "registry", "", "HOST/NAMESPACE the image was pushed to with tt-model push (default: the manifest's image.registry)")
-	fs.StringVar(&f.opts.ChipResource, "chip-resource", "", "extended resource the chips are requested as (default: Tenstorrent's device plugin name for the hardware, e.g. tenstorrent.com/blackhole; \"none\" for no chips)")
-	fs.BoolVar(&f.opts.NoHugepages, "no-hugepages", false, "do not mount the host's /dev/hugepages-1G (mounted when the profile uses chips)")
+	fs.StringVar(&f.opts.Registry, "registry", "", "HOST/NAMESPACE the image was pushed to with tt-model push (default: the manifest's image.registry; one of the two, or --image-name, is required)")
+	fs.StringVar(&f.opts.ImageName, "image-name", "", "the image's name on the nodes, when it was loaded there instead of pushed (the package's digest is appended)")
+	fs.StringVar(&f.opts.Chips, "chips", "", "how the pods get their chips: dra (Tenstorrent's DRA driver, a ResourceClaimTemplate), device-plugin (extended resources) or none (render default dra; apply: dra where the API server serves resource.k8s.io/v1, else device-plugin)")
+	fs.StringVar(&f.opts.ChipResource, "chip-resource", "", "with --chips device-plugin: the extended resource the chips are requested as (default: the device plugin's name for the hardware, e.g. tenstorrent.com/blackhole; \"none\" is --chips none)")
+	fs.BoolVar(&f.opts.NoHugepages, "no-hugepages", false, "do not mount the host's /dev/hugepages-1G (mounted when the profile's server drives the chips itself)")
 	fs.DurationVar(&f.opts.StartTimeout, "start-timeout", d.StartTimeout, "the supervisor's start timeout, and the startup probe's budget (a multiple of 10s)")
 	fs.DurationVar(&f.opts.StopGrace, "stop-grace", d.StopGrace, "the supervisor's SIGTERM-to-SIGKILL grace; the pod's termination grace is this plus 15s")
 	fs.StringVar(&f.opts.ResetCmd, "reset-cmd", "", "the supervisor's chip reset command (default: its own, tt-smi -r {chips})")
@@ -54,8 +56,8 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cacheSize, "cache-size", d.CacheSize.String(), "size of each replica's cache PVC (the weights, the kernel cache, the hang marker)")
 	fs.StringVar(&f.opts.StorageClass, "storage-class", "", "storage class of the cache PVCs (default: the cluster's default)")
 	fs.StringVar(&f.opts.HFTokenSecret, "hf-token-secret", "", "Secret whose key HF_TOKEN the weights job uses (gated or private weights)")
-	fs.StringVar(&f.cpu, "cpu", "", "CPU request of the server, e.g. 4")
-	fs.StringVar(&f.memory, "memory", "", "memory request and limit of the server, e.g. 16Gi")
+	fs.StringVar(&f.cpu, "cpu", "", "CPU request of the server, e.g. 4 (default: the threads the profile runs, docs/kubernetes.md)")
+	fs.StringVar(&f.memory, "memory", "", "memory request and limit of the server, e.g. 16Gi (default: the model's measured peak plus headroom)")
 }
 
 // options parses the quantities into the render options.
@@ -78,7 +80,8 @@ func (f *renderFlags) options() (kube.Options, error) {
 	return o, nil
 }
 
-// render loads the package and renders it, printing the notes on stderr.
+// render loads the package and renders it, printing the notes and the pods'
+// Pod Security level on stderr.
 func (f *renderFlags) render(cmd *cobra.Command, path string) (*kube.Manifests, error) {
 	pkg, err := runner.LoadPackage(path)
 	if err != nil {
@@ -95,6 +98,7 @@ func (f *renderFlags) render(cmd *cobra.Command, path string) (*kube.Manifests, 
 	for _, n := range m.Notes {
 		fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
 	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "pod security:", m.PodSecurity)
 	return m, nil
 }
 
@@ -107,11 +111,14 @@ func newK8sRenderCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render PACKAGE [--profile P] [--namespace NS] [--replicas N] [--out DIR | -]",
 		Short: "Print the Kubernetes objects of a package profile as YAML",
-		Long: "render writes the package's ConfigMap, Services and StatefulSet as one YAML stream on stdout, or one\n" +
-			"file per object into --out DIR. PACKAGE is a staged package (build/<name>/ or its\n" +
-			"tt_kernel_manifest.json); its image is referenced by digest.",
-		Example: "  tt-model k8s render build/rf-detr | kubectl apply --dry-run=server -f -\n" +
-			"  tt-model k8s render build/pi05 --profile single-robot --registry registry.example/ml --out deploy/",
+		Long: "render writes the package's ConfigMap, the chips' ResourceClaimTemplate (--chips dra, the default\n" +
+			"without a cluster to ask), Services and StatefulSet as one YAML stream on stdout, or one file per\n" +
+			"object into --out DIR. PACKAGE is a staged package (build/<name>/ or its tt_kernel_manifest.json);\n" +
+			"its image is referenced by digest, at --registry or --image-name. The pods' Pod Security level is\n" +
+			"printed on stderr.",
+		Example: "  tt-model k8s render build/rf-detr --registry registry.example/ml | kubectl apply --dry-run=server -f -\n" +
+			"  tt-model k8s render build/pi05 --profile single-robot --registry registry.example/ml --chips device-plugin --out deploy/\n" +
+			"  tt-model k8s render build/rf-detr --image-name tt-model/rf-detr --chips none",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := f.render(cmd, args[0])
@@ -203,15 +210,23 @@ func newK8sApplyCmd() *cobra.Command {
 		Short: "Render a package profile and apply it with server-side apply (field manager tt-model)",
 		Long: "apply renders as `k8s render` does and sends each object to the API server of your kubeconfig with\n" +
 			"server-side apply, field manager tt-model, into --namespace or the kubeconfig context's namespace.\n" +
+			"Without --chips it asks the API server: DRA where it serves resource.k8s.io/v1, else the device plugin.\n" +
 			"--dry-run has the API server validate, admit and default everything without storing it.",
-		Example: "  tt-model k8s apply build/rf-detr --replicas 2\n  tt-model k8s apply build/pi05 --profile disaggregated --dry-run",
-		Args:    cobra.ExactArgs(1),
+		Example: "  tt-model k8s apply build/rf-detr --registry registry.example/ml --replicas 2\n" +
+			"  tt-model k8s apply build/pi05 --profile disaggregated --registry registry.example/ml --dry-run",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := f.render(cmd, args[0])
+			cl, err := c.connect(cmd)
 			if err != nil {
 				return err
 			}
-			cl, err := c.connect(cmd)
+			if f.opts.Chips == "" && f.opts.ChipResource == "" {
+				if f.opts.Chips, err = cl.DefaultChips(cmd.Context()); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "chips: %s (what the API server serves; --chips chooses)\n", f.opts.Chips)
+			}
+			m, err := f.render(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -292,7 +307,7 @@ func newK8sDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete NAME|PACKAGE [--volumes] [--dry-run]",
 		Short: "Delete the objects tt-model applied for an instance (its cache PVCs only with --volumes)",
-		Long: "delete removes the StatefulSet, Services and ConfigMap labelled with the instance's name and\n" +
+		Long: "delete removes the StatefulSet, Services, ConfigMap and chip claim template labelled with the instance's name and\n" +
 			"managed by tt-model. The replicas' cache PVCs (weights, kernel cache, hang markers) stay, so a\n" +
 			"later apply finds the weights in place; --volumes deletes them too.",
 		Example: "  tt-model k8s delete rf-detr-default\n  tt-model k8s delete build/pi05 --profile single-robot --volumes",

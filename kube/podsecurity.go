@@ -42,7 +42,7 @@ func podSecurityOf(meta *metav1.ObjectMeta, spec *corev1.PodSpec) (PodSecurity, 
 		if res.Allowed {
 			return PodSecurity{Level: string(level), Refused: refused}, nil
 		}
-		refused = append(refused, fmt.Sprintf("%s refuses %s (%s)", level, res.ForbiddenReason(), res.ForbiddenDetail()))
+		refused = append(refused, fmt.Sprintf("%s refuses %s", level, res.ForbiddenDetail()))
 	}
 	return PodSecurity{Level: string(psaapi.LevelPrivileged), Refused: refused}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
@@ -357,5 +358,59 @@ func TestRenderZeroReplicas(t *testing.T) {
 	}
 	if *m.StatefulSet.Spec.Replicas != 0 {
 		t.Errorf("replicas %d, want 0", *m.StatefulSet.Spec.Replicas)
+	}
+}
+
+// TestRenderRequests: the CPU and memory requests come from the model's
+// measured needs (peak RSS plus headroom; the profile's threads, else one
+// per device), and --cpu/--memory replace them.
+func TestRenderRequests(t *testing.T) {
+	threads := stagedPackage(t, "rf-detr", func(w *manifest.Wire) { w.Container.Serve.Env["TT_NUM_THREADS"] = "6" })
+	cases := []struct {
+		name     string
+		pkg      *runner.Package
+		opts     Options
+		cpu, mem string
+	}{
+		{"rf-detr", stagedPackage(t, "rf-detr", nil), Options{}, "1", "448Mi"}, // 197 MB + 256 MiB
+		{"pi05", stagedPackage(t, "pi05", nil), Options{}, "4", "8960Mi"},      // 7.48 GB × 1.25, four devices
+		{"profile threads", threads, Options{}, "6", "448Mi"},
+		{"flags", threads, Options{CPU: resource.MustParse("3"), Memory: resource.MustParse("2Gi")}, "3", "2Gi"},
+	}
+	for _, tc := range cases {
+		tc.opts.Registry = testRegistry
+		m, err := Render(tc.pkg, tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		r := m.StatefulSet.Spec.Template.Spec.Containers[0].Resources
+		cpu, mem, lim := r.Requests[corev1.ResourceCPU], r.Requests[corev1.ResourceMemory], r.Limits[corev1.ResourceMemory]
+		if cpu.String() != tc.cpu || mem.String() != tc.mem || lim.String() != tc.mem {
+			t.Errorf("%s: cpu %s, memory %s (limit %s); want %s, %s", tc.name, cpu.String(), mem.String(), lim.String(), tc.cpu, tc.mem)
+		}
+		if _, ok := r.Limits[corev1.ResourceCPU]; ok {
+			t.Errorf("%s: a CPU limit would throttle the kernels' threads", tc.name)
+		}
+	}
+}
+
+// TestRenderPodSecurity: the level render reports is what the admission's
+// checks say: restricted on a PVC, privileged once a host path is mounted
+// (baseline refuses hostPath volumes), with the reason.
+func TestRenderPodSecurity(t *testing.T) {
+	pkg := stagedPackage(t, "pi05", nil)
+	m, err := Render(pkg, Options{Registry: testRegistry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.PodSecurity.Level != "restricted" || len(m.PodSecurity.Refused) != 0 {
+		t.Errorf("PVC cache: %+v, want restricted", m.PodSecurity)
+	}
+	m, err = Render(pkg, Options{Registry: testRegistry, CacheHostPath: "/srv/tt-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m.PodSecurity; p.Level != "privileged" || len(p.Refused) != 2 || !strings.Contains(p.Refused[1], `baseline refuses hostPath volumes (volume "cache")`) {
+		t.Errorf("host-path cache: %+v", p)
 	}
 }
