@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ttmodel/tt-model/internal/kubetest"
 )
@@ -24,6 +26,8 @@ func TestAPIServer(t *testing.T) {
 	t.Run("errors", func(t *testing.T) { testApplyErrors(t, srv) })
 	t.Run("status and delete", func(t *testing.T) { testStatusAndDelete(t, srv) })
 	t.Run("supervisor status", func(t *testing.T) { testStatusReadsSupervisor(t, srv) })
+	t.Run("chips", func(t *testing.T) { testChipModes(t, srv) })
+	t.Run("pod security", func(t *testing.T) { testPodSecurityAdmission(t, srv) })
 }
 
 // connect is a new connection (with its own warning record) and a new
@@ -73,7 +77,7 @@ func testEveryProfile(t *testing.T, srv *kubetest.Server) {
 				if err != nil {
 					t.Fatalf("dry run: %v", err)
 				}
-				if len(dry) != 4 || dry[3].GetKind() != "StatefulSet" {
+				if len(dry) != 5 || dry[1].GetKind() != "ResourceClaimTemplate" || dry[4].GetKind() != "StatefulSet" {
 					t.Fatalf("dry run answered %d objects", len(dry))
 				}
 				if _, err := cl.apps.StatefulSets(ns).Get(ctx, m.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -146,8 +150,12 @@ func checkStored(t *testing.T, m *Manifests, sts *appsv1.StatefulSet) {
 	for _, v := range got.Volumes {
 		vols[v.Name] = v
 	}
-	if v := vols[volHugepages]; v.HostPath == nil || v.HostPath.Path != "/dev/hugepages-1G" {
-		t.Errorf("hugepages volume %+v", v)
+	if v, ok := vols[volHugepages]; ok {
+		t.Errorf("tt-model-server computes on the CPU, yet the hugepages are mounted: %+v", v)
+	}
+	if len(got.ResourceClaims) != 1 || *got.ResourceClaims[0].ResourceClaimTemplateName != m.ClaimTemplate.Name ||
+		len(c.Resources.Claims) != 1 || c.Resources.Claims[0].Name != claimName {
+		t.Errorf("chip claim: pod %+v, container %+v", got.ResourceClaims, c.Resources.Claims)
 	}
 	if v := vols[volManifest]; v.ConfigMap == nil || v.ConfigMap.Name != m.ConfigMap.Name {
 		t.Errorf("manifest volume %+v", v)
@@ -236,4 +244,138 @@ func testApplyErrors(t *testing.T, srv *kubetest.Server) {
 	if err == nil || !strings.Contains(err.Error(), "kubeconfig") {
 		t.Errorf("missing kubeconfig: %v", err)
 	}
+}
+
+// testChipModes: the API server serves resource.k8s.io/v1, so apply's
+// default is DRA; it stores the claim template as rendered (device class,
+// boardName selector, count), accepts the device-plugin and no-chips
+// renders too, and delete removes the template with the rest.
+func testChipModes(t *testing.T, srv *kubetest.Server) {
+	ctx := context.Background()
+	const ns = "chips"
+	cl := connect(t, srv, ns)
+	mode, err := cl.DefaultChips(ctx)
+	if err != nil || mode != ChipsDRA {
+		t.Fatalf("DefaultChips = %q, %v; want dra (kube-apiserver 1.37 serves resource.k8s.io/v1)", mode, err)
+	}
+	pkg := stagedPackage(t, "pi05", nil)
+	m, err := Render(pkg, Options{Registry: testRegistry, Namespace: ns, Chips: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Apply(ctx, m, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := cl.dyn.Resource(claimTemplates).Namespace(ns).Get(ctx, m.Name+"-chips", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _, _ := unstructured.NestedSlice(u.Object, "spec", "spec", "devices", "requests")
+	if len(req) != 1 {
+		t.Fatalf("stored requests %v", req)
+	}
+	exactly, _, _ := unstructured.NestedMap(req[0].(map[string]any), "exactly")
+	sel, _, _ := unstructured.NestedSlice(exactly, "selectors")
+	if exactly["deviceClassName"] != "tenstorrent.com" || exactly["count"] != int64(2) || exactly["allocationMode"] != "ExactCount" || len(sel) != 1 ||
+		sel[0].(map[string]any)["cel"].(map[string]any)["expression"] != `device.attributes["tenstorrent.com"].boardName == "p300"` {
+		t.Errorf("stored request %v", exactly)
+	}
+	for _, mode := range []string{ChipsDevicePlugin, ChipsNone} {
+		o, err := Render(pkg, Options{Registry: testRegistry, Namespace: ns, Chips: mode, Name: "pi05-" + mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Apply(ctx, o, ApplyOptions{DryRun: true}); err != nil {
+			t.Errorf("%s: %v", mode, err)
+		}
+	}
+	deleted, err := cl.Delete(ctx, ns, m.Name, DeleteOptions{})
+	if err != nil || !slices.Contains(deleted, "ResourceClaimTemplate/"+m.Name+"-chips") {
+		t.Errorf("delete: %v, %v", deleted, err)
+	}
+	if w := cl.Warnings(); len(w) > 0 {
+		t.Errorf("warnings: %q", w)
+	}
+}
+
+// testPodSecurityAdmission: the level render reports is the one the API
+// server's Pod Security admission enforces. A pod made from the rendered
+// template (as the StatefulSet controller makes it) is admitted in a
+// namespace enforcing that level and refused in one enforcing the next
+// stricter level; the StatefulSet itself draws no warning from warn=level.
+func testPodSecurityAdmission(t *testing.T, srv *kubetest.Server) {
+	ctx := context.Background()
+	cl := connect(t, srv, "pod-security")
+	pkg := stagedPackage(t, "rf-detr", nil)
+	stricter := map[string]string{"privileged": "baseline", "baseline": "restricted"}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"pvc", Options{}, "restricted"},
+		{"host path", Options{CacheHostPath: "/srv/tt-model"}, "privileged"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Registry = testRegistry
+			m, err := Render(pkg, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.PodSecurity.Level != tc.want {
+				t.Fatalf("level %s, want %s", m.PodSecurity.Level, tc.want)
+			}
+			admits := securityNamespace(t, cl, "psa-"+strings.ReplaceAll(tc.name, " ", "-")+"-"+tc.want, tc.want)
+			if _, err := cl.core.Pods(admits).Create(ctx, podOf(m), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+				t.Errorf("enforce=%s refused the pod: %v", tc.want, err)
+			}
+			m.Namespace = admits
+			if _, err := cl.Apply(ctx, m, ApplyOptions{DryRun: true}); err != nil {
+				t.Fatal(err)
+			}
+			if w := cl.Warnings(); len(w) > 0 {
+				t.Errorf("warn=%s warned: %q", tc.want, w)
+			}
+			next, ok := stricter[tc.want]
+			if !ok {
+				return
+			}
+			refuses := securityNamespace(t, cl, "psa-"+strings.ReplaceAll(tc.name, " ", "-")+"-"+next, next)
+			_, err = cl.core.Pods(refuses).Create(ctx, podOf(m), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violates PodSecurity") {
+				t.Errorf("enforce=%s admitted a %s pod (or: %v)", next, tc.want, err)
+			}
+		})
+	}
+}
+
+// securityNamespace is a namespace enforcing and warning at level, with
+// the service account pods need.
+func securityNamespace(t *testing.T, cl *Cluster, name, level string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/warn": level,
+	}}}
+	if _, err := cl.core.Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := cl.core.ServiceAccounts(name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// podOf is replica 0's pod as the StatefulSet controller would create it:
+// the template plus each claim template's volume.
+func podOf(m *Manifests) *corev1.Pod {
+	tmpl := m.StatefulSet.Spec.Template.DeepCopy()
+	name := m.StatefulSet.Name + "-0"
+	for _, c := range m.StatefulSet.Spec.VolumeClaimTemplates {
+		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name + "-" + name},
+		}})
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
 }
