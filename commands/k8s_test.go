@@ -101,7 +101,7 @@ func TestK8sBadInput(t *testing.T) {
 	}{
 		{[]string{"k8s", "render", pkg, "--profile", "fast"}, 2, `no serve profile named "fast"; available: default`},
 		{[]string{"k8s", "render", pkg}, 2, `image.registry is "hf", which no node can pull from: push the image (tt-model push --registry HOST/NS) and render with --registry HOST/NS, or load it onto the nodes and name it with --image-name`},
-		{[]string{"k8s", "render", pkg, "--registry", "r.example", "--chips", "gpu"}, 2, `--chips "gpu": want one of [dra device-plugin none]`},
+		{[]string{"k8s", "render", pkg, "--registry", "r.example", "--chips", "gpu"}, 2, `--chips "gpu": want one of dra, device-plugin, none`},
 		{[]string{"k8s", "render", noDigest}, 2, "container.image.digest is empty"},
 		{[]string{"k8s", "render", "../models/rf-detr/tt-model.yaml"}, 2, "is an authored manifest: render needs a staged package"},
 		{[]string{"k8s", "render", pkg, "--cache-size", "lots"}, 2, `--cache-size "lots"`},

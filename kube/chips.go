@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -23,8 +24,8 @@ const (
 	ChipsNone = "none"
 )
 
-// ChipModes are the values of Options.Chips, for messages and --help.
-var ChipModes = []string{ChipsDRA, ChipsDevicePlugin, ChipsNone}
+// ChipModes are the values of Options.Chips, for messages.
+func ChipModes() []string { return []string{ChipsDRA, ChipsDevicePlugin, ChipsNone} }
 
 // draDriver is the name Tenstorrent's DRA driver publishes its devices
 // under: the DeviceClass, and the attribute domain of boardName.
@@ -58,7 +59,7 @@ type chipRequest struct {
 	count    int64  // device-plugin: chips; DRA: boards (the driver publishes one device per board)
 }
 
-// chips is the request for a profile under the options: o.Chips ("" = DRA),
+// chipsFor is the request for a profile under the options: o.Chips ("" = DRA),
 // o.ChipResource naming the device plugin's resource (and implying
 // device-plugin) or, as "none", no chips.
 func chipsFor(p manifest.Profile, o Options) (chipRequest, error) {
@@ -83,7 +84,7 @@ func chipsFor(p manifest.Profile, o Options) (chipRequest, error) {
 		return chipRequest{mode: ChipsNone}, nil
 	}
 	if mode != ChipsDRA && mode != ChipsDevicePlugin {
-		return chipRequest{}, fmt.Errorf("--chips %q: want one of %v", mode, ChipModes)
+		return chipRequest{}, fmt.Errorf("--chips %q: want one of %s", mode, strings.Join(ChipModes(), ", "))
 	}
 	h, err := manifest.ParseHardware(p.Hardware)
 	if mode == ChipsDevicePlugin && o.ChipResource != "" {

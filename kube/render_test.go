@@ -303,7 +303,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"unknown board, device plugin", oddBoard, Options{Chips: ChipsDevicePlugin}, `"q900" names no known board`},
 		{"unknown board, named resource", oddBoard, Options{ChipResource: "example.com/q900"}, ""},
 		{"unknown board, no chips", oddBoard, Options{Chips: ChipsNone}, ""},
-		{"unknown chips mode", good, Options{Chips: "gpu"}, `--chips "gpu": want one of [dra device-plugin none]`},
+		{"unknown chips mode", good, Options{Chips: "gpu"}, `--chips "gpu": want one of dra, device-plugin, none`},
 		{"named resource under DRA", good, Options{Chips: ChipsDRA, ChipResource: "example.com/q900"}, "--chip-resource example.com/q900 names a device-plugin resource, but --chips is dra"},
 		{"no chips, and DRA", good, Options{Chips: ChipsDRA, ChipResource: NoChipResource}, "--chip-resource none contradicts --chips dra"},
 	}

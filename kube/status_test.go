@@ -92,7 +92,7 @@ func testStatusAndDelete(t *testing.T, srv *kubetest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "StatefulSet/rf-detr-default Service/rf-detr-default Service/rf-detr-default-pods ConfigMap/rf-detr-default-manifest"
+	want := "StatefulSet/rf-detr-default Service/rf-detr-default Service/rf-detr-default-pods ConfigMap/rf-detr-default-manifest ResourceClaimTemplate/rf-detr-default-chips"
 	if got := strings.Join(deleted, " "); got != want {
 		t.Errorf("deleted %s, want %s", got, want)
 	}
