@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/kube"
 	"github.com/ttmodel/tt-model/runner"
@@ -98,13 +99,13 @@ func (f *renderFlags) render(cmd *cobra.Command, path string) (*kube.Manifests, 
 	for _, n := range m.Notes {
 		fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
 	}
+	if f.opts.Chips == "" && f.opts.ChipResource == "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "chips: %s (render's default without a cluster to ask; --chips device-plugin or none chooses otherwise)\n", m.Chips)
+	}
 	fmt.Fprintln(cmd.ErrOrStderr(), "pod security:", m.PodSecurity)
 	return m, nil
 }
 
-// Deliberate twin of newCardCmd in commands/card.go, newCurlCmd in commands/curl.go, newLogsCmd in
-// commands/logs.go: every command's constructor is one cobra.Command literal (Use, Short, Long,
-// Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sRenderCmd() *cobra.Command {
 	var f renderFlags
 	var out string
@@ -149,11 +150,8 @@ func newK8sRenderCmd() *cobra.Command {
 }
 
 // writeManifestDir writes <kind>-<name>.yaml per object into dir, each
-// through a temporary file, so a failed render leaves the old files whole.
+// through atomicfile, so a failed render leaves the old files whole.
 func writeManifestDir(dir string, m *kube.Manifests) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	var paths []string
 	for _, obj := range m.Objects() {
 		u, err := kube.Unstructured(obj)
@@ -165,12 +163,8 @@ func writeManifestDir(dir string, m *kube.Manifests) ([]string, error) {
 			return nil, err
 		}
 		path := filepath.Join(dir, strings.ToLower(u.GetKind())+"-"+u.GetName()+".yaml")
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return nil, err
+		if err := atomicfile.Write(path, data); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
 		paths = append(paths, path)
 	}
@@ -297,8 +291,6 @@ func (i *instanceFlags) open(cmd *cobra.Command, arg string) (string, *kube.Clus
 	return name, cl, err
 }
 
-// Deliberate twin of newK8sStatusCmd: every command's constructor is one cobra.Command literal
-// (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sDeleteCmd() *cobra.Command {
 	var (
 		i    instanceFlags
@@ -333,8 +325,6 @@ func newK8sDeleteCmd() *cobra.Command {
 	return cmd
 }
 
-// Deliberate twin of newK8sDeleteCmd: every command's constructor is one cobra.Command literal
-// (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sStatusCmd() *cobra.Command {
 	var (
 		i      instanceFlags

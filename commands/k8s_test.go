@@ -28,7 +28,7 @@ func TestK8sAcceptance(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("render: exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(errOut, "pod security: the pods meet Pod Security level restricted") {
+	if !strings.Contains(errOut, "pod security: the pods meet Pod Security level restricted") || !strings.Contains(errOut, "chips: dra (render's default") {
 		t.Errorf("render did not print the Pod Security level: %q", errOut)
 	}
 	kubectl := exec.Command("kubectl", "--kubeconfig", srv.Kubeconfig, "apply", "--dry-run=server", "-f", "-")

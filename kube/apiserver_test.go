@@ -58,9 +58,6 @@ func connect(t *testing.T, srv *kubetest.Server, ns string) *Cluster {
 // packages with server-side apply, first with dryRun=All and then for real
 // (twice), requires that the server accepts them without a single warning,
 // and reads back what it stored.
-//
-// Deliberate twin of testStatusAndDelete in kube/status_test.go: each cluster test opens its own
-// namespace the same way.
 func testEveryProfile(t *testing.T, srv *kubetest.Server) {
 	ctx := context.Background()
 	const ns = "every-profile"

@@ -41,9 +41,6 @@ func createPod(t *testing.T, cl *Cluster, m *Manifests, n int, status corev1.Pod
 // testStatusAndDelete reads an instance back from the API server: one
 // replica unschedulable, one running whose supervisor the API server will
 // not proxy to (a loopback pod IP), one without a pod; then deletes it.
-//
-// Deliberate twin of testEveryProfile in kube/apiserver_test.go: each cluster test opens its own
-// namespace the same way.
 func testStatusAndDelete(t *testing.T, srv *kubetest.Server) {
 	ctx := context.Background()
 	const ns = "status"
