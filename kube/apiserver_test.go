@@ -11,9 +11,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ttmodel/tt-model/internal/kubetest"
 )
@@ -28,6 +32,8 @@ func TestAPIServer(t *testing.T) {
 	t.Run("supervisor status", func(t *testing.T) { testStatusReadsSupervisor(t, srv) })
 	t.Run("chips", func(t *testing.T) { testChipModes(t, srv) })
 	t.Run("pod security", func(t *testing.T) { testPodSecurityAdmission(t, srv) })
+	// Last: from here on a scheduler binds every pending pod.
+	t.Run("scheduler allocates the chips", func(t *testing.T) { testSchedulerAllocates(t, srv) })
 }
 
 // connect is a new connection (with its own warning record) and a new
@@ -375,4 +381,149 @@ func podOf(m *Manifests) *corev1.Pod {
 		}})
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
+}
+
+// testSchedulerAllocates: with a real kube-scheduler, a Node object and a
+// ResourceSlice published for it as Tenstorrent's DRA driver would (two
+// p300 boards and a p150), the claim made from the rendered template gets
+// the two p300s and the pod is bound to the node. No controller manager
+// runs, so the test makes the pod from the template and the claim from the
+// claim template as the StatefulSet and resource-claim controllers would;
+// no kubelet runs, so the pod is bound, never started.
+func testSchedulerAllocates(t *testing.T, srv *kubetest.Server) {
+	kubetest.RunScheduler(t, srv)
+	ctx := context.Background()
+	const ns, node = "scheduler", "tt-node-1"
+	cl := connect(t, srv, ns)
+	publishBoards(t, cl, resourceClient(t, srv), node)
+
+	m, err := Render(stagedPackage(t, "pi05", nil), Options{Registry: testRegistry, Namespace: ns, Chips: ChipsDRA, CacheHostPath: "/srv/tt-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Apply(ctx, m, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cl.core.Pods(ns).Create(ctx, podOf(m), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name + "-" + claimName, Namespace: ns,
+			Annotations: map[string]string{"resource.kubernetes.io/pod-claim-name": claimName},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+				Controller: ptr(true), BlockOwnerDeletion: ptr(true)}},
+		},
+		Spec: m.ClaimTemplate.Spec.Spec,
+	}
+	rc := resourceClient(t, srv)
+	if _, err := rc.ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: claimName, ResourceClaimName: ptr(claim.Name)}}
+	if _, err := cl.core.Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		got, err := cl.core.Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.NodeName != "" {
+			if got.Spec.NodeName != node {
+				t.Fatalf("bound to %q", got.Spec.NodeName)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(filepath.Join(srv.Dir, "kube-scheduler.log"))
+			if len(data) > 4000 {
+				data = data[len(data)-4000:]
+			}
+			t.Fatalf("pod not bound after 90 s; conditions %+v\n--- kube-scheduler.log (end)\n%s", got.Status.Conditions, data)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	got, err := rc.ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := got.Status.Allocation
+	if a == nil || len(a.Devices.Results) != 2 {
+		t.Fatalf("allocation %+v", a)
+	}
+	var devices []string
+	for _, r := range a.Devices.Results {
+		if r.Driver != "tenstorrent.com" || r.Pool != node || r.Request != claimName {
+			t.Errorf("result %+v", r)
+		}
+		devices = append(devices, r.Device)
+	}
+	slices.Sort(devices)
+	if !slices.Equal(devices, []string{"board-0", "board-1"}) {
+		t.Errorf("allocated %v, want the two p300 boards", devices)
+	}
+	if len(got.Status.ReservedFor) != 1 || got.Status.ReservedFor[0].Name != pod.Name {
+		t.Errorf("reserved for %+v", got.Status.ReservedFor)
+	}
+}
+
+// publishBoards creates what a node running Tenstorrent's DRA driver has:
+// the Node (ready, room for the pod), the tenstorrent.com DeviceClass, and
+// the node's ResourceSlice with two p300 boards and a p150, one device per
+// board with the attributes the driver publishes.
+func publishBoards(t *testing.T, cl *Cluster, rc resourcev1client.ResourceV1Interface, node string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := cl.core.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/hostname": node}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	n.Status.Capacity, n.Status.Allocatable = room, room
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err := cl.core.Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	class := &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenstorrent.com"},
+		Spec:       resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "tenstorrent.com"`}}}},
+	}
+	if _, err := rc.DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	board := func(name, boardName string, chips int64) resourcev1.Device {
+		return resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"boardName": {StringValue: ptr(boardName)}, "chipArch": {StringValue: ptr("blackhole")}, "chipCount": {IntValue: ptr(chips)},
+		}}
+	}
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-tenstorrent.com"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver: "tenstorrent.com", NodeName: ptr(node),
+			Pool:    resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{board("board-0", "p300", 2), board("board-1", "p300", 2), board("board-2", "p150", 1)},
+		},
+	}
+	if _, err := rc.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resourceClient is a client of resource.k8s.io/v1 on srv (Cluster keeps
+// none: tt-model itself only applies the claim template).
+func resourceClient(t *testing.T, srv *kubetest.Server) resourcev1client.ResourceV1Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", srv.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := resourcev1client.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }

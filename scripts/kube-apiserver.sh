@@ -51,7 +51,7 @@ build_tool() {
 }
 
 build() {
-  if [ ! -x "$bin_dir/kube-apiserver" ]; then
+  if [ ! -x "$bin_dir/kube-apiserver" ] || [ ! -x "$bin_dir/kube-scheduler" ]; then
     # The staging modules are the lines `k8s.io/X => ./staging/src/k8s.io/X` of its go.mod, read
     # through go itself (GOPROXY, GOFLAGS and GONOSUMDB apply as for any module).
     local replaces=() staging gomod
@@ -66,8 +66,11 @@ build() {
     local minor=${kube_version#v1.}
     minor=${minor%%.*}
     local v=k8s.io/component-base/version
-    build_tool kube-apiserver k8s.io/kubernetes "$kube_version" k8s.io/kubernetes/cmd/kube-apiserver \
-      "-X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" "${replaces[@]}"
+    local stamp="-X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+    build_tool kube-apiserver k8s.io/kubernetes "$kube_version" k8s.io/kubernetes/cmd/kube-apiserver "$stamp" "${replaces[@]}"
+    # The scheduler lets the tests watch a pod's chip claim being allocated against a ResourceSlice
+    # (no kubelet: the pod is bound, never started). Most of it is compiled with the API server.
+    build_tool kube-scheduler k8s.io/kubernetes "$kube_version" k8s.io/kubernetes/cmd/kube-scheduler "$stamp" "${replaces[@]}"
   fi
   # etcd's server module root is the etcd main package.
   build_tool etcd go.etcd.io/etcd/server/v3 "$etcd_version" go.etcd.io/etcd/server/v3 ""
