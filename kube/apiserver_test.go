@@ -482,6 +482,13 @@ func publishBoards(t *testing.T, cl *Cluster, rc resourcev1client.ResourceV1Inte
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The API server's TaintNodesByCondition admission taints a new node
+	// not-ready; the node lifecycle controller that would lift it once the
+	// kubelet reports does not run here.
+	n.Spec.Taints = nil
+	if n, err = cl.core.Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	n.Status.Capacity, n.Status.Allocatable = room, room
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}

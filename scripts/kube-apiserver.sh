@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# A real Kubernetes control plane (kube-apiserver + etcd, no kubelet) for testing `tt-model k8s`.
+# A real Kubernetes control plane (kube-apiserver + etcd, and kube-scheduler for the tests; no kubelet)
+# for testing `tt-model k8s`.
 #
-#   scripts/kube-apiserver.sh build   build the two binaries once from the Go module proxy (cached), print their folder
+#   scripts/kube-apiserver.sh build   build the three binaries once from the Go module proxy (cached), print their folder
 #   scripts/kube-apiserver.sh serve [--dir D]  build if needed, start etcd + kube-apiserver on free loopback ports,
 #                                     print the KUBECONFIG to use, run until Ctrl-C (then stop both; their state
 #                                     is removed unless --dir keeps it in D)
 #
 # The binaries depend only on the two versions below, so they are cached outside the repository under
 # ${TT_KUBE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/tt-model/k8s}/kube-<K>-etcd-<E>/ and a second run reuses them.
-# A cold build takes ~4 min (kube-apiserver) + ~2.5 min (etcd) on 2 cores. The Go tests find the binaries in
-# the same folder (internal/kubebin); they skip (or fail under TT_REQUIRE=kube-apiserver) when it is empty.
+# A cold build takes ~4 min (kube-apiserver) + ~2 min (kube-scheduler, which shares most of its packages)
+# + ~2.5 min (etcd) on 2 cores. The Go tests find the binaries in the same folder (internal/kubebin); they
+# skip (or fail under TT_REQUIRE=kube-apiserver, kube-scheduler) when one is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

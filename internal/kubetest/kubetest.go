@@ -179,7 +179,6 @@ func (s *Server) StartScheduler(bin string) error {
 	}
 	return s.spawn(bin, "kube-scheduler",
 		"--kubeconfig", s.Kubeconfig,
-		"--authentication-kubeconfig", s.Kubeconfig, "--authorization-kubeconfig", s.Kubeconfig,
 		"--leader-elect=false",
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(ports[0]),
 		"--cert-dir", filepath.Join(s.Dir, "scheduler-certs"))
