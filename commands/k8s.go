@@ -23,9 +23,11 @@ func newK8sCmd() *cobra.Command {
 		Use:   "k8s",
 		Short: "Run a package on Kubernetes: render its manifests, apply, delete, status",
 		Long: "k8s turns a staged package (build/<name>/) into a StatefulSet that runs `tt-model supervise` as PID 1\n" +
-			"(exit 75 → chip reset → restart inside the pod), its Services and a ConfigMap with the package's\n" +
-			"manifest, and applies them with server-side apply through your kubeconfig. docs/kubernetes.md\n" +
-			"explains every field.",
+			"(exit 75 → chip reset → restart inside the pod), its Services, a ConfigMap with the package's\n" +
+			"manifest and, under DRA, the chips' ResourceClaimTemplate, and applies them with server-side apply\n" +
+			"through your kubeconfig. docs/kubernetes.md explains every field.",
+		Example: "  tt-model k8s render build/rf-detr --registry registry.example/ml --chips device-plugin\n" +
+			"  tt-model k8s apply build/pi05 --registry registry.example/ml && tt-model k8s status pi05-multi-robot",
 	}
 	cmd.AddCommand(newK8sRenderCmd(), newK8sApplyCmd(), newK8sDeleteCmd(), newK8sStatusCmd())
 	return cmd
