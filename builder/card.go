@@ -160,7 +160,12 @@ func cardFor(w *manifest.Wire) (cardModel, frontMatter, error) {
 	if w.Weights != nil {
 		weightsRepo = w.Weights.Repo
 	}
-	kc := cardOfKind(c, weightsRepo, defPort)
+	// The quickstart's commands reach the server where `serve --port` puts
+	// it (serve's own default is the first free port from there, which it
+	// prints): never the profile's port, which is the server's inside the
+	// container, where `docker run -p` maps it from.
+	hostPort := manifest.FirstHostPort
+	kc := cardOfKind(c, weightsRepo, hostPort)
 	cm.Status = oneLine(card.Status)
 	for _, row := range [][2]string{
 		{"Architecture", oneLine(card.Architecture)},
@@ -177,13 +182,14 @@ func cardFor(w *manifest.Wire) (cardModel, frontMatter, error) {
 	cm.OutOfScopeUse = strings.TrimSpace(card.OutOfScopeUse)
 
 	cm.Quickstart = append([]string{
-		fmt.Sprintf("tt-model serve build/%s/tt_kernel_manifest.json   # pinned weights into the HF cache, then the default profile", w.Name),
+		fmt.Sprintf("tt-model serve build/%s/tt_kernel_manifest.json --port %d   # pinned weights into the HF cache, then the default profile", w.Name, hostPort),
 	}, kc.Try...)
 	if image != "" {
 		cm.Quickstart = append(cm.Quickstart,
-			fmt.Sprintf("docker run --rm -p %d:%d -v \"$HOME/.cache/huggingface:/hf\" %s", defPort, defPort, image))
+			fmt.Sprintf("docker run --rm -p %d:%d -v \"$HOME/.cache/huggingface:/hf\" %s   # or the image alone: its server listens on %d", hostPort, defPort, image, defPort))
 	}
-	cm.QuickstartNote = "Weights are not in the image: `serve` downloads the pinned revision into your Hugging Face cache, mounted at `/hf`. " + kc.Ready
+	cm.QuickstartNote = fmt.Sprintf("Without `--port`, `serve` publishes the first free port from %d and prints its URL (`tt-model ps` lists it too). ", hostPort) +
+		"Weights are not in the image: `serve` downloads the pinned revision into your Hugging Face cache, mounted at `/hf`. " + kc.Ready
 	cm.AuthorQuick = strings.TrimRight(card.Quickstart, "\n ")
 	cm.Endpoints = kc.Endpoints
 	cm.UsingIt, cm.API = kc.UsingIt, kc.API

@@ -132,7 +132,7 @@ func TestCatalogMixedKinds(t *testing.T) {
 	for _, want := range []string{
 		"The server is ready when its log shows `\"event\": \"ready\"`.",
 		"uvicorn serving `models.dit_demo.app:app`",
-		"The server speaks the OpenAI API at `http://127.0.0.1:8000/v1`",
+		"The server speaks the OpenAI API at `http://127.0.0.1:20000/v1`",
 		"| vllm-tt-plugin | `https://github.com/housTT/vllm-tt-plugin` at `106744c01de96825ed8c81226f4fa043e8e929f4` |",
 	} {
 		if !strings.Contains(text, want) {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -108,6 +109,28 @@ type BinaryInfo struct {
 	Static    bool   `json:"static"`
 }
 
+// skippedSummary is one progress line for what code/ left out, by folder
+// (package --json lists every path): "" when nothing was.
+func skippedSummary(skipped []string) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	var dirs []string
+	count := map[string]int{}
+	for _, s := range skipped {
+		d := path.Dir(s)
+		if count[d] == 0 {
+			dirs = append(dirs, d)
+		}
+		count[d]++
+	}
+	parts := make([]string, len(dirs))
+	for i, d := range dirs {
+		parts[i] = fmt.Sprintf("%s/ (%d)", d, count[d])
+	}
+	return fmt.Sprintf("code/: skipped %d file(s) as build detritus or weights, in %s (package --json lists them)", len(skipped), strings.Join(parts, ", "))
+}
+
 // Package builds <out>/<name>/ for a manifest of any kind: tt-go-server
 // around our own server binaries, the Python kinds from a rendered build
 // context (daemonless when nothing runs at build time, else through the
@@ -131,8 +154,8 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		p.stage("source.code: %d path(s) of %s recorded, not staged: kind %s ships no tt-metal and the tree is not a local checkout",
 			len(m.Source.Code), m.Source.TTMetal.String(), m.Kind)
 	}
-	for _, s := range j.code.Skipped {
-		p.stage("code/: skipped %s (build detritus or weights)", s)
+	if line := skippedSummary(j.code.Skipped); line != "" {
+		p.stage("%s", line)
 	}
 
 	var b *built

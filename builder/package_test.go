@@ -307,3 +307,16 @@ func noHostPaths(t *testing.T, img v1.Image, dirs ...string) {
 		}
 	}
 }
+
+// package says in one line what code/ left out, by folder, instead of a
+// line per file.
+func TestSkippedSummary(t *testing.T) {
+	got := skippedSummary([]string{"models/rfdetr/testdata/a.bin", "models/rfdetr/testdata/b.bin", "kernels/pi05/testdata/tiny/model.safetensors", "train.log"})
+	want := "code/: skipped 4 file(s) as build detritus or weights, in models/rfdetr/testdata/ (2), kernels/pi05/testdata/tiny/ (1), ./ (1) (package --json lists them)"
+	if got != want {
+		t.Errorf("skippedSummary =\n%q\nwant\n%q", got, want)
+	}
+	if got := skippedSummary(nil); got != "" {
+		t.Errorf("nothing skipped: %q", got)
+	}
+}

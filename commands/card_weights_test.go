@@ -88,7 +88,7 @@ func TestCurlNamesTestWeights(t *testing.T) {
 		cmd := &cobra.Command{}
 		var out bytes.Buffer
 		cmd.SetOut(&out)
-		err := curlInstance(cmd, &runner.Instance{Name: "x", Package: "x", Running: true, Port: port}, false)
+		err := curlInstance(cmd, &runner.Instance{Name: "x", Package: "x", Running: true, Port: port}, curlOptions{})
 		srv.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -148,8 +148,12 @@ func TestRFDETRHubRoundTrip(t *testing.T) {
 		t.Fatalf("serve:\n%s", out)
 	}
 	out = run("curl", name)
-	if !strings.Contains(out, `"id":"Roboflow/rf-detr-base"`) || !strings.Contains(out, `"detections":`) {
+	if !strings.Contains(out, "/v1/models: model Roboflow/rf-detr-base\n") || !strings.Contains(out, "detections above threshold 0.5") {
 		t.Errorf("curl:\n%s", out)
+	}
+	out = run("curl", name, "--json")
+	if !strings.Contains(out, `"id":"Roboflow/rf-detr-base"`) || !strings.Contains(out, `"detections":`) {
+		t.Errorf("curl --json:\n%s", out)
 	}
 	run("stop", name)
 	if out = run("list"); !strings.Contains(out, repo) || !strings.Contains(out, "present") {

@@ -104,10 +104,29 @@ func TestHubRoundTripCLI(t *testing.T) {
 		t.Errorf("profiles of a built package: exit %d\n%s", code, out)
 	}
 	// --print shows the host command with the server args after --, and runs nothing.
-	code, out, errOut = runCLI("serve", "acme/hubcli", "--host", "--print", "--local-only", "--", "--threads", "3")
-	if code != 0 || !strings.Contains(out, "supervise") || !strings.Contains(out, "--threads 3") ||
+	code, out, errOut = runCLI("serve", "acme/hubcli", "--host", "--print", "--local-only", "--", "--log-level", "debug")
+	if code != 0 || !strings.Contains(out, "supervise") || !strings.Contains(out, "--log-level debug") ||
 		!strings.Contains(errOut, "the weights are not in the HF cache yet") {
 		t.Errorf("serve --print: exit %d\n%s%s", code, out, errOut)
+	}
+	// serve listens on loopback unless --bind says otherwise; --api-key-file
+	// gives the server the file, never the key; a server flag it lacks is
+	// refused before anything runs.
+	keyFile := filepath.Join(t.TempDir(), "api-key")
+	if err := os.WriteFile(keyFile, []byte("the-key-itself\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI("serve", "acme/hubcli", "--host", "--print", "--local-only", "--api-key-file", keyFile)
+	if code != 0 || !strings.Contains(out, "TT_API_KEY_FILE="+keyFile+" ") || !strings.Contains(out, "--host 127.0.0.1") ||
+		strings.Contains(out+errOut, "the-key-itself") {
+		t.Errorf("serve --print --api-key-file: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ = runCLI("serve", "acme/hubcli", "--host", "--print", "--local-only", "--bind", "0.0.0.0"); code != 0 || !strings.Contains(out, "--host 0.0.0.0") {
+		t.Errorf("serve --print --bind 0.0.0.0: exit %d\n%s", code, out)
+	}
+	if code, _, errOut = runCLI("serve", "acme/hubcli", "--host", "--print", "--local-only", "--", "--threads", "3"); code != exitUsage ||
+		!strings.Contains(errOut, "flag provided but not defined: -threads") {
+		t.Errorf("serve -- --threads 3: exit %d, want %d\n%s", code, exitUsage, errOut)
 	}
 	// --no-weights leaves HF_MODEL the repo id; --refresh asks the Hub again.
 	before := len(srv.Requests())

@@ -16,9 +16,10 @@ func newLogsCmd() *cobra.Command {
 	var sel selector
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs NAME",
-		Short: "Print a tt-model server's output (-f to follow it)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "logs NAME",
+		Short:   "Print a tt-model server's output (-f to follow it)",
+		Example: "  tt-model logs rf-detr\n  tt-model logs rf-detr --profile default --runner docker -f",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withInstance(cmd, args[0], sel, func(r runner.Runner, inst *runner.Instance) error {
 				err := r.Logs(cmd.Context(), inst, follow, cmd.OutOrStdout())

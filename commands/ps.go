@@ -12,9 +12,10 @@ import (
 
 func newPsCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "ps",
-		Short: "List tt-model servers: containers on the Docker engine and host-mode servers",
-		Args:  cobra.NoArgs,
+		Use:     "ps",
+		Short:   "List tt-model servers: containers on the Docker engine and host-mode servers",
+		Example: "  tt-model ps",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set, err := openRunners(cmd, true)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/safename"
 	"github.com/ttmodel/tt-model/runner"
 )
 
@@ -29,6 +30,11 @@ func newPullCmd() *cobra.Command {
 			ref, ok := runner.ParseHubRef(args[0])
 			if !ok {
 				return exitf(exitInvalid, "%q: want ORG/NAME[@REV] of a Hub model repo", args[0])
+			}
+			if ref.Revision != "" {
+				if err := safename.Revision(ref.Revision); err != nil {
+					return exitf(exitInvalid, "%s: %v", args[0], err)
+				}
 			}
 			cfg, err := hub.ConfigFromEnv(os.Getenv)
 			if err != nil {

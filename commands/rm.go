@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/safename"
+	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
 )
 
@@ -55,6 +57,9 @@ func newRmCmd() *cobra.Command {
 			}
 			switch {
 			case len(match) == 0:
+				if err := unreadablePackage(cache, args[0]); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
 				return exitf(1, "no package %s in the local store %s (see `tt-model list`)", args[0], cache.Dir)
 			case len(repos) > 1:
 				var names []string
@@ -118,6 +123,9 @@ func newRmCmd() *cobra.Command {
 				}
 				for _, sp := range match {
 					for _, w := range sp.Package.WeightRefs() {
+						if err := hub.ValidateRepoID(w.Repo); err != nil {
+							return &ExitError{Code: 1, Err: fmt.Errorf("%s pins weights: %w", repo, err)}
+						}
 						if other, ok := pinnedElsewhere[w.Repo]; ok {
 							fmt.Fprintf(out, "kept    %s  (also pinned by %s)\n", w.Repo, other)
 							continue
@@ -133,7 +141,10 @@ func newRmCmd() *cobra.Command {
 			}
 			if !keepCache {
 				// Only the two caches serve creates there (runner.Spec.StateDir).
-				state := filepath.Join(root, name)
+				state, err := safename.Join(root, name)
+				if err != nil {
+					return &ExitError{Code: 1, Err: fmt.Errorf("package name: %w", err)}
+				}
 				for _, sub := range []string{"cache", "weights"} {
 					if err := remove(sub+" of "+name, filepath.Join(state, sub)); err != nil {
 						return err
@@ -148,4 +159,20 @@ func newRmCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&weightsOnly, "weights", false, "the argument is a weights repo ORG/NAME[@REV] of the HF cache to remove, not a package")
 	cmd.Flags().BoolVar(&keepCache, "keep-cache", false, "keep ~/.cache/tt-model/<name> (compiled kernels, converted weights)")
 	return cmd
+}
+
+// unreadablePackage explains a repo of the store that holds a package
+// manifest tt-model refuses to load (`list` and rm skip it): rm removes
+// nothing a refused manifest names, so the folder is left to delete by hand.
+func unreadablePackage(cache hub.Cache, repo string) error {
+	if hub.ValidateRepoID(repo) != nil {
+		return nil
+	}
+	snaps, _ := filepath.Glob(filepath.Join(cache.RepoDir(repo), "snapshots", "*", manifest.WireFile))
+	for _, wire := range snaps {
+		if _, err := runner.LoadPackage(filepath.Dir(wire)); err != nil {
+			return fmt.Errorf("%s in the local store holds a package tt-model refuses to read, so rm removes nothing it names: %w; delete %s by hand", repo, err, cache.RepoDir(repo))
+		}
+	}
+	return nil
 }

@@ -32,9 +32,12 @@ func exitf(code int, format string, args ...any) error {
 // `tt-model --help` lists them.
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "tt-model",
-		Short:         "Package, ship, serve and supervise models for Tenstorrent hosts",
-		Version:       version.Version,
+		Use:     "tt-model",
+		Short:   "Package, ship, serve and supervise models for Tenstorrent hosts",
+		Version: version.Version,
+		Example: "  tt-model validate models/rf-detr/tt-model.yaml\n" +
+			"  tt-model package --container models/rf-detr/tt-model.yaml\n" +
+			"  tt-model serve build/rf-detr",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -62,6 +65,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newHealthCmd(),
 		newK8sCmd(),
 	)
+	checkUsage(root)
 	return root
 }
 
@@ -69,9 +73,13 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
+	}
+	if isUsageError(cmd, err) {
+		fmt.Fprintf(stderr, "tt-model: %v\n\n%s", err, cmd.UsageString())
+		return exitUsage
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {

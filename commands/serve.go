@@ -3,9 +3,13 @@ package commands
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +17,7 @@ import (
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // exitRunning is serve's exit code when the package profile already runs.
@@ -26,8 +31,8 @@ const detachWatch = 10 * time.Second
 // same shape; what fills it is this command's own.
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
-	var hostMode, detach, printOnly, noWeights, refresh, localOnly bool
-	var resetCmd string
+	var hostMode, detach, printOnly, noWeights, refresh, localOnly, keep bool
+	var resetCmd, apiKeyFile string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve MANIFEST|DIR|ORG/NAME[@REV] [-- SERVER ARGS...]",
@@ -48,7 +53,7 @@ func newServeCmd() *cobra.Command {
 		Example: "  tt-model serve build/rf-detr\n" +
 			"  tt-model serve acme/rf-detr@main --profile default\n" +
 			"  tt-model serve acme/rf-detr --print\n" +
-			"  tt-model serve acme/rf-detr --local-only -- --threads 4",
+			"  tt-model serve acme/rf-detr --local-only -- --log-level debug",
 		Args: func(cmd *cobra.Command, args []string) error {
 			before := len(args)
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
@@ -86,6 +91,16 @@ func newServeCmd() *cobra.Command {
 			if set.docker != nil && !hostMode {
 				r = set.docker
 			}
+			if pkg.Wire.Container.Kind == manifest.KindGoServer {
+				if err := checkServerArgs(extra); err != nil {
+					return &ExitError{Code: exitUsage, Err: err}
+				}
+			}
+			if apiKeyFile != "" {
+				if apiKeyFile, err = checkAPIKeyFile(pkg, apiKeyFile); err != nil {
+					return &ExitError{Code: exitUsage, Err: err}
+				}
+			}
 			if r.Kind() == "docker" && pkg.Dir == "" {
 				return exitf(exitInvalid, "%s is an authored manifest: serve needs the built package (run `tt-model package --container %s`, then serve build/%s), or use --host", args[0], args[0], pkg.Wire.Name)
 			}
@@ -113,6 +128,7 @@ func newServeCmd() *cobra.Command {
 				if resetCmd != "" {
 					spec.SupervisorFlags = []string{"--reset-cmd", resetCmd}
 				}
+				spec.APIKeyFile = apiKeyFile
 				return nil
 			}
 			if printOnly {
@@ -134,14 +150,19 @@ func newServeCmd() *cobra.Command {
 				// seconds: watch that long before saying it is starting.
 				ready, err := runner.WatchStart(ctx, r, inst, spec.Launch, detachWatch)
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return startFailed(cmd, r, inst, err, keep)
 				}
 				printCard(stdout, spec, inst, ready)
 				return nil
 			}
-			fmt.Fprintf(stderr, "waiting up to %s for %s to be ready (its output follows)\n", timeout, inst.Name)
+			fmt.Fprintf(stderr, "waiting up to %s for %s to be ready (its output follows; Ctrl-C stops it)\n", timeout, inst.Name)
 			if err := runner.WaitReady(ctx, r, inst, spec.Launch, timeout, stderr); err != nil {
-				return &ExitError{Code: 1, Err: err}
+				if ctx.Err() != nil {
+					// Ctrl-C in the foreground stops what serve started, as
+					// `docker run` does; --detach is how to leave it running.
+					return stopInterrupted(cmd, r, inst)
+				}
+				return startFailed(cmd, r, inst, err, keep)
 			}
 			printCard(stdout, spec, inst, true)
 			return nil
@@ -151,16 +172,96 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&opts.Profile, "profile", "", "serve profile (default: the package's default profile)")
 	f.IntVar(&opts.Port, "port", 0, "host port (default: the first free port from 20000)")
 	f.StringVar(&opts.DeviceIDs, "device-id", "", "chips to use, e.g. 0,1 or 0-3 (default: the lowest chips no other tt-model server holds)")
-	f.StringVar(&opts.Bind, "bind", "", "host address the port is published on, e.g. 127.0.0.1 (default: every interface, as upstream)")
+	f.StringVar(&opts.Bind, "bind", "127.0.0.1", "host address the port is published on; 0.0.0.0 lets other machines (robots) connect")
+	f.StringVar(&apiKeyFile, "api-key-file", "", "file holding the API key the server then requires on every route but /health (given to it as a read-only file, never in argv or env)")
 	f.BoolVar(&hostMode, "host", false, "run on the bare host under `tt-model supervise` instead of the Docker engine")
 	f.DurationVar(&timeout, "timeout", 7*time.Minute, "how long to wait for the server to be ready (it keeps starting after)")
 	f.StringVar(&resetCmd, "reset-cmd", "", "chip reset command for the supervisor, {chips} becomes the chip list (default: tt-smi -r {chips}; in a container it runs inside the image)")
-	f.BoolVar(&detach, "detach", false, "return without waiting for the server to be ready (after watching its first 10 s for a crash)")
+	f.BoolVar(&detach, "detach", false, "return without waiting for the server to be ready (after watching its first 10 s for a crash); Ctrl-C then leaves it running")
+	f.BoolVar(&keep, "keep", false, "leave a server that crashes while starting as it is (restarting, its logs readable) instead of stopping it")
 	f.BoolVar(&printOnly, "print", false, "print the docker run (or host command) serve would run, and run nothing")
 	f.BoolVar(&noWeights, "no-weights", false, "do not pull the pinned weights: they must already be in the HF cache")
 	f.BoolVar(&refresh, "refresh", false, "ORG/NAME: ask the Hub where the revision points now, even when the package is in the local store")
 	f.BoolVar(&localOnly, "local-only", false, "never use the network: the package and its weights must be in the local store")
 	return cmd
+}
+
+// checkServerArgs parses args as tt-model-server's command line, so that a
+// flag the server lacks is refused here rather than crash-looping the server
+// serve starts.
+func checkServerArgs(args []string) error {
+	fs := flag.NewFlagSet("tt-model-server", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f api.Flags
+	f.Bind(fs, api.Kinds())
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("server arguments %q: %w; tt-model-server takes %s", args, err, strings.Join(names, ", "))
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("server arguments %q: unexpected %q: tt-model-server takes flags only (%s)", args, fs.Arg(0), strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// exitInterrupted is serve's exit code after Ctrl-C (128 + SIGINT, as a
+// shell reports it).
+const exitInterrupted = 130
+
+// interruptedStopGrace bounds the stop after Ctrl-C: a server still
+// starting holds no requests, and a user waits on it.
+const interruptedStopGrace = 30 * time.Second
+
+// stopInterrupted stops and removes the instance serve started, after
+// Ctrl-C while it waited for the server to be ready.
+func stopInterrupted(cmd *cobra.Command, r runner.Runner, inst *runner.Instance) error {
+	stderr := cmd.ErrOrStderr()
+	fmt.Fprintf(stderr, "interrupted: stopping %s (serve --detach leaves a server running)\n", inst.Name)
+	// The command's context is done: the stop gets one of its own.
+	res, err := r.Stop(context.WithoutCancel(cmd.Context()), inst, interruptedStopGrace, stderr)
+	if err != nil {
+		return &ExitError{Code: exitInterrupted, Err: fmt.Errorf("interrupted, and stopping %s failed: %w", inst.Name, err)}
+	}
+	printStop(stderr, inst, res, interruptedStopGrace)
+	return &ExitError{Code: exitInterrupted, Err: errors.New("interrupted")}
+}
+
+// startFailed reports a start that did not come up: a crash loop is stopped
+// and removed unless keep, so it does not restart for ever behind the
+// user's back; a server that is merely slow (not ready in time) keeps
+// starting.
+func startFailed(cmd *cobra.Command, r runner.Runner, inst *runner.Instance, err error, keep bool) error {
+	var crash *runner.CrashError
+	if !errors.As(err, &crash) || keep {
+		return &ExitError{Code: 1, Err: err}
+	}
+	stderr := cmd.ErrOrStderr()
+	res, stopErr := r.Stop(context.WithoutCancel(cmd.Context()), inst, interruptedStopGrace, stderr)
+	if stopErr != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%w\nstopping it failed too: %v", err, stopErr)}
+	}
+	crash.Stopped = true
+	for _, d := range res.Detail {
+		fmt.Fprintf(stderr, "  %s\n", d)
+	}
+	return &ExitError{Code: 1, Err: crash}
+}
+
+// checkAPIKeyFile is file made absolute, once it holds a key and the
+// package's server reads one.
+func checkAPIKeyFile(pkg *runner.Package, file string) (string, error) {
+	if kind := pkg.Wire.Container.Kind; kind != manifest.KindGoServer {
+		return "", fmt.Errorf("--api-key-file: a %s package's server does not read tt-model-server's key file; set its own option in the profile", kind)
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", fmt.Errorf("--api-key-file: %w", err)
+	}
+	if _, _, err := api.LoadAPIKey(abs, func(string) string { return "" }); err != nil {
+		return "", err
+	}
+	return abs, nil
 }
 
 // loadServeTarget reads a manifest or package folder, or fetches the Hub
@@ -301,10 +402,18 @@ func printCard(w io.Writer, spec *runner.Spec, inst *runner.Instance, ready bool
 		fmt.Fprintf(w, "           curl -s %s/predict -F image=@photo.jpg   (any PNG or JPEG file)\n", url)
 		fmt.Fprintf(w, "           curl -s %s/predict -H 'Content-Type: image/jpeg' --data-binary @photo.jpg   (@- reads stdin)\n", url)
 	}
-	if inst.Bind == "" {
-		fmt.Fprintf(w, "  exposed  port %d on every interface of this host (--bind 127.0.0.1 keeps it local)\n", inst.Port)
+	if spec.APIKeyFile != "" {
+		fmt.Fprintf(w, "  auth     every route but /health needs the key: curl -H \"Authorization: Bearer $(cat %s)\" …, tt-model curl --api-key-file %s\n",
+			spec.APIKeyFile, spec.APIKeyFile)
+	}
+	if ip := net.ParseIP(inst.Bind); ip == nil || ip.IsUnspecified() {
+		open := ""
+		if spec.APIKeyFile == "" {
+			open = ", and so can anyone: --api-key-file requires a key"
+		}
+		fmt.Fprintf(w, "  exposed  port %d on every interface of this host: robots on the network can connect%s\n", inst.Port, open)
 	} else {
-		fmt.Fprintf(w, "  exposed  port %d on %s only\n", inst.Port, inst.Bind)
+		fmt.Fprintf(w, "  exposed  port %d on %s only; to let robots on the network connect, serve with --bind 0.0.0.0 --api-key-file KEYFILE\n", inst.Port, inst.Bind)
 	}
 	fmt.Fprintf(w, "  logs     tt-model logs %s --profile %s --runner %s -f\n", inst.Package, inst.Profile, inst.Runner)
 	fmt.Fprintf(w, "  stop     tt-model stop %s --profile %s --runner %s\n", inst.Package, inst.Profile, inst.Runner)

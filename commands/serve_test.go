@@ -177,18 +177,25 @@ func cliStandIn(t *testing.T, tag string) standInPackage {
 
 // Through the CLI: serve of a profile whose server exits
 // at start ends with exit 1 and the server's own message on stderr, with
-// and without --detach, instead of waiting out --timeout.
+// and without --detach, instead of waiting out --timeout; the container is
+// stopped and removed rather than left restarting, unless --keep.
 func TestServeReportsCrash(t *testing.T) {
 	st := cliStandIn(t, "crashtest")
-	for _, extra := range [][]string{nil, {"--detach"}} {
+	for _, extra := range [][]string{nil, {"--detach"}, {"--keep"}} {
 		args := append([]string{"serve", st.dir, "--profile", "broken", "--timeout", "5m"}, extra...)
 		code, out, errOut := runCLI(args...)
+		keep := len(extra) > 0 && extra[0] == "--keep"
 		if code != 1 || !strings.Contains(errOut, runnertest.BrokenMessage) || !strings.Contains(errOut, "crashed while starting") ||
-			!strings.Contains(errOut, "tt-model logs "+st.name+" --profile broken --runner docker") {
+			keep != strings.Contains(errOut, "tt-model logs "+st.name+" --profile broken --runner docker") ||
+			keep == strings.Contains(errOut, "stopped and removed rather than left restarting") {
 			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
 		}
-		if code, out, errOut := runCLI("stop", st.name, "--profile", "broken", "--grace", "5s"); code != 0 {
-			t.Fatalf("stop: exit %d\n%s%s", code, out, errOut)
+		code, out, errOut = runCLI("stop", st.name, "--profile", "broken", "--grace", "5s")
+		if keep && code != 0 {
+			t.Fatalf("stop after --keep: exit %d\n%s%s", code, out, errOut)
+		}
+		if !keep && (code != 1 || !strings.Contains(errOut, "no tt-model server")) {
+			t.Errorf("stop after %v: exit %d, want 1: the crashed container was left\n%s%s", args, code, out, errOut)
 		}
 	}
 }

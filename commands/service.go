@@ -14,6 +14,7 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/server/api"
 	"github.com/ttmodel/tt-model/supervisor"
 )
 
@@ -52,8 +53,9 @@ func (f *serviceFlags) unitName(argv []string) (string, error) {
 // this command's own.
 func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "service",
-		Short: "Install, remove or query a systemd unit that runs `tt-model supervise`",
+		Use:     "service",
+		Short:   "Install, remove or query a systemd unit that runs `tt-model supervise`",
+		Example: "  tt-model service install --manifest build/rf-detr/tt_kernel_manifest.json --print\n  tt-model service status --name tt-model-rf-detr",
 	}
 	cmd.AddCommand(newServiceInstallCmd(), newServiceUninstallCmd(), newServiceStatusCmd())
 	return cmd
@@ -61,10 +63,11 @@ func newServiceCmd() *cobra.Command {
 
 func newServiceInstallCmd() *cobra.Command {
 	var (
-		sf        serviceFlags
-		sup       superviseFlags
-		printOnly bool
-		watchdog  time.Duration
+		sf         serviceFlags
+		sup        superviseFlags
+		printOnly  bool
+		watchdog   time.Duration
+		apiKeyFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "install (--manifest FILE [--profile P] | -- SERVER ARGV...) [--user] [--print]",
@@ -102,11 +105,20 @@ func newServiceInstallCmd() *cobra.Command {
 					what += " (profile " + sup.profile + ")"
 				}
 			}
+			if apiKeyFile != "" {
+				if apiKeyFile, err = filepath.Abs(apiKeyFile); err != nil {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--api-key-file: %w", err)}
+				}
+				if _, _, err := api.LoadAPIKey(apiKeyFile, func(string) string { return "" }); err != nil {
+					return &ExitError{Code: 2, Err: err}
+				}
+			}
 			unit := supervisor.Unit{
 				Name:        name,
 				Description: "tt-model server " + what,
 				Exec:        execArgv,
 				Environment: env,
+				APIKeyFile:  apiKeyFile,
 				User:        sf.user,
 				Supervisor:  cfg,
 				Watchdog:    watchdog,
@@ -138,6 +150,7 @@ func newServiceInstallCmd() *cobra.Command {
 	sf.bind(cmd.Flags())
 	sup.bind(cmd.Flags())
 	cmd.Flags().BoolVar(&printOnly, "print", false, "print the unit instead of installing it")
+	cmd.Flags().StringVar(&apiKeyFile, "api-key-file", "", "file holding the API key tt-model-server then requires (a system unit loads it with LoadCredential=; never in argv or env)")
 	cmd.Flags().DurationVar(&watchdog, "watchdog", 60*time.Second, "WatchdogSec: systemd stops the service when the server stops answering its readiness probe this long")
 	cmd.Flags().SetInterspersed(false)
 	return cmd

@@ -188,3 +188,29 @@ func TestServiceInstallRefusesMissingServer(t *testing.T) {
 		}
 	}
 }
+
+// --api-key-file reaches a system unit as a credential, by its absolute
+// path; the key itself is nowhere in the unit, and a missing or empty file
+// is refused at install.
+func TestServiceInstallAPIKeyFile(t *testing.T) {
+	wire := wireFixture(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("api-key", []byte("the-key-itself\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, "service", "install", "--print", "--manifest", wire, "--api-key-file", "api-key")
+	key := filepath.Join(dir, "api-key")
+	if code != 0 || !strings.Contains(out, "LoadCredential=tt-api-key:"+key+"\nEnvironment=TT_API_KEY_FILE=%d/tt-api-key\n") ||
+		strings.Contains(out, "the-key-itself") || strings.Contains(out, "--api-key-file") {
+		t.Errorf("exit %d: %s\n%s", code, stderr, out)
+	}
+	if err := os.WriteFile("empty", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"missing", "empty"} {
+		if code, _, stderr := run(t, "service", "install", "--print", "--manifest", wire, "--api-key-file", bad); code != 2 || !strings.Contains(stderr, "--api-key-file") {
+			t.Errorf("--api-key-file %s: exit %d, %s", bad, code, stderr)
+		}
+	}
+}

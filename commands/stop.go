@@ -22,7 +22,8 @@ func newStopCmd() *cobra.Command {
 		Long: "stop finds the server of package NAME (or the instance named NAME) on the Docker engine or the host,\n" +
 			"sends SIGTERM, waits up to --grace (120 s: closing a mesh cleanly takes long), kills it if it is still\n" +
 			"there, and removes it. After a forced kill it resets that server's chips with `tt-smi -r`, as upstream.",
-		Args: cobra.ExactArgs(1),
+		Example: "  tt-model stop rf-detr\n  tt-model stop rf-detr --profile default --runner host --grace 30s",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withInstance(cmd, args[0], sel, func(r runner.Runner, inst *runner.Instance) error {
 				return stopInstance(cmd, r, inst, grace)

@@ -29,7 +29,8 @@ func newValidateCmd() *cobra.Command {
 		Short: "Check a tt-model.yaml against the schema and the semantic rules",
 		Long: "validate reads a tt-model.yaml as Tenstorrent's tt-model does and reports every problem with\n" +
 			"file:line:column and the field path. Exit 0 when valid, 2 when invalid, 1 when unreadable.",
-		Args: cobra.ExactArgs(1),
+		Example: "  tt-model validate models/rf-detr/tt-model.yaml\n  tt-model validate my-dit/tt-model.yaml --check-sources --json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := manifest.Load(args[0], manifest.Options{CheckSources: checkSources})
 			if err != nil {

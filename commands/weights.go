@@ -19,8 +19,9 @@ import (
 // this command's own.
 func newWeightsCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "weights",
-		Short: "Bring a package's pinned weights into the Hugging Face cache",
+		Use:     "weights",
+		Short:   "Bring a package's pinned weights into the Hugging Face cache",
+		Example: "  tt-model weights pull build/rf-detr\n  tt-model weights verify build/rf-detr --quick",
 	}
 	cmd.AddCommand(newWeightsPullCmd(), newWeightsImportCmd(), newWeightsVerifyCmd())
 	return cmd

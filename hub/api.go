@@ -90,6 +90,8 @@ func (e treeEntry) file() (RepoFile, error) {
 	}
 	f := RepoFile{Path: *e.Path, XetHash: e.XetHash}
 	switch {
+	case !safeRepoPath(f.Path):
+		return f, bad("path", "not a relative path inside the repo")
 	case e.OID == nil:
 		return f, bad("oid", "missing")
 	case !isHex(*e.OID, 40):
@@ -129,34 +131,61 @@ type Listing struct {
 	Unusable int
 }
 
+// The bounds of one listing. A real model repo is far inside them (the
+// tree API sends at most 1000 entries a page); a Hub answer past one is an
+// error naming the bound, never a larger allocation.
+const (
+	// MaxJSONBytes is the largest JSON answer read (one tree page, a
+	// revision's info, a commit's answer).
+	MaxJSONBytes = 32 << 20
+	// MaxTreePages is how many Link: rel="next" pages one listing follows.
+	MaxTreePages = 1000
+	// MaxTreeEntries is how many entries (files and folders) one listing
+	// may have.
+	MaxTreeEntries = 100_000
+	// MaxTreeBytes is the JSON of all pages of one listing together.
+	MaxTreeBytes = 256 << 20
+	// MaxPathBytes is the longest file path a listing may name.
+	MaxPathBytes = 4096
+)
+
 // ListFiles lists every file of commit, following the tree API's Link
 // pagination (huggingface_hub's list_repo_tree with recursive=True, as
-// snapshot_download calls it). Only the files the patterns select are checked
-// field by field: an entry the caller skips can never fail the listing.
+// snapshot_download calls it), within the bounds above. Each page is decoded
+// as a stream, one entry at a time, so only the files are kept. Only the
+// files the patterns select are checked field by field: an entry the caller
+// skips can never fail the listing.
 func (c *Client) ListFiles(ctx context.Context, repo, commit string, allow, ignore []string) (*Listing, error) {
 	if c.cfg.Offline {
 		return nil, fmt.Errorf("list %s@%s: %w (HF_HUB_OFFLINE is set)", repo, commit, ErrOfflineMiss)
 	}
 	var entries []treeEntry
+	seen, budget := 0, int64(MaxTreeBytes)
 	next := fmt.Sprintf("%s/api/models/%s/tree/%s?recursive=true&expand=false", c.cfg.Endpoint, repo, url.PathEscape(commit))
 	for pages := 0; next != ""; pages++ {
-		if pages > 100000 {
-			return nil, fmt.Errorf("list %s@%s: the tree API kept paginating past %d pages", repo, commit, pages)
+		if pages == MaxTreePages {
+			return nil, fmt.Errorf("list %s@%s: the tree API kept paginating past %d pages (at most %d are followed)", repo, commit, pages, MaxTreePages)
 		}
-		var page []treeEntry
-		link, err := c.getJSONPage(ctx, next, repo, &page)
+		page := next
+		link, err := c.streamPage(ctx, page, repo, &budget, func(i int, e treeEntry) error {
+			if seen++; seen > MaxTreeEntries {
+				return fmt.Errorf("the listing has more than %d entries (the most one listing may have)", MaxTreeEntries)
+			}
+			if e.Type != "file" {
+				return nil // folders; "unknown" entries are not files either
+			}
+			switch {
+			case e.Path == nil || *e.Path == "":
+				return &ParseError{Endpoint: "GET " + page, Field: fmt.Sprintf("[%d].path", i), Problem: "missing"}
+			case len(*e.Path) > MaxPathBytes:
+				return &ParseError{Endpoint: "GET " + page, Field: fmt.Sprintf("[%d].path", i), Problem: fmt.Sprintf("%d bytes long (at most %d)", len(*e.Path), MaxPathBytes)}
+			}
+			e.endpoint, e.index = page, i
+			entries = append(entries, e)
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list %s@%s: %w", repo, commit, err)
-		}
-		for i := range page {
-			page[i].endpoint, page[i].index = next, i
-			if page[i].Type != "file" {
-				continue // folders; "unknown" entries are not files either
-			}
-			if page[i].Path == nil || *page[i].Path == "" {
-				return nil, &ParseError{Endpoint: "GET " + next, Field: fmt.Sprintf("[%d].path", i), Problem: "missing"}
-			}
-			entries = append(entries, page[i])
 		}
 		next = link
 	}
@@ -186,43 +215,117 @@ func (c *Client) ListFiles(ctx context.Context, repo, commit string, allow, igno
 	return l, nil
 }
 
-// getJSON GETs u and decodes its JSON body into v.
-func (c *Client) getJSON(ctx context.Context, u, repo string, v any) error {
-	_, err := c.getJSONPage(ctx, u, repo, v)
-	return err
-}
-
-// getJSONPage GETs u, decodes its JSON body into v and returns the
-// rel="next" URL of its Link header ("" on the last page).
-func (c *Client) getJSONPage(ctx context.Context, u, repo string, v any) (string, error) {
+// streamPage GETs one tree page and hands each entry of its JSON array to
+// each as it is decoded. It reads at most MaxJSONBytes, and at most *budget,
+// which it lowers by what it read. It returns the rel="next" URL.
+func (c *Client) streamPage(ctx context.Context, u, repo string, budget *int64, each func(int, treeEntry) error) (string, error) {
 	resp, err := c.do(ctx, call{method: http.MethodGet, url: u, repo: repo, header: http.Header{"Accept": {"application/json"}}})
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
-	if err := decodeJSON(resp.Body, "GET "+u, v); err != nil {
-		return "", err
+	endpoint := "GET " + u
+	limit, what := int64(MaxJSONBytes), fmt.Sprintf("the %s one JSON answer may have", FormatBytes(MaxJSONBytes))
+	if *budget < limit {
+		limit, what = *budget, fmt.Sprintf("the %s all pages of one listing may have together", FormatBytes(MaxTreeBytes))
+	}
+	body := &cappedReader{r: resp.Body, left: limit, what: what}
+	defer func() { *budget -= limit - body.left }()
+	dec := json.NewDecoder(body)
+	tok, err := dec.Token()
+	if err != nil {
+		return "", jsonError(err, endpoint, "")
+	}
+	if tok != json.Delim('[') {
+		return "", &ParseError{Endpoint: endpoint, Field: "(top level)", Problem: fmt.Sprintf("%v where an array of entries was expected", tok)}
+	}
+	for i := 0; dec.More(); i++ {
+		var e treeEntry
+		if err := dec.Decode(&e); err != nil {
+			return "", jsonError(err, endpoint, fmt.Sprintf("[%d]", i))
+		}
+		if err := each(i, e); err != nil {
+			return "", err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return "", jsonError(err, endpoint, "")
 	}
 	return nextLink(resp), nil
 }
 
-// decodeJSON decodes one JSON value, naming the endpoint and field of a
-// value of the wrong type.
+// getJSON GETs u and decodes its JSON body into v.
+func (c *Client) getJSON(ctx context.Context, u, repo string, v any) error {
+	resp, err := c.do(ctx, call{method: http.MethodGet, url: u, repo: repo, header: http.Header{"Accept": {"application/json"}}})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decodeJSON(resp.Body, "GET "+u, v)
+}
+
+// errTooLarge is an answer longer than the bound it is read under.
+var errTooLarge = errors.New("answer too large")
+
+// cappedReader fails with errTooLarge once more than left bytes arrive, so
+// an oversized answer is an error rather than a JSON value cut short.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+	what string // the bound, for the error
+}
+
+func (c *cappedReader) Read(b []byte) (int, error) {
+	if c.left <= 0 {
+		// One byte more tells a body of exactly the bound from a longer one.
+		var one [1]byte
+		n, err := c.r.Read(one[:])
+		if n > 0 {
+			return 0, fmt.Errorf("%w: larger than %s", errTooLarge, c.what)
+		}
+		return 0, err
+	}
+	if int64(len(b)) > c.left {
+		b = b[:c.left]
+	}
+	n, err := c.r.Read(b)
+	c.left -= int64(n)
+	return n, err
+}
+
+// decodeJSON decodes one JSON value of at most MaxJSONBytes, naming the
+// endpoint and field of a value of the wrong type.
 func decodeJSON(r io.Reader, endpoint string, v any) error {
-	err := json.NewDecoder(io.LimitReader(r, 256<<20)).Decode(v)
+	capped := &cappedReader{r: r, left: MaxJSONBytes, what: fmt.Sprintf("the %s one JSON answer may have", FormatBytes(MaxJSONBytes))}
+	if err := json.NewDecoder(capped).Decode(v); err != nil {
+		return jsonError(err, endpoint, "")
+	}
+	return nil
+}
+
+// jsonError names the endpoint and the field (under prefix, an entry's
+// "[3]") of a decoding failure.
+func jsonError(err error, endpoint, prefix string) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
-	case err == nil:
-		return nil
+	case errors.Is(err, errTooLarge):
+		return &ParseError{Endpoint: endpoint, Field: "(body)", Problem: err.Error()}
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
-		if field == "" {
+		switch {
+		case field != "" && prefix != "":
+			field = prefix + "." + field
+		case prefix != "":
+			field = prefix
+		case field == "":
 			field = "(top level)"
 		}
 		return &ParseError{Endpoint: endpoint, Field: field, Problem: fmt.Sprintf("a JSON %s where a %s was expected", typeErr.Value, typeErr.Type)}
 	case errors.As(err, &syntaxErr):
 		return &ParseError{Endpoint: endpoint, Field: "(body)", Problem: fmt.Sprintf("not JSON at byte %d: %v", syntaxErr.Offset, err)}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return &ParseError{Endpoint: endpoint, Field: "(body)", Problem: "empty or cut short"}
 	default:
 		return &ParseError{Endpoint: endpoint, Field: "(body)", Problem: err.Error()}
 	}
@@ -351,6 +454,27 @@ func firstNonEmpty(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+// safeRepoPath reports whether p, a file path the Hub or a saved listing
+// names, is a plain relative path ("a/b.json"): no "..", "." or empty
+// component, not absolute, no backslash or control character. Only such a
+// path is ever joined under a snapshot folder.
+func safeRepoPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
+		return false
+	}
+	for _, c := range p {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "" || part == "." || part == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 func isHex(s string, n int) bool {

@@ -3,12 +3,14 @@ package hub
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/ttmodel/tt-model/internal/atomicfile"
+	"github.com/ttmodel/tt-model/internal/safename"
 )
 
 // IsCommit reports whether rev is a full commit sha (a pin that cannot move).
@@ -44,25 +46,60 @@ func (c Cache) LockPath(repo, etag string) string {
 // PointerPath is a file's path inside a snapshot. It refuses paths that would
 // leave the snapshot folder, as huggingface_hub's _get_pointer_path does.
 func (c Cache) PointerPath(repo, commit, file string) (string, error) {
-	snap := c.SnapshotDir(repo, commit)
-	p := filepath.Join(snap, filepath.FromSlash(file))
-	if !strings.HasPrefix(p, snap+string(filepath.Separator)) {
+	p, err := safename.Join(c.SnapshotDir(repo, commit), filepath.FromSlash(file))
+	if err != nil {
 		return "", fmt.Errorf("file %q of %s escapes the snapshot folder", file, repo)
 	}
 	return p, nil
 }
 
+// refPath is the file of a ref, refs/<ref> in the repo folder. The ref comes
+// from a manifest, a command line or the Hub, so it is checked against the
+// revision rules and must stay inside refs/.
+func (c Cache) refPath(repo, ref string) (string, error) {
+	if err := safename.Revision(ref); err != nil {
+		return "", fmt.Errorf("ref of %s: %w", repo, err)
+	}
+	p, err := safename.Join(filepath.Join(c.RepoDir(repo), "refs"), filepath.FromSlash(ref))
+	if err != nil {
+		return "", fmt.Errorf("ref of %s: %w", repo, err)
+	}
+	return p, nil
+}
+
 // ReadRef returns the commit a ref (a branch or tag name) points at, or ""
-// when the cache has no such ref.
+// when the cache has no such ref. A ref file that does not hold a 40-hex
+// commit is an error, never a commit to look up.
 func (c Cache) ReadRef(repo, ref string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(c.RepoDir(repo), "refs", filepath.FromSlash(ref)))
+	path, err := c.refPath(repo, ref)
+	if err != nil {
+		return "", err
+	}
+	fh, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("read ref %s of %s: %w", ref, repo, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return "", fmt.Errorf("read ref %s of %s: %w", ref, repo, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("ref %s of %s: %s is not a regular file", ref, repo, path)
+	}
+	// A ref holds 40 hex digits (and maybe a newline); more is not a ref.
+	b, err := io.ReadAll(io.LimitReader(fh, 128))
+	if err != nil {
+		return "", fmt.Errorf("read ref %s of %s: %w", ref, repo, err)
+	}
+	commit := strings.TrimSpace(string(b))
+	if !IsCommit(commit) {
+		return "", fmt.Errorf("ref %s of %s: %s does not hold a 40-hex commit id", ref, repo, path)
+	}
+	return commit, nil
 }
 
 // WriteRef records that ref points at commit, atomically, and only when it
@@ -71,10 +108,16 @@ func (c Cache) WriteRef(repo, ref, commit string) error {
 	if ref == commit {
 		return nil
 	}
+	if !IsCommit(commit) {
+		return fmt.Errorf("write ref %s of %s: %q is not a 40-hex commit id", ref, repo, commit)
+	}
+	path, err := c.refPath(repo, ref)
+	if err != nil {
+		return err
+	}
 	if cur, err := c.ReadRef(repo, ref); err == nil && cur == commit {
 		return nil
 	}
-	path := filepath.Join(c.RepoDir(repo), "refs", filepath.FromSlash(ref))
 	if err := atomicfile.Write(path, []byte(commit)); err != nil {
 		return fmt.Errorf("write ref %s of %s: %w", ref, repo, err)
 	}

@@ -6,7 +6,9 @@
 package hub
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,11 +20,15 @@ const DefaultEndpoint = "https://huggingface.co"
 // Config says where the Hub and the cache are. Build it with ConfigFromEnv
 // so the HF_* variables mean what they mean to huggingface_hub.
 type Config struct {
-	Endpoint string // HF_ENDPOINT, without a trailing slash
-	Token    string // HF_TOKEN, else the token file under HF_HOME; sent as a Bearer token
-	CacheDir string // HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub
-	HFHome   string // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface
-	Offline  bool   // HF_HUB_OFFLINE (else TRANSFORMERS_OFFLINE): never touch the network
+	Endpoint string // HF_ENDPOINT, without a trailing slash and without its user:password@
+	// EndpointUser is the user:password@ HF_ENDPOINT had: sent as Basic
+	// authentication to the endpoint when there is no token, and never
+	// part of a URL, so no error or log line can show it.
+	EndpointUser *url.Userinfo
+	Token        string // HF_TOKEN, else the token file under HF_HOME; sent as a Bearer token
+	CacheDir     string // HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub
+	HFHome       string // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface
+	Offline      bool   // HF_HUB_OFFLINE (else TRANSFORMERS_OFFLINE): never touch the network
 }
 
 // ConfigFromEnv reads the configuration the way huggingface_hub does.
@@ -43,15 +49,17 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		home = filepath.Join(cache, "huggingface")
 	}
-	c := Config{
-		Endpoint: strings.TrimRight(getenv("HF_ENDPOINT"), "/"),
-		Token:    getenv("HF_TOKEN"),
-		CacheDir: getenv("HF_HUB_CACHE"),
-		HFHome:   home,
-		Offline:  envTrue(firstNonEmpty(getenv("HF_HUB_OFFLINE"), getenv("TRANSFORMERS_OFFLINE"))),
+	endpoint, user, err := splitEndpoint(getenv("HF_ENDPOINT"))
+	if err != nil {
+		return Config{}, err
 	}
-	if c.Endpoint == "" {
-		c.Endpoint = DefaultEndpoint
+	c := Config{
+		Endpoint:     endpoint,
+		EndpointUser: user,
+		Token:        getenv("HF_TOKEN"),
+		CacheDir:     getenv("HF_HUB_CACHE"),
+		HFHome:       home,
+		Offline:      envTrue(firstNonEmpty(getenv("HF_HUB_OFFLINE"), getenv("TRANSFORMERS_OFFLINE"))),
 	}
 	if c.CacheDir == "" {
 		c.CacheDir = filepath.Join(home, "hub")
@@ -66,6 +74,23 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// splitEndpoint takes the user:password@ out of an HF_ENDPOINT ("" is the
+// public Hub) and drops a trailing slash. Its errors never quote the value,
+// which may hold a password.
+func splitEndpoint(raw string) (string, *url.Userinfo, error) {
+	raw = strings.TrimRight(raw, "/")
+	if raw == "" {
+		return DefaultEndpoint, nil, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", nil, errors.New("HF_ENDPOINT: want an http:// or https:// URL of a Hub (the value is not shown: it may hold a password)")
+	}
+	user := u.User
+	u.User = nil
+	return u.String(), user, nil
 }
 
 // envTrue is huggingface_hub's _is_true: 1, ON, YES or TRUE in any case.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -37,6 +38,14 @@ func (c *Client) fetchBlob(ctx context.Context, repo string, f RepoFile, meta Fi
 		err := c.downloadInto(ctx, incomplete, repo, meta, prog)
 		if err == nil {
 			break
+		}
+		var oversize *oversizeError
+		if errors.As(err, &oversize) {
+			prog.track(incomplete).Store(0)
+			if rmErr := os.Remove(incomplete); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+				return fmt.Errorf("download %s of %s: %w (and removing the bad download: %v)", f.Path, repo, err, rmErr)
+			}
+			return fmt.Errorf("download %s of %s: %w; the bad download was removed", f.Path, repo, err)
 		}
 		var perm permanentError
 		if ctx.Err() != nil || errors.As(err, &perm) || attempt >= c.backoff.Retries {
@@ -137,15 +146,49 @@ func (c *Client) downloadInto(ctx context.Context, path, repo string, meta FileM
 	default:
 		return permanentError{fmt.Errorf("GET %s: unexpected HTTP %d", meta.Location, resp.StatusCode)}
 	}
+	want := meta.Size - have
+	if resp.ContentLength > want {
+		return &oversizeError{Listed: meta.Size, Received: have + resp.ContentLength, Announced: true}
+	}
 	body := countingReader{r: resp.Body, file: counter, wire: &prog.wire, touch: func() { idle.Reset(c.idle) }}
-	n, err := io.Copy(out, body)
+	// Never more than the listed size reaches the disk: the free-space check
+	// and the progress bar were made with it.
+	n, err := io.Copy(out, io.LimitReader(body, want))
 	if err != nil {
 		return fmt.Errorf("after %d of %d bytes: %w", have+n, meta.Size, idleCause(ctx, err))
 	}
 	if have+n != meta.Size {
 		return fmt.Errorf("the server closed the transfer at %d of %d bytes", have+n, meta.Size)
 	}
+	// A byte past the listed size means the body is not the listed file. A
+	// failure after the last listed byte loses nothing: the hash decides.
+	extra, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, oversizeProbe))
+	if extra > 0 {
+		return &oversizeError{Listed: meta.Size, Received: meta.Size + extra, AtLeast: extra == oversizeProbe}
+	}
 	return nil
+}
+
+// oversizeProbe is how far past the listed size a body is read to say how
+// much too long it is; the rest is never read.
+const oversizeProbe = 64 << 10
+
+// oversizeError is a body longer than the size the Hub lists for the file:
+// not the listed file, so what was received is thrown away.
+type oversizeError struct {
+	Listed, Received int64
+	AtLeast          bool // the body went on past Received
+	Announced        bool // Content-Length said so before any byte was read
+}
+
+func (e *oversizeError) Error() string {
+	switch {
+	case e.Announced:
+		return fmt.Sprintf("the server announced %d bytes (Content-Length) for a file the Hub lists at %d bytes", e.Received, e.Listed)
+	case e.AtLeast:
+		return fmt.Sprintf("the server sent more than the listed %d bytes (at least %d)", e.Listed, e.Received)
+	}
+	return fmt.Sprintf("the server sent %d bytes for a file the Hub lists at %d bytes", e.Received, e.Listed)
 }
 
 // idleCause names the idle timeout when it is what cut the transfer.

@@ -81,6 +81,12 @@ func (c Cache) readListing(repo, commit string) ([]RepoFile, error) {
 	}
 	files := make([]RepoFile, 0, len(in.Files))
 	for p, e := range in.Files {
+		// The names become paths (snapshots/<commit>/<p>, blobs/<etag>):
+		// a list that names anything else was not written by a pull.
+		if !safeRepoPath(p) || !isHex(e.BlobID, 40) || (e.LFSSHA256 != "" && !isHex(e.LFSSHA256, 64)) {
+			slog.Warn("ignoring a cached file list with a path or blob id no Hub listing has", "path", path, "file", p)
+			return nil, nil
+		}
 		f := RepoFile{Path: p, Size: e.Size, BlobID: e.BlobID, XetHash: e.XetHash}
 		if e.LFSSHA256 != "" {
 			f.LFS = &LFSInfo{SHA256: e.LFSSHA256, Size: e.Size}

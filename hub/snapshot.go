@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ttmodel/tt-model/internal/safename"
 )
 
 // Request names the weights to bring into the cache.
@@ -42,6 +44,9 @@ func (c *Client) Download(ctx context.Context, req Request, progressOut io.Write
 	rev := req.Revision
 	if rev == "" {
 		rev = "main"
+	}
+	if err := safename.Revision(rev); err != nil {
+		return nil, fmt.Errorf("%s: %w", req.Repo, err)
 	}
 	if IsCommit(rev) || c.cfg.Offline {
 		snap, err := c.fromCache(req, rev)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 // Client talks to one Hub endpoint and writes one cache.
 type Client struct {
 	cfg     Config
+	origin  *url.URL // the endpoint, parsed: the only place the token goes
 	cache   Cache
 	http    *http.Client
 	workers int
@@ -64,10 +66,21 @@ func WithIdleTimeout(d time.Duration) Option { return func(c *Client) { c.idle =
 func NewClient(cfg Config, opts ...Option) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 60 * time.Second
+	// A Config built by hand may still carry user:password@ in Endpoint.
+	if endpoint, user, err := splitEndpoint(cfg.Endpoint); err == nil {
+		cfg.Endpoint = endpoint
+		if user != nil {
+			cfg.EndpointUser = user
+		}
+	}
+	origin, err := url.Parse(cfg.Endpoint)
+	if err != nil {
+		origin = &url.URL{} // matches no request URL: no credential is ever sent
+	}
 	c := &Client{
 		cfg:     cfg,
+		origin:  origin,
 		cache:   Cache{Dir: cfg.CacheDir},
-		http:    &http.Client{Transport: tr},
 		workers: 8,
 		backoff: backoff{Retries: 5, Base: time.Second, Max: 8 * time.Second},
 		idle:    60 * time.Second,
@@ -75,10 +88,48 @@ func NewClient(cfg Config, opts ...Option) *Client {
 	if cfg.Offline {
 		c.offlineWhy = "HF_HUB_OFFLINE is set"
 	}
+	c.http = &http.Client{Transport: tr, CheckRedirect: c.checkRedirect}
 	for _, o := range opts {
 		o(c)
 	}
 	return c
+}
+
+// checkRedirect keeps Authorization on a redirect only when the new URL has
+// the endpoint's scheme, host and port, the origin rule of httpx that
+// huggingface_hub's client follows (httpx _same_origin; httpx also keeps it
+// for an http to https upgrade on the default ports, which is not needed
+// for an endpoint given with its scheme). Go's own rule
+// compares host names only, so it would send the token to another port of
+// the same host, or over plain http after an https endpoint.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if !sameOrigin(req.URL, c.origin) {
+		req.Header.Del("Authorization")
+	}
+	return nil
+}
+
+// sameOrigin reports whether a and b have one scheme, host and port (the
+// scheme's default port when none is written).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
+		portOrDefault(a) == portOrDefault(b)
+}
+
+func portOrDefault(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
 }
 
 // Offline is a copy of the client that never uses the network, as with
@@ -135,7 +186,7 @@ func (c *Client) doOnce(ctx context.Context, cl call) (*http.Response, error) {
 func (c *Client) send(ctx context.Context, cl call, retries int) (*http.Response, error) {
 	hc := c.http
 	if cl.noRedirect {
-		nr := *c.http
+		nr := *c.http // a copy: c.http is shared by the workers
 		nr.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		hc = &nr
 	}
@@ -174,9 +225,10 @@ func (c *Client) send(ctx context.Context, cl call, retries int) (*http.Response
 	}
 }
 
-// newRequest adds the user agent and, for the Hub endpoint only, the token.
-// Go's client drops Authorization on a redirect to another host, so the
-// token never reaches the storage a download is redirected to.
+// newRequest adds the user agent and, for the Hub endpoint only, the token
+// (else the endpoint's user:password as Basic authentication).
+// checkRedirect drops it on a redirect away from the endpoint, so it never
+// reaches the storage a download is redirected to.
 func (c *Client) newRequest(ctx context.Context, cl call) (*http.Request, error) {
 	var body io.Reader
 	if cl.body != nil {
@@ -199,15 +251,16 @@ func (c *Client) newRequest(ctx context.Context, cl call) (*http.Request, error)
 		req.Header[k] = v
 	}
 	req.Header.Set("User-Agent", "tt-model-hub/1")
-	if c.cfg.Token != "" && c.isHub(cl.url) {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	if sameOrigin(req.URL, c.origin) {
+		switch user := c.cfg.EndpointUser; {
+		case c.cfg.Token != "":
+			req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+		case user != nil:
+			pass, _ := user.Password()
+			req.SetBasicAuth(user.Username(), pass)
+		}
 	}
 	return req, nil
-}
-
-// isHub reports whether u is on the Hub endpoint (where the token goes).
-func (c *Client) isHub(u string) bool {
-	return strings.HasPrefix(u, c.cfg.Endpoint+"/")
 }
 
 // errTokenless explains an operation that needs a token when none is set.

@@ -275,7 +275,7 @@ func TestUnparsableAnswersNameEndpointAndField(t *testing.T) {
 		{"revision not JSON", `<html>proxy login</html>`, good, nil, "/revision/main", "(body)"},
 		{"revision without sha", `{"id": "org/model", "siblings": []}`, good, nil, "/revision/main", "sha"},
 		{"sha not a commit", `{"sha": "main"}`, good, nil, "/revision/main", "sha"},
-		{"size of the wrong type", `{"sha": "` + commit + `"}`, `[{"type": "file", "path": "a.json", "size": "2", "oid": "x"}]`, nil, "/tree/", "size"},
+		{"size of the wrong type", `{"sha": "` + commit + `"}`, `[{"type": "file", "path": "a.json", "size": "2", "oid": "x"}]`, nil, "/tree/", "[0].size"},
 		{"tree entry without path", `{"sha": "` + commit + `"}`, `[{"type": "file", "size": 2}]`, nil, "/tree/", "[0].path"},
 		{"resolve without X-Repo-Commit", `{"sha": "` + commit + `"}`, good, map[string]string{"ETag": `"` + hubtest.GitBlobID([]byte("{}")) + `"`}, "/resolve/", "X-Repo-Commit"},
 		{"resolve without an etag", `{"sha": "` + commit + `"}`, good, map[string]string{"X-Repo-Commit": commit}, "/resolve/", "X-Linked-Etag / ETag"},

@@ -69,6 +69,12 @@ type Options struct {
 	// (gated or private weights).
 	HFTokenSecret string
 
+	// APIKeySecret names a Secret whose key "api-key" holds the API key
+	// tt-model-server then requires (mounted as a file, TT_API_KEY_FILE;
+	// never in the pod's env or args). The Secret is the operator's: render
+	// never writes the key into the objects.
+	APIKeySecret string
+
 	CPU    resource.Quantity // requests.cpu; zero = none
 	Memory resource.Quantity // requests.memory and limits.memory; zero = none
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
 // Probe timing. The status endpoint and /health answer from memory, so a
@@ -48,6 +49,13 @@ const (
 	volTmp       = "tmp"
 	volHome      = "home"
 	volHugepages = "hugepages"
+	volAPIKey    = "api-key"
+)
+
+// The API key Secret's key, and where its file is mounted.
+const (
+	apiKeySecretKey = "api-key"
+	apiKeyDir       = "/run/secrets/tt-model"
 )
 
 // Sub-folders of the cache volume.
@@ -99,6 +107,10 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 		LivenessProbe:   supervisorProbe(probeFailures),
 		ReadinessProbe:  readinessProbe(in.launch),
 		SecurityContext: containerSecurity(in.pkg.Wire.Container.Kind),
+	}
+	if in.opts.APIKeySecret != "" {
+		server.VolumeMounts = append(server.VolumeMounts, corev1.VolumeMount{Name: volAPIKey, MountPath: apiKeyDir, ReadOnly: true})
+		server.Env = append(server.Env, corev1.EnvVar{Name: api.APIKeyFileEnv, Value: path.Join(apiKeyDir, apiKeySecretKey)})
 	}
 	spec := corev1.PodSpec{
 		Containers:                    []corev1.Container{server},
@@ -397,6 +409,13 @@ func volumes(in podInput, hugepages bool) []corev1.Volume {
 	if hugepages {
 		// umd maps its host memory from files in exactly this hugetlbfs mount.
 		vols = append(vols, hostPathVolume(volHugepages, hugepagesPath, corev1.HostPathDirectory))
+	}
+	if in.opts.APIKeySecret != "" {
+		// Readable by the pod's group (fsGroup) alone: the server runs as uid 1000, not root.
+		vols = append(vols, corev1.Volume{Name: volAPIKey, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: in.opts.APIKeySecret, DefaultMode: ptr(int32(0o440)),
+			Items: []corev1.KeyToPath{{Key: apiKeySecretKey, Path: apiKeySecretKey}},
+		}}})
 	}
 	return vols
 }

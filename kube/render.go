@@ -100,6 +100,13 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 	if needsNote != "" {
 		m.Notes = append(m.Notes, needsNote)
 	}
+	if opts.APIKeySecret != "" {
+		if w.Container.Kind != manifest.KindGoServer {
+			return nil, fmt.Errorf("--api-key-secret: a %s package's server does not read tt-model-server's key file; set its own option in the profile", w.Container.Kind)
+		}
+		m.Notes = append(m.Notes, fmt.Sprintf("the server requires the API key in Secret %s (key %s); create it with: kubectl create secret generic %s --from-file=%s=KEYFILE",
+			opts.APIKeySecret, apiKeySecretKey, opts.APIKeySecret, apiKeySecretKey))
+	}
 	if chips.mode != ChipsNone && opts.ResetCmd == "" && w.Container.Runtime["base"] == "scratch" {
 		m.Notes = append(m.Notes, "the image is built on scratch and carries no tt-smi, the supervisor's default chip reset: "+
 			"after a hang the reset fails and the container restarts; build on a base with tt-smi (runtime.base) or name a reset with --reset-cmd")

@@ -414,3 +414,55 @@ func TestRenderPodSecurity(t *testing.T) {
 		t.Errorf("host-path cache: %+v", p)
 	}
 }
+
+// --api-key-secret: the server gets the Secret's api-key as a read-only
+// file its group reads, named by TT_API_KEY_FILE; the key's value is in no
+// env var (nor a secretKeyRef there) and no object; a note says how to
+// create the Secret.
+func TestRenderAPIKeySecret(t *testing.T) {
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry, APIKeySecret: "tt-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := m.StatefulSet.Spec.Template.Spec
+	c := pod.Containers[0]
+	var file string
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			t.Errorf("env %s comes from a Secret: the key would be in the environment", e.Name)
+		}
+		if e.Name == "TT_API_KEY_FILE" {
+			file = e.Value
+		}
+	}
+	if file != "/run/secrets/tt-model/api-key" {
+		t.Errorf("TT_API_KEY_FILE=%q, want /run/secrets/tt-model/api-key", file)
+	}
+	mounted := false
+	for _, vm := range c.VolumeMounts {
+		mounted = mounted || (vm.Name == volAPIKey && vm.MountPath == "/run/secrets/tt-model" && vm.ReadOnly)
+	}
+	var vol *corev1.SecretVolumeSource
+	for _, v := range pod.Volumes {
+		if v.Name == volAPIKey {
+			vol = v.Secret
+		}
+	}
+	if !mounted || vol == nil || vol.SecretName != "tt-key" || *vol.DefaultMode != 0o440 || len(vol.Items) != 1 || vol.Items[0].Key != "api-key" {
+		t.Errorf("mounted %v, volume %+v", mounted, vol)
+	}
+	if !slices.ContainsFunc(m.Notes, func(n string) bool {
+		return strings.Contains(n, "kubectl create secret generic tt-key --from-file=api-key=KEYFILE")
+	}) {
+		t.Errorf("notes %q lack how to create the Secret", m.Notes)
+	}
+	plain, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range plain.StatefulSet.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "TT_API_KEY_FILE" {
+			t.Error("TT_API_KEY_FILE without --api-key-secret")
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ttmodel/tt-model/internal/suggest"
 )
 
 // Decode parses the YAML of a tt-model.yaml into a Manifest, rejecting unknown
@@ -112,7 +114,12 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields map[string]fieldFunc
 	d.eachPair(n, path, func(key, val *yaml.Node, child string) {
 		f, ok := fields[key.Value]
 		if !ok {
-			d.addAt(nodePos(key), child, "unknown field (want one of %s)", strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+			known := slices.Sorted(maps.Keys(fields))
+			hint := ""
+			if near := suggest.Near(key.Value, known); len(near) > 0 {
+				hint = fmt.Sprintf("; did you mean %q?", near[0])
+			}
+			d.addAt(nodePos(key), child, "unknown field%s (want one of %s)", hint, strings.Join(known, ", "))
 			return
 		}
 		f(val, child)

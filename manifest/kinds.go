@@ -119,6 +119,11 @@ type Launch struct {
 	ReadyPath string // HTTP path whose JSON "status" is "ok" when ready
 }
 
+// FirstHostPort is the first host port `tt-model serve` publishes a server
+// on, as upstream's serve: the runner searches for a free one from it, and a
+// model card's quickstart names it.
+const FirstHostPort = 20000
+
 // LaunchFor renders the server argv, env and readiness probe of a kind.
 func LaunchFor(kindName string, runtime map[string]any, weightsRepo string, p Profile) (Launch, error) {
 	k, ok := kinds[kindName]

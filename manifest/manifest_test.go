@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,25 @@ func TestGoodManifests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// problems reads the "# problems: N" line of a bad manifest that must
+// report exactly N problems (no error caused by another).
+func problems(t *testing.T, path string) (int, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "# problems: "); ok {
+			n, err := strconv.Atoi(rest)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", path, line, err)
+			}
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // wants reads the "# want: L:C text" lines at the top of a bad manifest.
@@ -70,6 +90,9 @@ func TestBadManifests(t *testing.T) {
 				t.Fatalf("Load(%s) = %v, want an ErrorList", f, err)
 			}
 			got := list.Error()
+			if n, ok := problems(t, f); ok && len(list) != n {
+				t.Errorf("%d problems, want %d:\n%s", len(list), n, indentLines(got))
+			}
 			for _, w := range wants(t, f) {
 				if !strings.Contains(got, w) {
 					t.Errorf("missing error\n  want: %s\n  got:\n%s", w, indentLines(got))
@@ -495,6 +518,35 @@ func TestParseHardware(t *testing.T) {
 	} {
 		if _, err := ParseHardware(label); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("ParseHardware(%q): %v, want %q", label, err, msg)
+		}
+	}
+}
+
+// A published manifest is someone else's file: a name or revision that
+// would name a folder outside the caches is refused on every read.
+func TestParseWireRefusesUnsafeNames(t *testing.T) {
+	good, err := os.ReadFile("testdata/wire/v51-container.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseWire(good); err != nil {
+		t.Fatalf("the good fixture: %v", err)
+	}
+	cases := []struct{ from, to, want string }{
+		{`"name": "rf-detr-p150"`, `"name": "../../../victim"`, `name: "../../../victim" is not a safe slug`},
+		{`"name": "rf-detr-p150"`, `"name": ""`, `name: "" is not a safe slug`},
+		{`"name": "rf-detr-p150"`, `"name": "a/b"`, `name: "a/b" is not a safe slug`},
+		{`"revision": "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"`, `"revision": "../../x"`, `weights.revision: revision "../../x": ".." is not allowed`},
+		{`"auxiliary_weights": []`, `"auxiliary_weights": [{"repo": "a/b", "revision": "/etc"}]`, `auxiliary_weights[0].revision: revision "/etc": must not start with "/"`},
+	}
+	for _, tc := range cases {
+		data := strings.Replace(string(good), tc.from, tc.to, 1)
+		if data == string(good) {
+			t.Fatalf("fixture has no %s", tc.from)
+		}
+		_, err := ParseWire([]byte(data))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %s", tc.to, err, tc.want)
 		}
 	}
 }

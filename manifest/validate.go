@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/ttmodel/tt-model/internal/fslink"
+	"github.com/ttmodel/tt-model/internal/safename"
+	"github.com/ttmodel/tt-model/internal/suggest"
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
@@ -68,12 +70,14 @@ func validateWeights(c *collector, m *Manifest) {
 	if c.present("weights") && m.Weights.Repo != "" && !strings.Contains(m.Weights.Repo, "/") {
 		c.addf("weights", "must be a namespaced Hub id (org/name), got %q", m.Weights.Repo)
 	}
+	checkRevision(c, "weights.revision", m.Weights.Revision)
 	seen := map[string]string{}
 	if m.Weights.Repo != "" {
 		seen[m.Weights.Repo] = "weights"
 	}
 	for i, w := range m.AuxiliaryWeights {
 		path := indexPath("auxiliary_weights", i)
+		checkRevision(c, path+".revision", w.Revision)
 		if w.Repo != "" && !strings.Contains(w.Repo, "/") {
 			c.addf(path, "must be a namespaced Hub id (org/name), got %q", w.Repo)
 		}
@@ -81,6 +85,17 @@ func validateWeights(c *collector, m *Manifest) {
 			c.addf(path, "duplicate weight repository %q (already in %s)", w.Repo, first)
 		}
 		seen[w.Repo] = path
+	}
+}
+
+// checkRevision refuses a revision the Hub could not have (it becomes the
+// file refs/<revision> in the Hugging Face cache).
+func checkRevision(c *collector, path, rev string) {
+	if rev == "" {
+		return
+	}
+	if err := safename.Revision(rev); err != nil {
+		c.addf(path, "%v: want a 40-hex commit, or a branch or tag name", err)
 	}
 }
 
@@ -161,6 +176,21 @@ func validateEnvNames(c *collector, path string, s ServeSettings) {
 	}
 }
 
+// mistyped reports whether the mapping at where, or serve:, holds a key
+// near field that is not field: the decoder reported it as an unknown field
+// naming field, and a "field is required" on top would say it twice.
+func (c *collector) mistyped(where, field string) bool {
+	for p := range c.pos {
+		for _, parent := range []string{where + ".", "serve."} {
+			if k, ok := strings.CutPrefix(p, parent); ok && !strings.ContainsAny(k, ".[") && k != field &&
+				suggest.Distance(k, field) <= suggest.MaxDistance {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // fieldPath points at where a merged field came from: the profile when it
 // sets it, else serve:.
 func fieldPath(c *collector, where, field string) string {
@@ -175,19 +205,24 @@ func fieldPath(c *collector, where, field string) string {
 
 func validateResolved(c *collector, where, name string, s ServeSettings, required []string) {
 	for _, f := range required {
-		if !serveFieldSet(s, f) {
+		if !serveFieldSet(s, f) && !c.mistyped(where, f) {
 			c.addf(where, "serve profile %q: %s is required after merging serve: (set it on the profile or under serve:)", name, f)
 		}
 	}
 	if s.Port != nil && (*s.Port < 1 || *s.Port > 65535) {
 		c.addf(fieldPath(c, where, "port"), "%d is not a TCP port (1-65535)", *s.Port)
 	}
-	if s.MeshDevice == "" || s.Hardware == "" {
-		return // nothing to cross-check; a missing required field is reported above
+	// Each field is checked on its own, so that one missing or mistyped
+	// does not hide what is wrong with the other.
+	var meshErr error
+	var rows, cols int
+	if s.MeshDevice != "" {
+		if rows, cols, meshErr = MeshShape(s.MeshDevice); meshErr != nil {
+			c.addf(fieldPath(c, where, "mesh_device"), "%v", meshErr)
+		}
 	}
-	rows, cols, meshErr := MeshShape(s.MeshDevice)
-	if meshErr != nil {
-		c.addf(fieldPath(c, where, "mesh_device"), "%v", meshErr)
+	if s.Hardware == "" {
+		return
 	}
 	chips, ok := ChipCount(s.Hardware)
 	if !ok || chips < 1 {
@@ -199,7 +234,7 @@ func validateResolved(c *collector, where, name string, s ServeSettings, require
 			s.Hardware, hint, strings.Join(BoardNames(), ", "))
 		return
 	}
-	if meshErr == nil && rows*cols != chips {
+	if s.MeshDevice != "" && meshErr == nil && rows*cols != chips {
 		c.addf(fieldPath(c, where, "mesh_device"), "%q opens a %dx%d mesh (%d chips) but hardware %q implies %d", s.MeshDevice, rows, cols, rows*cols, s.Hardware, chips)
 	}
 }

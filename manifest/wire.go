@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/ttmodel/tt-model/internal/safename"
 )
 
 // WireFile is the name of the published manifest in a staged package.
@@ -227,7 +229,37 @@ func ParseWire(data []byte) (*Wire, error) {
 	if !slices.Contains(readableSchemas, w.SchemaVersion) {
 		return nil, fmt.Errorf("unsupported schema_version %q; this tt-model reads %v", w.SchemaVersion, readableSchemas)
 	}
+	if err := w.check(); err != nil {
+		return nil, err
+	}
 	return &w, nil
+}
+
+// check applies the authored manifest's rules to the fields of a published
+// one that name folders and files: a pulled package is someone else's file,
+// and its name becomes ~/.cache/tt-model/<name>, its revisions refs/<rev>.
+func (w *Wire) check() error {
+	if !nameRE.MatchString(w.Name) {
+		return fmt.Errorf("name: %q is not a safe slug: lowercase letters, digits and '.', '_', '-', starting alphanumeric (it names cache folders)", w.Name)
+	}
+	check := func(field string, ww *WireWeights) error {
+		if ww == nil || ww.Revision == nil {
+			return nil
+		}
+		if err := safename.Revision(*ww.Revision); err != nil {
+			return fmt.Errorf("%s.revision: %w", field, err)
+		}
+		return nil
+	}
+	if err := check("weights", w.Weights); err != nil {
+		return err
+	}
+	for i := range w.AuxiliaryWeights {
+		if err := check(fmt.Sprintf("auxiliary_weights[%d]", i), &w.AuxiliaryWeights[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReadWire reads tt_kernel_manifest.json from a file, or from a directory

@@ -33,7 +33,9 @@ const ContainerHF = "/hf"
 const (
 	containerMetalCache  = "/cache"
 	containerWeightCache = "/weight-cache"
-	hugepagesDir         = "/dev/hugepages-1G"
+	// containerAPIKey is where the server's API key file is mounted, read-only.
+	containerAPIKey = "/run/secrets/tt-api-key"
+	hugepagesDir    = "/dev/hugepages-1G"
 	// resetTimeout caps the chip reset after a forced kill, as upstream.
 	resetTimeout = 180 * time.Second
 )
@@ -203,6 +205,9 @@ func (d *Docker) containerConfig(ctx context.Context, spec *Spec, tag string, en
 		binds = append(binds, spec.HF.CacheDir+":"+ContainerHF+"/hub")
 	}
 	binds = append(binds, metal+":"+containerMetalCache, weights+":"+containerWeightCache)
+	if spec.APIKeyFile != "" {
+		binds = append(binds, spec.APIKeyFile+":"+containerAPIKey+":ro")
+	}
 	host := &container.HostConfig{
 		Binds:         binds,
 		PortBindings:  network.PortMap{port: {{HostIP: bindAddr(spec.Bind), HostPort: strconv.Itoa(spec.Port)}}},

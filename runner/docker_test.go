@@ -165,7 +165,7 @@ func TestContainerConfig(t *testing.T) {
 		Launch:   manifest.Launch{Argv: []string{"tt-model-server", "--port", "20005"}, Env: map[string]string{"HF_MODEL": "org/w", "MESH_DEVICE": "P300"}, Port: 20005, ReadyPath: "/health"},
 		Weights:  []*hub.Snapshot{{Commit: rev}},
 		HF:       hub.Config{HFHome: filepath.Join(state, "hf"), CacheDir: filepath.Join(state, "hubcache"), Token: "secret"},
-		StateDir: filepath.Join(state, "m"), Hugepages: true,
+		StateDir: filepath.Join(state, "m"), Hugepages: true, APIKeyFile: "/etc/tt-model/key",
 	}
 	spec.WeightsDir = filepath.Join(spec.HF.CacheDir, "models--org--w", "snapshots", rev)
 	cfg, host, err := d.containerConfig(ctx, spec, "tt-model/m:1", []string{"/usr/local/bin/tt-model", "supervise", "--"})
@@ -173,15 +173,16 @@ func TestContainerConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEnv := []string{
-		"HF_HOME=/hf", "HF_MODEL=/hf/hub/models--org--w/snapshots/" + rev, "HF_TOKEN=secret", "MESH_DEVICE=P300", "TT_METAL_CACHE=/cache",
-		"TT_WEIGHT_CACHE=/weight-cache",
+		"HF_HOME=/hf", "HF_MODEL=/hf/hub/models--org--w/snapshots/" + rev, "HF_TOKEN=secret", "MESH_DEVICE=P300",
+		"TT_API_KEY_FILE=/run/secrets/tt-api-key", "TT_METAL_CACHE=/cache", "TT_WEIGHT_CACHE=/weight-cache",
 	}
 	if strings.Join(cfg.Env, " ") != strings.Join(wantEnv, " ") {
 		t.Errorf("env = %q\nwant %q", cfg.Env, wantEnv)
 	}
 	wantBinds := []string{
 		spec.HF.HFHome + ":/hf", spec.HF.CacheDir + ":/hf/hub", filepath.Join(state, "m", "cache") + ":/cache",
-		filepath.Join(state, "m", "weights") + ":/weight-cache", "/dev/hugepages-1G:/dev/hugepages-1G",
+		filepath.Join(state, "m", "weights") + ":/weight-cache", "/etc/tt-model/key:/run/secrets/tt-api-key:ro",
+		"/dev/hugepages-1G:/dev/hugepages-1G",
 	}
 	if strings.Join(host.Binds, " ") != strings.Join(wantBinds, " ") {
 		t.Errorf("binds = %q\nwant %q", host.Binds, wantBinds)

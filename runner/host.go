@@ -204,10 +204,7 @@ func (h *Host) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Inst
 	}
 	defer log.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	env := hostPaths(spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, metal), map[string]string{
-		containerMetalCache: metal, containerWeightCache: filepath.Join(spec.StateDir, "weights"), ContainerHF: spec.HF.HFHome,
-	})
-	cmd.Env = append(os.Environ(), SortedEnv(env)...)
+	cmd.Env = append(os.Environ(), SortedEnv(hostEnv(spec))...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this command and its terminal
 	if err := cmd.Start(); err != nil {
@@ -230,6 +227,19 @@ func (h *Host) Start(ctx context.Context, spec *Spec, progress io.Writer) (*Inst
 	}
 	fmt.Fprintf(progress, "started %s (pid %d), output in %s\n", spec.Name, st.PID, h.logPath(spec.Name))
 	return h.Find(ctx, spec.Name)
+}
+
+// hostEnv is the server's environment on the host: the container mount
+// points the kinds and ServerEnv name resolved to the host files behind them.
+func hostEnv(spec *Spec) map[string]string {
+	metal := filepath.Join(spec.StateDir, "cache")
+	mounts := map[string]string{
+		containerMetalCache: metal, containerWeightCache: filepath.Join(spec.StateDir, "weights"), ContainerHF: spec.HF.HFHome,
+	}
+	if spec.APIKeyFile != "" {
+		mounts[containerAPIKey] = spec.APIKeyFile
+	}
+	return hostPaths(spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, metal), mounts)
 }
 
 // hostPaths rewrites the env values that name a container mount point (a

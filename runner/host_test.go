@@ -131,6 +131,28 @@ func TestHostStartNeedsServer(t *testing.T) {
 	}
 }
 
+// On the host the server is given the API key file itself, and the
+// caches' host folders, as the container is given their mounts.
+func TestHostEnv(t *testing.T) {
+	spec := &Spec{
+		Package: &Package{Wire: &manifest.Wire{Name: "m"}}, StateDir: "/s/m", APIKeyFile: "/etc/tt-model/key",
+		HF: hub.Config{HFHome: "/hf-home", CacheDir: "/hf-home/hub"},
+	}
+	env := hostEnv(spec)
+	for k, want := range map[string]string{"TT_API_KEY_FILE": "/etc/tt-model/key", "TT_WEIGHT_CACHE": "/s/m/weights", "TT_METAL_CACHE": "/s/m/cache", "HF_HOME": "/hf-home"} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q (env %v)", k, env[k], want, env)
+		}
+	}
+	spec.APIKeyFile = ""
+	if _, ok := hostEnv(spec)["TT_API_KEY_FILE"]; ok {
+		t.Errorf("TT_API_KEY_FILE set without a key file")
+	}
+	if line := (&Host{Supervisor: []string{"tt-model", "supervise"}}).Command(spec); !strings.Contains(line, "TT_WEIGHT_CACHE=/s/m/weights") {
+		t.Errorf("--print shows the container's paths, not the host's: %s", line)
+	}
+}
+
 func TestHostPaths(t *testing.T) {
 	env := hostPaths(map[string]string{
 		"PI05_HANG_MARKER": "/cache/pi05_hang_marker", "X": "/cachex/y", "W": "/weight-cache", "HF_MODEL": "/hf/hub/m", "N": "2",

@@ -12,11 +12,13 @@ import (
 
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/chips"
+	"github.com/ttmodel/tt-model/internal/safename"
 	"github.com/ttmodel/tt-model/manifest"
+	"github.com/ttmodel/tt-model/server/api"
 )
 
-// FirstPort is where the search for a free port starts, as upstream.
-const FirstPort = 20000
+// FirstPort is where the search for a free port starts (manifest.FirstHostPort).
+const FirstPort = manifest.FirstHostPort
 
 // Spec is one server to start: everything decided before a runner acts.
 type Spec struct {
@@ -41,6 +43,10 @@ type Spec struct {
 	// SupervisorFlags are extra `tt-model supervise` flags (for example a
 	// site's --reset-cmd), placed before the server argv.
 	SupervisorFlags []string
+	// APIKeyFile is the host file holding the server's API key ("" none):
+	// the server is given the file (mounted read-only in a container), so
+	// the key is in no argv, env or log.
+	APIKeyFile string
 }
 
 // PlanOptions are the serve flags.
@@ -103,7 +109,11 @@ func Plan(pkg *Package, others []Instance, opts PlanOptions) (*Spec, error) {
 			return nil, err
 		}
 	}
-	spec.StateDir = filepath.Join(root, pkg.Wire.Name)
+	// The name was checked when the manifest was read; the join is checked
+	// again because this folder is created and, by rm, deleted.
+	if spec.StateDir, err = safename.Join(root, pkg.Wire.Name); err != nil {
+		return nil, fmt.Errorf("package name: %w", err)
+	}
 	spec.Hugepages = hugepagesMounted("/proc/mounts")
 	return spec, nil
 }
@@ -131,6 +141,9 @@ func (s *Spec) ServerEnv(hfHome, hubCache, metalCache string) map[string]string 
 	}
 	env["HF_HOME"] = hfHome
 	env["TT_METAL_CACHE"] = metalCache
+	if s.APIKeyFile != "" {
+		env[api.APIKeyFileEnv] = containerAPIKey
+	}
 	if s.HF.Token != "" {
 		env["HF_TOKEN"] = s.HF.Token
 	}

@@ -196,3 +196,23 @@ func TestSupervisedEntrypoint(t *testing.T) {
 		t.Error("supervisor flags for an image without our supervisor were accepted")
 	}
 }
+
+// The state folder (TT_METAL_CACHE, the weight cache) is named by the
+// package: a name that would leave the cache root is refused even when the
+// package was built in memory, past the manifest reader's check.
+func TestPlanKeepsStateDirUnderCacheRoot(t *testing.T) {
+	root := t.TempDir()
+	for name, wantErr := range map[string]bool{"rf-detr": false, "../../victim": true, "..": true} {
+		pkg := &Package{Path: "p.json", Wire: &manifest.Wire{Name: name, Container: &manifest.Container{
+			Kind: manifest.KindGoServer, Runtime: map[string]any{"model": "rf-detr"},
+			Serve: manifest.ServeSettings{Hardware: "p150", MeshDevice: "P150"},
+		}}}
+		spec, err := Plan(pkg, nil, PlanOptions{CacheRoot: root, DevDir: filepath.Join(t.TempDir(), "none")})
+		switch {
+		case wantErr && (err == nil || !strings.Contains(err.Error(), "package name: ") || !strings.Contains(err.Error(), "leaves "+root)):
+			t.Errorf("%q: err = %v, want the name refused", name, err)
+		case !wantErr && (err != nil || spec.StateDir != filepath.Join(root, name)):
+			t.Errorf("%q: %v, StateDir %v", name, err, spec)
+		}
+	}
+}

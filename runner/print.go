@@ -99,9 +99,8 @@ func (d *Docker) imageFor(ctx context.Context, pkg *Package) (string, []string, 
 // Command renders what the host runner would start for spec: the server's
 // environment (beyond the caller's) and the supervisor's argv.
 func (h *Host) Command(spec *Spec) string {
-	env := spec.ServerEnv(spec.HF.HFHome, spec.HF.CacheDir, spec.StateDir+"/cache")
 	var lines []string
-	for _, kv := range SortedEnv(env) {
+	for _, kv := range SortedEnv(hostEnv(spec)) {
 		if strings.HasPrefix(kv, "HF_TOKEN=") {
 			continue // inherited from the caller's environment, never printed
 		}

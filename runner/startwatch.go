@@ -20,6 +20,9 @@ type CrashError struct {
 	Instance *Instance
 	Why      string   // what showed the crash: the supervisor backing off, the engine restarting, …
 	Lines    []string // the server's last lines, oldest first
+	// Stopped says serve stopped and removed the instance after the crash
+	// (unless --keep): its logs went with it.
+	Stopped bool
 }
 
 func (e *CrashError) Error() string {
@@ -31,6 +34,10 @@ func (e *CrashError) Error() string {
 		for _, l := range e.Lines {
 			b.WriteString("\n  | " + l)
 		}
+	}
+	if e.Stopped {
+		b.WriteString("\nit was stopped and removed rather than left restarting (serve --keep leaves it, with its logs)")
+		return b.String()
 	}
 	fmt.Fprintf(&b, "\nall of its output: tt-model logs %s --profile %s --runner %s", i.Package, i.Profile, i.Runner)
 	fmt.Fprintf(&b, "\nit keeps being restarted until you stop it: tt-model stop %s --profile %s --runner %s", i.Package, i.Profile, i.Runner)

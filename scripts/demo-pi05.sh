@@ -10,10 +10,13 @@ repo=lerobot/pi05_base
 rev=b211f3d44c36b6acfcf7ae94a64e8e96f75a64ba
 profile=multi-robot
 work=$(mktemp -d)
+# The demo packages models/pi05 under a name of its own, so it never is, nor stops, a pi05 server the
+# user runs.
+pkg=pi05-demo
 served=
 cleanup() {
   # A failed step must not leave the server running.
-  [ -z "$served" ] || $tt stop pi05 --profile $profile >/dev/null 2>&1 || true
+  [ -z "$served" ] || $tt stop $pkg --profile $profile >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -47,18 +50,19 @@ tiny_checkpoint() {
 demo_weights "$tt" models/pi05/tt-model.yaml "$repo" "$rev" "$demo_hf" tiny_checkpoint
 [ -z "$demo_test_weights" ] || banner
 
-step "package models/pi05 (daemonless OCI image)"
-$tt package --container models/pi05/tt-model.yaml --out build
+step "package models/pi05 as $pkg (daemonless OCI image)"
+sed "s/^name: pi05\$/name: $pkg/" models/pi05/tt-model.yaml > "$work/tt-model.yaml"
+$tt package --container "$work/tt-model.yaml" --out build
 
-step "serve build/pi05 --profile $profile"
-$tt stop pi05 --profile $profile >/dev/null 2>&1 || true
+step "serve build/$pkg --profile $profile"
+$tt stop $pkg --profile $profile >/dev/null 2>&1 || true # an earlier demo's, never the user's pi05
 served=1
-$tt serve build/pi05 --profile $profile --timeout 10m | tee "$work/serve.txt"
+$tt serve build/$pkg --profile $profile --timeout 10m | tee "$work/serve.txt"
 url=$(awk '$1 == "url" {print $2; exit}' "$work/serve.txt")
 
 step "POST one observation to $url/v1/actions/generations"
 go run ./tools/demo --image "$work/frame.png" --actions "$url"
 
 step "stop"
-$tt stop pi05 --profile $profile
+$tt stop $pkg --profile $profile
 served=

@@ -10,10 +10,13 @@ export PATH=$PWD/bin:$PATH
 repo=Roboflow/rf-detr-base
 rev=7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a
 work=$(mktemp -d)
+# The demo packages models/rf-detr under a name of its own: its server (tt-model-rf-detr-demo-default,
+# on the next free port) is never a rf-detr server the user runs, and the demo never stops one.
+pkg=rf-detr-demo
 served=
 cleanup() {
   # A failed step must not leave the server running.
-  [ -z "$served" ] || $tt stop rf-detr >/dev/null 2>&1 || true
+  [ -z "$served" ] || $tt stop $pkg >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,13 +47,14 @@ random_checkpoint() { go run ./tools/demo --checkpoint "$1"; }
 demo_weights "$tt" models/rf-detr/tt-model.yaml "$repo" "$rev" "$demo_hf" random_checkpoint
 [ -z "$demo_test_weights" ] || banner
 
-step "package models/rf-detr (daemonless OCI image)"
-$tt package --container models/rf-detr/tt-model.yaml --out build
+step "package models/rf-detr as $pkg (daemonless OCI image)"
+sed "s/^name: rf-detr\$/name: $pkg/" models/rf-detr/tt-model.yaml > "$work/tt-model.yaml"
+$tt package --container "$work/tt-model.yaml" --out build
 
-step "serve build/rf-detr"
-$tt stop rf-detr >/dev/null 2>&1 || true
+step "serve build/$pkg"
+$tt stop $pkg >/dev/null 2>&1 || true # an earlier demo's, never the user's rf-detr
 served=1
-$tt serve build/rf-detr --timeout 5m | tee "$work/serve.txt"
+$tt serve build/$pkg --timeout 5m | tee "$work/serve.txt"
 url=$(awk '$1 == "url" {print $2; exit}' "$work/serve.txt")
 
 step "POST a sample picture to $url/predict"
@@ -62,5 +66,5 @@ if [ "${DEMO_KEEP:-}" = 1 ]; then
 fi
 
 step "stop"
-$tt stop rf-detr
+$tt stop $pkg
 served=

@@ -2,20 +2,19 @@
 # Builds the root file system of the "Python test base": a minimal Debian bookworm with python3,
 # FastAPI and uvicorn (and pip), the base image the tests of the Python package kinds
 # (http-server, tt-dit-server, vllm-*) build on. No registry is involved: debootstrap fetches the
-# packages from Debian's mirror; the tests turn the tarball into an image with go-containerregistry
+# packages from this machine's Debian mirror; the tests turn the tarball into an image with go-containerregistry
 # and load it into the Docker engine themselves (builder/pybase_test.go).
 #
 # Usage: scripts/python-base-rootfs.sh [CACHE_DIR]     (needs root and debootstrap)
 # Prints the path of the rootfs tarball as the last line of stdout.
 #
 # Cache: the tarball is CACHE_DIR/python-base-<12 hex of this file's sha256>.tar (CACHE_DIR defaults
-# to ${XDG_CACHE_HOME:-~/.cache}/tt-model-test). Every input of the image (suite, mirror, package
-# list, the tidying below) is written in this file, so an edit makes a new name and an unchanged file
+# to ${XDG_CACHE_HOME:-~/.cache}/tt-model-test). Every input of the image (suite, package list,
+# the tidying below) is written in this file, so an edit makes a new name and an unchanged file
 # finds its tarball and exits at once. Mtimes are kept: Python's byte code checks them.
 set -euo pipefail
 
 suite=bookworm
-mirror=http://deb.debian.org/debian
 # python3 + the HTTP stack of kind tt-dit-server from Debian (not PyPI); python-is-python3 gives
 # the `python` the kinds' launchers call; python3-pip lets install_engine.sh install a local wheel;
 # git is what the vLLM kinds' install steps clone with.
@@ -46,6 +45,9 @@ command -v debootstrap >/dev/null || { echo "python-base-rootfs: debootstrap is 
 root=$(mktemp -d "${TMPDIR:-/tmp}/python-base-root.XXXXXX")
 trap 'rm -rf "$root" "$root.log"' EXIT
 
+# The mirror is where the packages come from, not what they are: this machine's apt source
+# (scripts/debian-mirror.sh; TT_DEBIAN_MIRROR overrides it), and not part of the cache key.
+mirror=$("$(dirname "$self")/debian-mirror.sh" "$suite")
 echo "python-base-rootfs: debootstrap $suite ($packages) from $mirror (a few minutes, once)" >&2
 debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$mirror" >"$root.log" 2>&1 || {
   tail -n 30 "$root.log" >&2

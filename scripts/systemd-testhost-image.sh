@@ -2,21 +2,20 @@
 # Builds the "systemd test host": a minimal Debian bookworm image whose init is systemd, for the
 # tests that run `tt-model service` and `tt-model supervise` under a real systemd as PID 1
 # (internal/systemdtest boots it on the Docker engine). No registry is involved: debootstrap
-# fetches the packages from Debian's mirror and `docker import` turns the tree into an image.
+# fetches the packages from this machine's Debian mirror and `docker import` turns the tree into an image.
 #
 # Usage: scripts/systemd-testhost-image.sh        (needs root, debootstrap and a Docker engine)
 # Prints the image tag as the last line of stdout. Exit 3: the image is not built and cannot be
 # built here (not root, or no debootstrap); any other failure exits 1.
 #
 # Cache: the tag is systemd-testhost:<12 hex of the sha256 of this file's lines that are not
-# comments>. Every input of the image (the suite, the mirror, the package list, the setup below) is
+# comments>. Every input of the image (the suite, the package list, the setup below) is
 # written in this file, so a change to any makes a new tag, and an unchanged file finds its image in
 # the engine and exits at once. Old tags are left for their owner to remove (`docker image rm
 # systemd-testhost:<old>`). The Debian packages are those of the day the tag was first built.
 set -euo pipefail
 
 suite=bookworm
-mirror=http://deb.debian.org/debian
 # systemd + systemd-sysv: the init. dbus: systemd-logind needs the system bus. libpam-systemd:
 # registers user@<uid>.service's session, so a user manager (`--user` units) can run.
 packages=systemd,systemd-sysv,dbus,libpam-systemd
@@ -48,6 +47,9 @@ command -v debootstrap >/dev/null || { echo "systemd-testhost-image: $tag is not
 root=$(mktemp -d "${TMPDIR:-/tmp}/systemd-testhost-root.XXXXXX")
 trap 'rm -rf "$root"' EXIT
 
+# The mirror is where the packages come from, not what they are: this machine's apt source
+# (scripts/debian-mirror.sh; TT_DEBIAN_MIRROR overrides it), and not part of the tag.
+mirror=$("$(dirname "$self")/debian-mirror.sh" "$suite") || exit 1
 echo "systemd-testhost-image: debootstrap $suite ($packages) from $mirror (a few minutes)" >&2
 # Progress: debootstrap's stage lines, not one line per package.
 if ! debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$mirror" 2>&1 | tee "$root.log" |

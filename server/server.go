@@ -40,6 +40,9 @@ type Options struct {
 	// RequestMemory is the memory budget, in bytes, of the requests received and not yet
 	// answered: their bodies and decoded images (membudget.go). 0: no budget.
 	RequestMemory int64
+	// APIKey, when set, is required on every route but the Open ones
+	// (requireKey); "" serves every route to anyone who reaches the port.
+	APIKey string
 	// Loaded is called once the model is loaded with the bytes its native program holds outside
 	// the Go heap (NativeMemory; 0 when the model does not say): the Go memory limit leaves them
 	// room.
@@ -155,6 +158,9 @@ func (s *Server) routes() http.Handler {
 		}
 		if *slot != nil {
 			panic(fmt.Sprintf("server: route %s %s declared twice", r.Method, r.Path))
+		}
+		if s.opts.APIKey != "" && !r.Open {
+			h = requireKey(s.opts.APIKey, h)
 		}
 		*slot = s.instrument(r.Name, h)
 		s.table = append(s.table, r.Route)

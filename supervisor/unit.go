@@ -26,6 +26,11 @@ type Unit struct {
 	// the reset command: what they need from the installer's environment,
 	// which systemd does not pass on (see templates/systemd.service.tmpl).
 	Environment map[string]string
+	// APIKeyFile is an absolute file holding the model server's API key
+	// ("" none): a system unit loads it as a credential (LoadCredential=),
+	// a user unit names the file; either way the server reads the file
+	// TT_API_KEY_FILE names, and the key is in no argv or environment.
+	APIKeyFile string
 
 	// Supervisor is the configuration ExecStart's flags give the
 	// supervisor: systemd's timeouts and start limit are derived from it,
@@ -105,6 +110,9 @@ func (u Unit) Render() (string, error) {
 		if err := escapable(val); err != nil {
 			return "", fmt.Errorf("unit %s: environment %s=%q: %w", u.Name, k, val, err)
 		}
+	}
+	if u.APIKeyFile != "" && (!filepath.IsAbs(u.APIKeyFile) || strings.ContainsAny(u.APIKeyFile, " \"'\\%") || controlAt(u.APIKeyFile) >= 0 || !utf8.ValidString(u.APIKeyFile)) {
+		return "", fmt.Errorf("unit %s: API key file %q: want an absolute UTF-8 path without blanks, quotes, backslashes, %% or control characters", u.Name, u.APIKeyFile)
 	}
 	v.EnvironmentLines = make([]string, 0, len(u.Environment))
 	for _, k := range sortedKeys(u.Environment) {

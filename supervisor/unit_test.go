@@ -24,6 +24,7 @@ func testUnit(user bool) Unit {
 		Exec:        []string{os.Args[0], "supervise", "--start-timeout", "7m0s", "--ready-line", "Uvicorn running on http://0.0.0.0:8000", "--", "tt-model-server", "--label", "50% $HOME"},
 		User:        user,
 		Environment: map[string]string{"PATH": "/opt/my tools/bin:/usr/bin", "HF_HOME": "/srv/hf-100%"},
+		APIKeyFile:  "/etc/tt-model/pi05.key",
 		Supervisor:  Defaults(8000),
 		Watchdog:    60 * time.Second,
 		RestartSec:  5 * time.Second,
@@ -53,6 +54,14 @@ func TestUnitRender(t *testing.T) {
 		if !strings.Contains(unitSection, "StartLimitBurst=") {
 			t.Errorf("StartLimitBurst is not in [Unit]:\n%s", text)
 		}
+		// The API key: a system unit's credential, a user unit's file; never the key's bytes.
+		wantKey := map[bool]string{
+			false: "LoadCredential=tt-api-key:/etc/tt-model/pi05.key\nEnvironment=TT_API_KEY_FILE=%d/tt-api-key\n",
+			true:  "Environment=TT_API_KEY_FILE=/etc/tt-model/pi05.key\n",
+		}[user]
+		if !strings.Contains(text, wantKey) || (user && strings.Contains(text, "LoadCredential")) {
+			t.Errorf("user=%v: unit lacks %q:\n%s", user, wantKey, text)
+		}
 		wantTarget := map[bool]string{false: "WantedBy=multi-user.target", true: "WantedBy=default.target"}[user]
 		if !strings.Contains(text, wantTarget) {
 			t.Errorf("user=%v: unit lacks %s", user, wantTarget)
@@ -66,6 +75,9 @@ func TestUnitRenderRejects(t *testing.T) {
 		"bad name":      func() Unit { u := testUnit(false); u.Name = "a/b"; return u }(),
 		"no timeout":    func() Unit { u := testUnit(false); u.Supervisor.StopGrace = 0; return u }(),
 		"no kill wait":  func() Unit { u := testUnit(false); u.Supervisor.KillTimeout = 0; return u }(),
+		"relative key":  func() Unit { u := testUnit(false); u.APIKeyFile = "key"; return u }(),
+		"blank in key":  func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/my key"; return u }(),
+		"line in key":   func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/k\rExecStartPre=/bin/false"; return u }(),
 	} {
 		if _, err := u.Render(); err == nil {
 			t.Errorf("%s: Render accepted %+v", name, u)
@@ -263,6 +275,7 @@ func TestUnitControlCharacters(t *testing.T) {
 			s = all.String() // every one in one word
 		}
 		u := testUnit(false)
+		u.APIKeyFile = "" // its Environment= line is the unit's own, not one of u.Environment
 		u.Exec = append(u.Exec, "--default-env", "PI05_SLO_MS=1"+s+"ExecStartPre=/bin/false", "word"+s+"%$")
 		u.Environment["TT_NOTE"] = "a" + s + "ExecStartPre=/bin/false \"q\" \\"
 		text, err := u.Render()

@@ -23,7 +23,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/ttmodel/tt-model/internal/journallog"
@@ -57,6 +56,7 @@ type config struct {
 	logLevel          slog.Level
 	requestMemory     int64  // the request memory budget in bytes (0: none)
 	goMemory          string // what the Go memory limit will be (memlimit.Describe)
+	apiKey, keySource string // the API key ("" none) and where it came from
 }
 
 // environment is the process environment: one variable, and all of them.
@@ -95,13 +95,8 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 	getenv := env.get
 	fs := flag.NewFlagSet("tt-model-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg config
-	fs.StringVar(&cfg.host, "host", "0.0.0.0", "address to listen on")
-	fs.StringVar(&cfg.port, "port", "8000", "port to listen on")
-	fs.StringVar(&cfg.model, "model", "auto", "model to serve: "+strings.Join(servedKinds(), ", ")+", or auto (from TT_RF_DETR_WEIGHTS, PI05_WEIGHTS_DIR or HF_MODEL)")
-	verify := fs.Bool("verify", false, "print the configuration and CPU features, open no weights, exit 0 (image builds)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	var fl api.Flags
+	fl.Bind(fs, servedKinds())
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: tt-model-server [flags]\n\n"+
 			"Example:\n  TT_RF_DETR_WEIGHTS=/srv/rf-detr tt-model-server --port 8000\n"+
@@ -114,15 +109,20 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 		}
 		return 2
 	}
-	if *showVersion {
+	if fl.Version {
 		fmt.Fprintln(stdout, "tt-model-server", version.Version)
 		return 0
 	}
-	if err := cfg.resolve(getenv, *level); err != nil {
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tt-model-server: unexpected argument %q: the server takes flags only (see --help)\n", fs.Arg(0))
+		return 2
+	}
+	cfg := config{host: fl.Host, port: fl.Port, model: fl.Model}
+	if err := cfg.resolve(getenv, fl.LogLevel, fl.APIKeyFile); err != nil {
 		fmt.Fprintln(stderr, "tt-model-server:", err)
 		return 2
 	}
-	if *verify {
+	if fl.Verify {
 		cfg.print(stdout)
 		return 0
 	}
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, env environment, stdout, stderr io.
 
 // resolve checks flags and settings; an unresolvable model is kept as
 // kindErr so --verify can still report the rest.
-func (c *config) resolve(getenv func(string) string, level string) error {
+func (c *config) resolve(getenv func(string) string, level, apiKeyFile string) error {
 	if err := c.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
@@ -184,6 +184,9 @@ func (c *config) resolve(getenv func(string) string, level string) error {
 		return err
 	}
 	c.goMemory = memlimit.Describe(getenv, "/")
+	if c.apiKey, c.keySource, err = api.LoadAPIKey(apiKeyFile, getenv); err != nil {
+		return err
+	}
 	if getenv("TT_MODEL_FAULT_EXIT_AFTER") != "" {
 		return fmt.Errorf("TT_MODEL_FAULT_EXIT_AFTER was replaced by TT_MODEL_FAULT=exit:after=N")
 	}
@@ -247,8 +250,18 @@ func (c *config) print(w io.Writer) {
 	fmt.Fprintf(w, "gemm:      %s\n", c.tuning)
 	fmt.Fprintf(w, "requests:  %s\n", requestMemoryString(c.requestMemory))
 	fmt.Fprintf(w, "go memory: %s\n", c.goMemory)
+	fmt.Fprintf(w, "auth:      %s\n", c.authString())
 	fmt.Fprintf(w, "cpu:       %s\n", native.DetectCPU())
 	fmt.Fprintln(w, "weights:   not opened (--verify)")
+}
+
+// authString says whether requests need the API key, and where it came
+// from; never the key.
+func (c *config) authString() string {
+	if c.apiKey == "" {
+		return "none: every route answers anyone who reaches the port (--api-key-file or " + api.APIKeyEnv + " requires a key)"
+	}
+	return "API key required on every route but /health and /healthz (from " + c.keySource + ")"
 }
 
 // requestMemoryString says what the request memory budget is.
@@ -276,7 +289,8 @@ func serve(ctx context.Context, c config, env environment, log *slog.Logger) int
 	}
 	limiter := memlimit.Start(env.get, "/", log)
 	log.Info("request memory budget", "budget", requestMemoryString(c.requestMemory))
-	srv := server.New(m, server.Options{Log: log, Fault: c.fault, RequestMemory: c.requestMemory, Loaded: limiter.ModelLoaded})
+	log.Info("authentication", "auth", c.authString())
+	srv := server.New(m, server.Options{Log: log, Fault: c.fault, RequestMemory: c.requestMemory, Loaded: limiter.ModelLoaded, APIKey: c.apiKey})
 	err = srv.Run(ctx, ln)
 	var exit *server.ExitError
 	switch {

@@ -48,12 +48,15 @@ type Route struct {
 	// Prefix makes Path a folder: the route answers every path under it that
 	// no exact route claims (Path ends in "/").
 	Prefix bool
+	// Open routes answer without the server's API key (its health checks:
+	// probes and supervisors carry no key).
+	Open bool
 }
 
 // Common are the routes every model's server answers, whatever the model.
 func Common() []Route {
 	return []Route{
-		{Method: http.MethodGet, Path: "/health", Name: "health", What: "`{\"status\": \"ok\" | \"starting\"}` (pi0.5 also `degraded`, and `hung` with a 503), else 200"},
+		{Method: http.MethodGet, Path: "/health", Name: "health", Open: true, What: "`{\"status\": \"ok\" | \"starting\"}` (pi0.5 also `degraded`, and `hung` with a 503), else 200"},
 		{Method: http.MethodGet, Path: "/info", Name: "info", What: "the model, its settings and weights, and this list of routes"},
 		{Method: http.MethodGet, Path: "/v1/models", Name: "models", What: "the served model id (OpenAI's list shape)"},
 		{Method: http.MethodGet, Path: "/metrics", Name: "metrics", What: "Prometheus metrics: requests by code (499: the client left), latency, stage times, load time; pi0.5 per device"},
@@ -80,7 +83,7 @@ func ModelRoutes(kind string) ([]Route, error) {
 			{Method: http.MethodGet, Path: "/v1/actions/realtime", Name: "actions_realtime", Stream: true, Counts: true, What: "SGLang's realtime websocket (msgpack): metadata first, one action.generation per request, in order"},
 			{Method: http.MethodGet, Path: "/openpi/policy", Name: "openpi_policy", Stream: true, Counts: true, What: "OpenPI's policy websocket (msgpack-numpy): metadata first, observation in, actions out"},
 			{Method: http.MethodGet, Path: "/", Name: "openpi_policy_root", Stream: true, Counts: true, What: "the OpenPI policy websocket where stock OpenPI clients connect (ws://host:port)"},
-			{Method: http.MethodGet, Path: "/healthz", Name: "openpi_healthz", What: "OpenPI's health check: `OK`"},
+			{Method: http.MethodGet, Path: "/healthz", Name: "openpi_healthz", Open: true, What: "OpenPI's health check: `OK`"},
 		}, nil
 	}
 	return nil, fmt.Errorf("model %q: the server serves %v", kind, Kinds())
