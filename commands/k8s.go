@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/kube"
 	"github.com/ttmodel/tt-model/runner"
@@ -22,10 +23,11 @@ func newK8sCmd() *cobra.Command {
 		Use:   "k8s",
 		Short: "Run a package on Kubernetes: render its manifests, apply, delete, status",
 		Long: "k8s turns a staged package (build/<name>/) into a StatefulSet that runs `tt-model supervise` as PID 1\n" +
-			"(exit 75 → chip reset → restart inside the pod), its Services and a ConfigMap with the package's\n" +
-			"manifest, and applies them with server-side apply through your kubeconfig. docs/kubernetes.md\n" +
-			"explains every field.",
-		Example: "  tt-model k8s render build/rf-detr --registry registry.example/ml\n  tt-model k8s status rf-detr-default",
+			"(exit 75 → chip reset → restart inside the pod), its Services, a ConfigMap with the package's\n" +
+			"manifest and, under DRA, the chips' ResourceClaimTemplate, and applies them with server-side apply\n" +
+			"through your kubeconfig. docs/kubernetes.md explains every field.",
+		Example: "  tt-model k8s render build/rf-detr --registry registry.example/ml --chips device-plugin\n" +
+			"  tt-model k8s apply build/pi05 --registry registry.example/ml && tt-model k8s status pi05-multi-robot",
 	}
 	cmd.AddCommand(newK8sRenderCmd(), newK8sApplyCmd(), newK8sDeleteCmd(), newK8sStatusCmd())
 	return cmd
@@ -44,9 +46,11 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.Name, "name", "", "name of the objects (default <package>-<profile>)")
 	fs.StringVarP(&f.opts.Namespace, "namespace", "n", "", "namespace (render: none in the objects; apply: the kubeconfig's)")
 	fs.Int32Var(&f.replicas, "replicas", *d.Replicas, "replicas, each with its own chips and cache volume (0 keeps the objects and runs none)")
-	fs.StringVar(&f.opts.Registry, "registry", "", "HOST/NAMESPACE the image was pushed to with tt-model push (default: the manifest's image.registry)")
-	fs.StringVar(&f.opts.ChipResource, "chip-resource", "", "extended resource the chips are requested as (default: Tenstorrent's device plugin name for the hardware, e.g. tenstorrent.com/blackhole; \"none\" for no chips)")
-	fs.BoolVar(&f.opts.NoHugepages, "no-hugepages", false, "do not mount the host's /dev/hugepages-1G (mounted when the profile uses chips)")
+	fs.StringVar(&f.opts.Registry, "registry", "", "HOST/NAMESPACE the image was pushed to with tt-model push (default: the manifest's image.registry; one of the two, or --image-name, is required)")
+	fs.StringVar(&f.opts.ImageName, "image-name", "", "the image's name on the nodes, when it was loaded there instead of pushed (the package's digest is appended)")
+	fs.StringVar(&f.opts.Chips, "chips", "", "how the pods get their chips: dra (Tenstorrent's DRA driver, a ResourceClaimTemplate), device-plugin (extended resources) or none (render default dra; apply: dra where the API server serves resource.k8s.io/v1, else device-plugin)")
+	fs.StringVar(&f.opts.ChipResource, "chip-resource", "", "with --chips device-plugin: the extended resource the chips are requested as (default: the device plugin's name for the hardware, e.g. tenstorrent.com/blackhole; \"none\" is --chips none)")
+	fs.BoolVar(&f.opts.NoHugepages, "no-hugepages", false, "do not mount the host's /dev/hugepages-1G (mounted when the profile's server drives the chips itself)")
 	fs.DurationVar(&f.opts.StartTimeout, "start-timeout", d.StartTimeout, "the supervisor's start timeout, and the startup probe's budget (a multiple of 10s)")
 	fs.DurationVar(&f.opts.StopGrace, "stop-grace", d.StopGrace, "the supervisor's SIGTERM-to-SIGKILL grace; the pod's termination grace is this plus 15s")
 	fs.StringVar(&f.opts.ResetCmd, "reset-cmd", "", "the supervisor's chip reset command (default: its own, tt-smi -r {chips})")
@@ -56,8 +60,8 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.StorageClass, "storage-class", "", "storage class of the cache PVCs (default: the cluster's default)")
 	fs.StringVar(&f.opts.HFTokenSecret, "hf-token-secret", "", "Secret whose key HF_TOKEN the weights job uses (gated or private weights)")
 	fs.StringVar(&f.opts.APIKeySecret, "api-key-secret", "", "Secret whose key api-key holds the API key the server then requires (mounted as a file, never in env or args)")
-	fs.StringVar(&f.cpu, "cpu", "", "CPU request of the server, e.g. 4")
-	fs.StringVar(&f.memory, "memory", "", "memory request and limit of the server, e.g. 16Gi")
+	fs.StringVar(&f.cpu, "cpu", "", "CPU request of the server, e.g. 4 (default: the threads the profile runs, docs/kubernetes.md)")
+	fs.StringVar(&f.memory, "memory", "", "memory request and limit of the server, e.g. 16Gi (default: the model's measured peak plus headroom)")
 }
 
 // options parses the quantities into the render options.
@@ -80,7 +84,8 @@ func (f *renderFlags) options() (kube.Options, error) {
 	return o, nil
 }
 
-// render loads the package and renders it, printing the notes on stderr.
+// render loads the package and renders it, printing the notes and the pods'
+// Pod Security level on stderr.
 func (f *renderFlags) render(cmd *cobra.Command, path string) (*kube.Manifests, error) {
 	pkg, err := runner.LoadPackage(path)
 	if err != nil {
@@ -97,23 +102,27 @@ func (f *renderFlags) render(cmd *cobra.Command, path string) (*kube.Manifests, 
 	for _, n := range m.Notes {
 		fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
 	}
+	if f.opts.Chips == "" && f.opts.ChipResource == "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "chips: %s (render's default without a cluster to ask; --chips device-plugin or none chooses otherwise)\n", m.Chips)
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "pod security:", m.PodSecurity)
 	return m, nil
 }
 
-// Deliberate twin of newCardCmd in commands/card.go, newCurlCmd in commands/curl.go, newLogsCmd in
-// commands/logs.go: every command's constructor is one cobra.Command literal (Use, Short, Long,
-// Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sRenderCmd() *cobra.Command {
 	var f renderFlags
 	var out string
 	cmd := &cobra.Command{
 		Use:   "render PACKAGE [--profile P] [--namespace NS] [--replicas N] [--out DIR | -]",
 		Short: "Print the Kubernetes objects of a package profile as YAML",
-		Long: "render writes the package's ConfigMap, Services and StatefulSet as one YAML stream on stdout, or one\n" +
-			"file per object into --out DIR. PACKAGE is a staged package (build/<name>/ or its\n" +
-			"tt_kernel_manifest.json); its image is referenced by digest.",
-		Example: "  tt-model k8s render build/rf-detr | kubectl apply --dry-run=server -f -\n" +
-			"  tt-model k8s render build/pi05 --profile single-robot --registry registry.example/ml --out deploy/",
+		Long: "render writes the package's ConfigMap, the chips' ResourceClaimTemplate (--chips dra, the default\n" +
+			"without a cluster to ask), Services and StatefulSet as one YAML stream on stdout, or one file per\n" +
+			"object into --out DIR. PACKAGE is a staged package (build/<name>/ or its tt_kernel_manifest.json);\n" +
+			"its image is referenced by digest, at --registry or --image-name. The pods' Pod Security level is\n" +
+			"printed on stderr.",
+		Example: "  tt-model k8s render build/rf-detr --registry registry.example/ml | kubectl apply --dry-run=server -f -\n" +
+			"  tt-model k8s render build/pi05 --profile single-robot --registry registry.example/ml --chips device-plugin --out deploy/\n" +
+			"  tt-model k8s render build/rf-detr --image-name tt-model/rf-detr --chips none",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := f.render(cmd, args[0])
@@ -144,11 +153,8 @@ func newK8sRenderCmd() *cobra.Command {
 }
 
 // writeManifestDir writes <kind>-<name>.yaml per object into dir, each
-// through a temporary file, so a failed render leaves the old files whole.
+// through atomicfile, so a failed render leaves the old files whole.
 func writeManifestDir(dir string, m *kube.Manifests) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	var paths []string
 	for _, obj := range m.Objects() {
 		u, err := kube.Unstructured(obj)
@@ -160,12 +166,8 @@ func writeManifestDir(dir string, m *kube.Manifests) ([]string, error) {
 			return nil, err
 		}
 		path := filepath.Join(dir, strings.ToLower(u.GetKind())+"-"+u.GetName()+".yaml")
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return nil, err
+		if err := atomicfile.Write(path, data); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
 		paths = append(paths, path)
 	}
@@ -205,15 +207,23 @@ func newK8sApplyCmd() *cobra.Command {
 		Short: "Render a package profile and apply it with server-side apply (field manager tt-model)",
 		Long: "apply renders as `k8s render` does and sends each object to the API server of your kubeconfig with\n" +
 			"server-side apply, field manager tt-model, into --namespace or the kubeconfig context's namespace.\n" +
+			"Without --chips it asks the API server: DRA where it serves resource.k8s.io/v1, else the device plugin.\n" +
 			"--dry-run has the API server validate, admit and default everything without storing it.",
-		Example: "  tt-model k8s apply build/rf-detr --replicas 2\n  tt-model k8s apply build/pi05 --profile disaggregated --dry-run",
-		Args:    cobra.ExactArgs(1),
+		Example: "  tt-model k8s apply build/rf-detr --registry registry.example/ml --replicas 2\n" +
+			"  tt-model k8s apply build/pi05 --profile disaggregated --registry registry.example/ml --dry-run",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := f.render(cmd, args[0])
+			cl, err := c.connect(cmd)
 			if err != nil {
 				return err
 			}
-			cl, err := c.connect(cmd)
+			if f.opts.Chips == "" && f.opts.ChipResource == "" {
+				if f.opts.Chips, err = cl.DefaultChips(cmd.Context()); err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "chips: %s (what the API server serves; --chips chooses)\n", f.opts.Chips)
+			}
+			m, err := f.render(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -284,8 +294,6 @@ func (i *instanceFlags) open(cmd *cobra.Command, arg string) (string, *kube.Clus
 	return name, cl, err
 }
 
-// Deliberate twin of newK8sStatusCmd: every command's constructor is one cobra.Command literal
-// (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sDeleteCmd() *cobra.Command {
 	var (
 		i    instanceFlags
@@ -294,7 +302,7 @@ func newK8sDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete NAME|PACKAGE [--volumes] [--dry-run]",
 		Short: "Delete the objects tt-model applied for an instance (its cache PVCs only with --volumes)",
-		Long: "delete removes the StatefulSet, Services and ConfigMap labelled with the instance's name and\n" +
+		Long: "delete removes the StatefulSet, Services, ConfigMap and chip claim template labelled with the instance's name and\n" +
 			"managed by tt-model. The replicas' cache PVCs (weights, kernel cache, hang markers) stay, so a\n" +
 			"later apply finds the weights in place; --volumes deletes them too.",
 		Example: "  tt-model k8s delete rf-detr-default\n  tt-model k8s delete build/pi05 --profile single-robot --volumes",
@@ -320,8 +328,6 @@ func newK8sDeleteCmd() *cobra.Command {
 	return cmd
 }
 
-// Deliberate twin of newK8sDeleteCmd: every command's constructor is one cobra.Command literal
-// (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sStatusCmd() *cobra.Command {
 	var (
 		i      instanceFlags

@@ -24,12 +24,12 @@ func TestK8sAcceptance(t *testing.T) {
 	srv := kubetest.Run(t)
 	pkg := kubetest.StagedPackage(t, "..", "rf-detr", nil)
 
-	code, yaml, errOut := run(t, "k8s", "render", pkg)
+	code, yaml, errOut := run(t, "k8s", "render", pkg, "--registry", "registry.example/ml")
 	if code != 0 {
 		t.Fatalf("render: exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(errOut, `image.registry is "hf"`) {
-		t.Errorf("render did not note the Hub-only registry: %q", errOut)
+	if !strings.Contains(errOut, "pod security: the pods meet Pod Security level restricted") || !strings.Contains(errOut, "chips: dra (render's default") {
+		t.Errorf("render did not print the Pod Security level: %q", errOut)
 	}
 	kubectl := exec.Command("kubectl", "--kubeconfig", srv.Kubeconfig, "apply", "--dry-run=server", "-f", "-")
 	kubectl.Stdin = strings.NewReader(yaml)
@@ -37,7 +37,8 @@ func TestK8sAcceptance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, out)
 	}
-	for _, want := range []string{"configmap/rf-detr-default-manifest created (server dry run)", "service/rf-detr-default created (server dry run)",
+	for _, want := range []string{"configmap/rf-detr-default-manifest created (server dry run)",
+		"resourceclaimtemplate.resource.k8s.io/rf-detr-default-chips created (server dry run)", "service/rf-detr-default created (server dry run)",
 		"service/rf-detr-default-pods created (server dry run)", "statefulset.apps/rf-detr-default created (server dry run)"} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("kubectl said %s, want a line %q", out, want)
@@ -48,8 +49,9 @@ func TestK8sAcceptance(t *testing.T) {
 	}
 
 	kc := "--kubeconfig=" + srv.Kubeconfig
-	code, stdout, errOut := run(t, "k8s", "apply", pkg, kc, "--replicas", "2")
-	if code != 0 || !strings.Contains(stdout, "StatefulSet default/rf-detr-default applied") || strings.Contains(errOut, "warning") {
+	code, stdout, errOut := run(t, "k8s", "apply", pkg, kc, "--replicas", "2", "--registry", "registry.example/ml")
+	if code != 0 || !strings.Contains(stdout, "StatefulSet default/rf-detr-default applied") || strings.Contains(errOut, "warning") ||
+		!strings.Contains(errOut, "chips: dra (what the API server serves") || !strings.Contains(stdout, "ResourceClaimTemplate default/rf-detr-default-chips applied") {
 		t.Fatalf("apply: exit %d\n%s%s", code, stdout, errOut)
 	}
 	code, stdout, errOut = run(t, "k8s", "status", "rf-detr-default", kc)
@@ -62,7 +64,7 @@ func TestK8sAcceptance(t *testing.T) {
 		t.Fatalf("status --json of the package: exit %d\n%s%s", code, stdout, errOut)
 	}
 	code, stdout, errOut = run(t, "k8s", "delete", pkg, kc)
-	if code != 0 || strings.Count(stdout, "deleted") != 4 {
+	if code != 0 || strings.Count(stdout, "deleted") != 5 || !strings.Contains(stdout, "ResourceClaimTemplate/rf-detr-default-chips deleted") {
 		t.Fatalf("delete: exit %d\n%s%s", code, stdout, errOut)
 	}
 	code, _, errOut = run(t, "k8s", "status", "rf-detr-default", kc)
@@ -98,6 +100,8 @@ func TestK8sBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"k8s", "render", pkg, "--profile", "fast"}, 2, `no serve profile named "fast"; available: default`},
+		{[]string{"k8s", "render", pkg}, 2, `image.registry is "hf", which no node can pull from: push the image (tt-model push --registry HOST/NS) and render with --registry HOST/NS, or load it onto the nodes and name it with --image-name`},
+		{[]string{"k8s", "render", pkg, "--registry", "r.example", "--chips", "gpu"}, 2, `--chips "gpu": want one of dra, device-plugin, none`},
 		{[]string{"k8s", "render", noDigest}, 2, "container.image.digest is empty"},
 		{[]string{"k8s", "render", "../models/rf-detr/tt-model.yaml"}, 2, "is an authored manifest: render needs a staged package"},
 		{[]string{"k8s", "render", pkg, "--cache-size", "lots"}, 2, `--cache-size "lots"`},
@@ -123,7 +127,8 @@ func TestK8sRenderOut(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	want := []string{"configmap-pi05-single-robot-manifest.yaml", "service-pi05-single-robot.yaml", "service-pi05-single-robot-pods.yaml", "statefulset-pi05-single-robot.yaml"}
+	want := []string{"configmap-pi05-single-robot-manifest.yaml", "resourceclaimtemplate-pi05-single-robot-chips.yaml",
+		"service-pi05-single-robot.yaml", "service-pi05-single-robot-pods.yaml", "statefulset-pi05-single-robot.yaml"}
 	for _, f := range want {
 		if !strings.Contains(stdout, filepath.Join(out, f)) {
 			t.Errorf("stdout %q lacks %s", stdout, f)

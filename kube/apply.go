@@ -2,9 +2,11 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,10 +20,37 @@ var (
 	services     = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	statefulSets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
 	claims       = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	// claimTemplates is each pod's DRA chip claim template (ChipsDRA).
+	claimTemplates = resourcev1.SchemeGroupVersion.WithResource("resourceclaimtemplates")
 )
 
 var resourceOfKind = map[string]schema.GroupVersionResource{
-	"ConfigMap": configMaps, "Service": services, "StatefulSet": statefulSets,
+	"ConfigMap": configMaps, "Service": services, "StatefulSet": statefulSets, "ResourceClaimTemplate": claimTemplates,
+}
+
+// DefaultChips is the chip mode for this cluster when the user names none:
+// ChipsDRA where the API server serves resource.k8s.io/v1 with
+// ResourceClaimTemplates (Kubernetes 1.34 on, unless turned off), else
+// ChipsDevicePlugin. The answer comes from the API server's discovery.
+func (c *Cluster) DefaultChips(ctx context.Context) (string, error) {
+	path := "/apis/" + claimTemplates.GroupVersion().String()
+	raw, err := c.core.RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	if apierrors.IsNotFound(err) {
+		return ChipsDevicePlugin, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("discovery %s: %w (name --chips to skip the question)", path, err)
+	}
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return "", fmt.Errorf("discovery %s: %w", path, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == claimTemplates.Resource {
+			return ChipsDRA, nil
+		}
+	}
+	return ChipsDevicePlugin, nil
 }
 
 // ApplyOptions are the apply flags.
@@ -104,6 +133,14 @@ func (c *Cluster) Delete(ctx context.Context, namespace, name string, opts Delet
 	ns := c.namespaceFor(namespace)
 	sel := labels.SelectorFromSet(labels.Set{labelInstance: name, labelManagedBy: FieldManager}).String()
 	kinds := []kindResource{{"StatefulSet", statefulSets}, {"Service", services}, {"ConfigMap", configMaps}}
+	// A cluster that serves no DRA API holds no claim templates to list.
+	dra, err := c.DefaultChips(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if dra == ChipsDRA {
+		kinds = append(kinds, kindResource{"ResourceClaimTemplate", claimTemplates})
+	}
 	if opts.Volumes {
 		kinds = append(kinds, kindResource{"PersistentVolumeClaim", claims})
 	}

@@ -102,7 +102,7 @@ func TestRenderKeepsDollarsLiteral(t *testing.T) {
 		}
 	})
 	for _, profile := range profiles(pkg) {
-		m, err := Render(pkg, Options{Profile: profile, ResetCmd: "reset $(CHIP) $$"})
+		m, err := Render(pkg, Options{Registry: testRegistry, Profile: profile, ResetCmd: "reset $(CHIP) $$"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,3 +31,7 @@ func profiles(pkg *runner.Package) []string {
 	}
 	return names
 }
+
+// testRegistry is where the tests say the image was pushed: without one a
+// render of a Hub-only package is refused.
+const testRegistry = "registry.example/ml"

@@ -18,8 +18,8 @@ import (
 const FieldManager = "tt-model"
 
 // NoChipResource as Options.ChipResource leaves the chips out of the pod's
-// resources (a CPU-only node, or chips handed out some other way).
-const NoChipResource = "none"
+// resources, as Options.Chips = ChipsNone does.
+const NoChipResource = ChipsNone
 
 // DefaultStatusPort is where the supervisor serves its status JSON in the pod.
 const DefaultStatusPort = 9100
@@ -35,13 +35,23 @@ type Options struct {
 	// Registry is HOST[/NAMESPACE] the image was pushed to, as `tt-model
 	// push --registry`; "" = the manifest's image.registry.
 	Registry string
+	// ImageName is the image's name on the nodes (loaded there by hand, or
+	// pushed outside tt-model), used instead of a registry; the package's
+	// digest is appended.
+	ImageName string
 
-	// ChipResource is the extended resource the chips are requested as;
-	// "" = the name Tenstorrent's device plugin advertises for the
-	// profile's hardware (ChipResourceFor), NoChipResource = none.
+	// Chips is how the pod asks for its chips: ChipsDRA (also ""),
+	// ChipsDevicePlugin or ChipsNone. `k8s apply` fills "" from the API
+	// server: DRA where it serves resource.k8s.io/v1.
+	Chips string
+	// ChipResource is the extended resource the chips are requested as
+	// under ChipsDevicePlugin (setting it implies that mode); "" = the name
+	// Tenstorrent's device plugin advertises for the profile's hardware
+	// (ChipResourceFor); NoChipResource = no chips, as ChipsNone.
 	ChipResource string
 	// NoHugepages leaves out the host's /dev/hugepages-1G, which is
-	// mounted whenever the profile uses chips (tt-metal's host memory).
+	// mounted when the profile's server drives chips itself (tt-metal's
+	// host memory; not tt-model-server, which computes on the CPU).
 	NoHugepages bool
 
 	StartTimeout time.Duration // the supervisor's --start-timeout

@@ -39,6 +39,7 @@ const (
 	// profile does not name one.
 	defaultMarkerName = "hang_marker"
 	hangMarkerEnv     = "PI05_HANG_MARKER"
+	visibleDevicesEnv = "TT_METAL_VISIBLE_DEVICES"
 )
 
 // Volume names.
@@ -64,13 +65,12 @@ const (
 )
 
 type podInput struct {
-	pkg          *runner.Package
-	prof         manifest.Profile
-	launch       manifest.Launch
-	name, image  string
-	chipResource string
-	chips        int64
-	opts         Options
+	pkg         *runner.Package
+	prof        manifest.Profile
+	launch      manifest.Launch
+	name, image string
+	chips       chipRequest
+	opts        Options
 }
 
 // podSpec is the replica's pod: the supervisor as PID 1 running the server,
@@ -80,8 +80,7 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 	if err != nil {
 		return corev1.PodSpec{}, err
 	}
-	useChips := in.chips > 0
-	hugepages := useChips && !in.opts.NoHugepages
+	hugepages := drivesChips(in.pkg.Wire.Container.Kind, in.chips) && !in.opts.NoHugepages
 	mounts := []corev1.VolumeMount{
 		{Name: volCache, MountPath: builder.ImageHFDir, SubPath: subHF},
 		cacheMount(in.opts),
@@ -97,12 +96,12 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         supervisorArgv(in.launch, in.opts, marker),
 		Args:            serverArgv(in.launch),
-		Env:             serverEnv(in.pkg, in.launch),
+		Env:             serverEnv(in.pkg, in.launch, in.chips),
 		Ports: []corev1.ContainerPort{
 			{Name: portHTTP, ContainerPort: int32(in.launch.Port), Protocol: corev1.ProtocolTCP},
 			{Name: portStatus, ContainerPort: in.opts.StatusPort, Protocol: corev1.ProtocolTCP},
 		},
-		Resources:       resources(in.chipResource, in.chips, in.opts),
+		Resources:       resources(in.chips, in.opts),
 		VolumeMounts:    mounts,
 		StartupProbe:    startupProbe(in.opts.StartTimeout),
 		LivenessProbe:   supervisorProbe(probeFailures),
@@ -121,6 +120,9 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 		AutomountServiceAccountToken: ptr(false),
 		EnableServiceLinks:           ptr(false),
 		Volumes:                      volumes(in, hugepages),
+	}
+	if in.chips.mode == ChipsDRA {
+		spec.ResourceClaims = podClaims(claimTemplateName(in.name))
 	}
 	if len(in.pkg.WeightRefs()) > 0 {
 		spec.InitContainers = []corev1.Container{weightsJob(in)}
@@ -218,10 +220,18 @@ func hangMarker(profile string, env map[string]string) (string, error) {
 // replica's cache volume so a restarted container maps them instead of
 // packing again) and HF_MODEL at the pinned snapshot the weights job
 // fetched, so the server never asks the Hub. Sorted, as the image's.
-func serverEnv(pkg *runner.Package, l manifest.Launch) []corev1.EnvVar {
+//
+// When Kubernetes hands out the chips, the profile's TT_METAL_VISIBLE_DEVICES
+// is dropped: the container sees only the device nodes allocated to it
+// (/dev/tenstorrent/<N> keeps the host's N), so a host-side index such as
+// "0" would name a chip the pod may not have.
+func serverEnv(pkg *runner.Package, l manifest.Launch, chips chipRequest) []corev1.EnvVar {
 	env := map[string]string{"TT_WEIGHT_CACHE": path.Join(builder.ImageCacheDir, "packed-weights")}
 	for k, v := range l.Env {
 		env[k] = v
+	}
+	if chips.mode != ChipsNone {
+		delete(env, visibleDevicesEnv)
 	}
 	env["HF_HOME"] = builder.ImageHFDir
 	env["TT_METAL_CACHE"] = builder.ImageCacheDir
@@ -258,9 +268,9 @@ func cacheMount(o Options) corev1.VolumeMount {
 	return m
 }
 
-// resources are the chips as the device plugin's extended resource
-// (requests must equal limits for those) and the optional CPU and memory.
-func resources(chipResource string, chips int64, o Options) corev1.ResourceRequirements {
+// resources are the chips (the device plugin's extended resource, whose
+// requests must equal its limits, or the DRA claim) and the CPU and memory.
+func resources(chips chipRequest, o Options) corev1.ResourceRequirements {
 	r := corev1.ResourceRequirements{}
 	set := func(l *corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
 		if *l == nil {
@@ -268,10 +278,13 @@ func resources(chipResource string, chips int64, o Options) corev1.ResourceRequi
 		}
 		(*l)[name] = q
 	}
-	if chipResource != "" {
-		q := *resource.NewQuantity(chips, resource.DecimalSI)
-		set(&r.Requests, corev1.ResourceName(chipResource), q)
-		set(&r.Limits, corev1.ResourceName(chipResource), q)
+	switch chips.mode {
+	case ChipsDevicePlugin:
+		q := *resource.NewQuantity(chips.count, resource.DecimalSI)
+		set(&r.Requests, corev1.ResourceName(chips.resource), q)
+		set(&r.Limits, corev1.ResourceName(chips.resource), q)
+	case ChipsDRA:
+		r.Claims = []corev1.ResourceClaim{{Name: claimName}}
 	}
 	if !o.CPU.IsZero() {
 		set(&r.Requests, corev1.ResourceCPU, o.CPU)
@@ -318,6 +331,13 @@ func readinessProbe(l manifest.Launch) *corev1.Probe {
 		FailureThreshold: probeFailures,
 		SuccessThreshold: 1,
 	}
+}
+
+// drivesChips says whether the server itself opens the chips (tt-metal's
+// kinds), and so needs the host's hugepages. tt-model-server computes on the
+// CPU; its supervisor only locks and resets the chips.
+func drivesChips(kind string, chips chipRequest) bool {
+	return chips.mode != ChipsNone && kind != manifest.KindGoServer
 }
 
 // podSecurity runs the pod as the image's tt user; fsGroup makes the cache

@@ -53,7 +53,7 @@ func TestPodEnvironment(t *testing.T) {
 	}
 	for _, profile := range built.Profiles {
 		t.Run(profile, func(t *testing.T) {
-			m, err := Render(pkg, Options{Profile: profile})
+			m, err := Render(pkg, Options{Registry: testRegistry, Profile: profile})
 			if err != nil {
 				t.Fatal(err)
 			}

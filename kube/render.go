@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -30,19 +31,32 @@ type Manifests struct {
 	Profile   manifest.Profile
 	Image     string // the pod's image reference, by digest
 
-	ConfigMap   *corev1.ConfigMap   // the package's tt_kernel_manifest.json, for the weights job
-	Service     *corev1.Service     // the server's port, for clients
-	PodService  *corev1.Service     // headless: each replica's DNS name (the StatefulSet's serviceName)
-	StatefulSet *appsv1.StatefulSet // the replicas
+	ConfigMap *corev1.ConfigMap // the package's tt_kernel_manifest.json, for the weights job
+	// ClaimTemplate is each pod's chip claim under DRA (nil otherwise).
+	ClaimTemplate *resourcev1.ResourceClaimTemplate
+	Service       *corev1.Service     // the server's port, for clients
+	PodService    *corev1.Service     // headless: each replica's DNS name (the StatefulSet's serviceName)
+	StatefulSet   *appsv1.StatefulSet // the replicas
+
+	// Chips is how the pods get their chips: ChipsDRA, ChipsDevicePlugin
+	// or ChipsNone.
+	Chips string
+	// PodSecurity is the strictest Pod Security Standard the pods meet.
+	PodSecurity PodSecurity
 
 	// Notes are what the user should know about the render (printed on
-	// stderr), e.g. an image reference no registry serves.
+	// stderr), e.g. an image without the chip reset.
 	Notes []string
 }
 
-// Objects are the manifests in the order they are applied.
+// Objects are the manifests in the order they are applied: the claim
+// template before the StatefulSet whose pods name it.
 func (m *Manifests) Objects() []runtime.Object {
-	return []runtime.Object{m.ConfigMap, m.Service, m.PodService, m.StatefulSet}
+	objs := []runtime.Object{m.ConfigMap}
+	if m.ClaimTemplate != nil {
+		objs = append(objs, m.ClaimTemplate)
+	}
+	return append(objs, m.Service, m.PodService, m.StatefulSet)
 }
 
 // Render turns a staged package into its Kubernetes objects.
@@ -69,21 +83,22 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	image, note, err := imageRef(pkg, opts.Registry)
+	image, err := imageRef(pkg, opts.Registry, opts.ImageName)
 	if err != nil {
 		return nil, err
 	}
-	chipName, chips, err := chipRequest(prof, opts.ChipResource)
+	chips, err := chipsFor(prof, opts)
 	if err != nil {
 		return nil, err
 	}
+	opts, needsNote := defaultRequests(w, prof, launch, opts)
 	manifestJSON, err := json.MarshalIndent(w, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", manifest.WireFile, err)
 	}
-	m := &Manifests{Name: name, Namespace: opts.Namespace, Profile: prof, Image: image}
-	if note != "" {
-		m.Notes = append(m.Notes, note)
+	m := &Manifests{Name: name, Namespace: opts.Namespace, Profile: prof, Image: image, Chips: chips.mode}
+	if needsNote != "" {
+		m.Notes = append(m.Notes, needsNote)
 	}
 	if opts.APIKeySecret != "" {
 		if w.Container.Kind != manifest.KindGoServer {
@@ -92,7 +107,7 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 		m.Notes = append(m.Notes, fmt.Sprintf("the server requires the API key in Secret %s (key %s); create it with: kubectl create secret generic %s --from-file=%s=KEYFILE",
 			opts.APIKeySecret, apiKeySecretKey, opts.APIKeySecret, apiKeySecretKey))
 	}
-	if chips > 0 && opts.ResetCmd == "" && w.Container.Runtime["base"] == "scratch" {
+	if chips.mode != ChipsNone && opts.ResetCmd == "" && w.Container.Runtime["base"] == "scratch" {
 		m.Notes = append(m.Notes, "the image is built on scratch and carries no tt-smi, the supervisor's default chip reset: "+
 			"after a hang the reset fails and the container restarts; build on a base with tt-smi (runtime.base) or name a reset with --reset-cmd")
 	}
@@ -130,9 +145,12 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 			},
 		},
 	}
+	if chips.mode == ChipsDRA {
+		m.ClaimTemplate = claimTemplate(meta(claimTemplateName(name)), chips)
+	}
 	pod, err := podSpec(podInput{
 		pkg: pkg, prof: prof, launch: launch, name: name, image: image,
-		chipResource: chipName, chips: chips, opts: opts,
+		chips: chips, opts: opts,
 	})
 	if err != nil {
 		return nil, err
@@ -157,6 +175,9 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{cacheClaim(opts, labels)}
 	}
 	m.StatefulSet = sts
+	if m.PodSecurity, err = podSecurityOf(&sts.Spec.Template.ObjectMeta, &sts.Spec.Template.Spec); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -217,33 +238,45 @@ func digestVersion(image string) string {
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // imageRef is the package's image by digest: <registry>/<repository>@<digest>,
-// the registry being --registry or the manifest's image.registry. A package
-// published to the Hub ("hf") names no registry a node can pull from: the
-// pod then uses the name `tt-model serve` loads it under, and a note says so.
-func imageRef(pkg *runner.Package, registry string) (ref, note string, err error) {
+// the registry being --registry or the manifest's image.registry, or
+// --image-name. A package published to the Hub ("hf") or never pushed names
+// no registry a node can pull from, so without --registry or --image-name
+// the render is refused rather than handing the kubelet a reference that
+// would only ever end in ImagePullBackOff.
+func imageRef(pkg *runner.Package, registry, imageName string) (string, error) {
 	img := pkg.Wire.Container.Image
 	if img.Digest == "" {
-		return "", "", fmt.Errorf("%s: container.image.digest is empty: the package has no built image to run; stage it with `tt-model package`", pkg.Path)
+		return "", fmt.Errorf("%s: container.image.digest is empty: the package has no built image to run; stage it with `tt-model package`", pkg.Path)
 	}
 	if !digestRE.MatchString(img.Digest) {
-		return "", "", fmt.Errorf("%s: container.image.digest %q is not a sha256 digest", pkg.Path, img.Digest)
+		return "", fmt.Errorf("%s: container.image.digest %q is not a sha256 digest", pkg.Path, img.Digest)
+	}
+	if imageName != "" {
+		if registry != "" {
+			return "", fmt.Errorf("--image-name and --registry both name the image: give one")
+		}
+		if strings.Contains(imageName, "@") {
+			return "", fmt.Errorf("--image-name %q: give the name without a digest; the package's %s is appended", imageName, img.Digest)
+		}
+		return imageName + "@" + img.Digest, nil
 	}
 	registry = strings.TrimSuffix(registry, "/")
 	if registry == "" {
 		registry = img.Registry
 	}
 	if registry == "" || registry == "hf" {
-		repo := localRepository(img.Tag, pkg.Wire.Name)
-		ref = repo + "@" + img.Digest
-		return ref, fmt.Sprintf("image.registry is %q, which no node can pull from: the pod runs %s, the name `tt-model serve` loads the image under. "+
-			"Load it onto the nodes, or push it (tt-model push --registry HOST/NS) and render with --registry HOST/NS.", img.Registry, ref), nil
+		return "", fmt.Errorf("%s: image.registry is %q, which no node can pull from: push the image (tt-model push --registry HOST/NS) and render with --registry HOST/NS, "+
+			"or load it onto the nodes and name it with --image-name (e.g. --image-name %s)", pkg.Path, img.Registry, localRepository(img.Tag, pkg.Wire.Name))
 	}
 	repository := img.Repository
 	if repository == "" {
 		repository = pkg.Wire.Name
 	}
-	return registry + "/" + repository + "@" + img.Digest, "", nil
+	return registry + "/" + repository + "@" + img.Digest, nil
 }
+
+// claimTemplateName is the instance's ResourceClaimTemplate.
+func claimTemplateName(name string) string { return name + "-" + claimName }
 
 // localRepository is the repository part of the image's local tag
 // ("tt-model/rf-detr:abc…" → "tt-model/rf-detr"), else tt-model/<name>.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
@@ -26,7 +27,7 @@ func TestRenderGolden(t *testing.T) {
 		pkg := stagedPackage(t, model, nil)
 		for _, prof := range profiles(pkg) {
 			t.Run(model+"/"+prof, func(t *testing.T) {
-				m, err := Render(pkg, Options{Profile: prof})
+				m, err := Render(pkg, Options{Registry: testRegistry, Profile: prof})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -79,7 +80,7 @@ func TestProbeBudgets(t *testing.T) {
 		pkg := stagedPackage(t, model, nil)
 		for _, prof := range profiles(pkg) {
 			for _, o := range settings {
-				o.Profile = prof
+				o.Profile, o.Registry = prof, testRegistry
 				m, err := Render(pkg, o)
 				if err != nil {
 					t.Fatalf("%s/%s: %v", model, prof, err)
@@ -132,21 +133,21 @@ func flagDuration(t *testing.T, argv []string, name string) time.Duration {
 func TestRenderShape(t *testing.T) {
 	cases := []struct {
 		model, profile string
-		chips          int64
+		boards         int64
 	}{
 		{"rf-detr", "default", 1},
-		{"pi05", "multi-robot", 4},
-		{"pi05", "disaggregated", 4},
+		{"pi05", "multi-robot", 2},
+		{"pi05", "disaggregated", 2},
 	}
 	for _, tc := range cases {
 		pkg := stagedPackage(t, tc.model, nil)
-		m, err := Render(pkg, Options{Profile: tc.profile, Replicas: ptr(int32(2))})
+		m, err := Render(pkg, Options{Registry: testRegistry, Profile: tc.profile, Replicas: ptr(int32(2))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		pod := m.StatefulSet.Spec.Template.Spec
 		c := pod.Containers[0]
-		if want := "tt-model/" + pkg.Wire.Name + "@" + fakeDigest; c.Image != want || m.Image != want {
+		if want := testRegistry + "/" + pkg.Wire.Name + "@" + fakeDigest; c.Image != want || m.Image != want {
 			t.Errorf("%s: image %q, want %q", tc.model, c.Image, want)
 		}
 		if c.Command[0] != "/usr/local/bin/tt-model" || c.Command[1] != "supervise" || c.Command[len(c.Command)-1] != "--" {
@@ -155,9 +156,14 @@ func TestRenderShape(t *testing.T) {
 		if c.Args[0] != "/usr/local/bin/tt-model-server" {
 			t.Errorf("%s: args %q do not start with the server", tc.model, c.Args)
 		}
-		q := c.Resources.Limits[corev1.ResourceName("tenstorrent.com/blackhole")]
-		if q.Value() != tc.chips || !q.Equal(c.Resources.Requests[corev1.ResourceName("tenstorrent.com/blackhole")]) {
-			t.Errorf("%s/%s: chips %v / %v, want %d", tc.model, tc.profile, c.Resources.Limits, c.Resources.Requests, tc.chips)
+		// The chips come from the DRA driver by default: one claim per pod,
+		// made from the instance's template, counting boards.
+		if len(c.Resources.Claims) != 1 || c.Resources.Claims[0].Name != "chips" ||
+			len(pod.ResourceClaims) != 1 || *pod.ResourceClaims[0].ResourceClaimTemplateName != m.Name+"-chips" {
+			t.Errorf("%s/%s: claims %+v / %+v", tc.model, tc.profile, c.Resources.Claims, pod.ResourceClaims)
+		}
+		if m.ClaimTemplate == nil || m.ClaimTemplate.Spec.Spec.Devices.Requests[0].Exactly.Count != tc.boards {
+			t.Errorf("%s/%s: claim template %+v, want %d boards", tc.model, tc.profile, m.ClaimTemplate, tc.boards)
 		}
 		if got := c.LivenessProbe.HTTPGet; got == nil || got.Path != "/status" || got.Port.StrVal != "status" {
 			t.Errorf("%s: liveness probe %+v is not the supervisor's /status", tc.model, c.LivenessProbe)
@@ -169,7 +175,8 @@ func TestRenderShape(t *testing.T) {
 		for _, vm := range c.VolumeMounts {
 			mounts[vm.MountPath] = vm.Name
 		}
-		for path, vol := range map[string]string{"/hf": volCache, "/cache": volCache, "/tmp": volTmp, "/dev/hugepages-1G": volHugepages} {
+		// tt-model-server computes on the CPU: no hugepages.
+		for path, vol := range map[string]string{"/hf": volCache, "/cache": volCache, "/tmp": volTmp, "/dev/hugepages-1G": ""} {
 			if mounts[path] != vol {
 				t.Errorf("%s: %s mounts %q, want volume %q", tc.model, path, mounts[path], vol)
 			}
@@ -202,7 +209,7 @@ func envOf(c corev1.Container) map[string]string {
 // same file, on the cache volume.
 func TestRenderPi05Marker(t *testing.T) {
 	pkg := stagedPackage(t, "pi05", nil)
-	m, err := Render(pkg, Options{})
+	m, err := Render(pkg, Options{Registry: testRegistry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,13 +265,13 @@ func TestRenderOptions(t *testing.T) {
 		t.Errorf("command %q lacks --reset-cmd", c.Command)
 	}
 
-	none, err := Render(pkg, Options{ChipResource: NoChipResource})
+	none, err := Render(pkg, Options{Registry: testRegistry, ChipResource: NoChipResource})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc := none.StatefulSet.Spec.Template.Spec.Containers[0]
-	if len(nc.Resources.Limits) != 0 {
-		t.Errorf("--chip-resource none: limits %v", nc.Resources.Limits)
+	if _, ok := nc.Resources.Limits["tenstorrent.com/blackhole"]; ok || len(nc.Resources.Claims) != 0 || none.ClaimTemplate != nil {
+		t.Errorf("--chip-resource none: limits %v, claims %v", nc.Resources.Limits, nc.Resources.Claims)
 	}
 	for _, v := range none.StatefulSet.Spec.Template.Spec.Volumes {
 		if v.Name == volHugepages {
@@ -292,10 +299,16 @@ func TestRenderRefuses(t *testing.T) {
 		{"long name", good, Options{Name: strings.Repeat("a", 53)}, "at most 52"},
 		{"start timeout off the period", good, Options{StartTimeout: 7*time.Minute + 5*time.Second}, "--start-timeout 7m5s: want a positive multiple of 10s"},
 		{"negative replicas", good, Options{Replicas: ptr(int32(-1))}, "--replicas -1"},
-		{"unknown board", oddBoard, Options{}, `hardware "q900" does not say how many chips`},
+		{"unknown board", oddBoard, Options{}, `profile default: hardware: "q900" names no known board: want one of e150, e75, n150, n300, p100, p150, p300; give --chips none`},
+		{"unknown board, device plugin", oddBoard, Options{Chips: ChipsDevicePlugin}, `"q900" names no known board`},
 		{"unknown board, named resource", oddBoard, Options{ChipResource: "example.com/q900"}, ""},
+		{"unknown board, no chips", oddBoard, Options{Chips: ChipsNone}, ""},
+		{"unknown chips mode", good, Options{Chips: "gpu"}, `--chips "gpu": want one of dra, device-plugin, none`},
+		{"named resource under DRA", good, Options{Chips: ChipsDRA, ChipResource: "example.com/q900"}, "--chip-resource example.com/q900 names a device-plugin resource, but --chips is dra"},
+		{"no chips, and DRA", good, Options{Chips: ChipsDRA, ChipResource: NoChipResource}, "--chip-resource none contradicts --chips dra"},
 	}
 	for _, tc := range cases {
+		tc.opts.Registry = testRegistry
 		_, err := Render(tc.pkg, tc.opts)
 		if tc.want == "" {
 			if err != nil {
@@ -309,10 +322,37 @@ func TestRenderRefuses(t *testing.T) {
 	}
 }
 
+// TestRenderNeedsPullableImage: a package whose image no node can pull by
+// the rendered reference (image.registry "hf", nothing pushed) is refused
+// unless --registry or --image-name says where the image is.
+func TestRenderNeedsPullableImage(t *testing.T) {
+	pkg := stagedPackage(t, "rf-detr", nil)
+	if pkg.Wire.Container.Image.Registry != "hf" {
+		t.Fatalf("the staged package's image.registry is %q, want hf", pkg.Wire.Container.Image.Registry)
+	}
+	_, err := Render(pkg, Options{})
+	if err == nil || !strings.Contains(err.Error(), `image.registry is "hf", which no node can pull from`) ||
+		!strings.Contains(err.Error(), "--registry HOST/NS") || !strings.Contains(err.Error(), "--image-name tt-model/rf-detr") {
+		t.Errorf("no registry: %v", err)
+	}
+	m, err := Render(pkg, Options{ImageName: "tt-model/rf-detr"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "tt-model/rf-detr@" + fakeDigest; m.Image != want || m.StatefulSet.Spec.Template.Spec.Containers[0].Image != want {
+		t.Errorf("--image-name: image %q, want %q", m.Image, want)
+	}
+	for _, o := range []Options{{ImageName: "tt-model/rf-detr@" + fakeDigest}, {ImageName: "x", Registry: testRegistry}} {
+		if _, err := Render(pkg, o); err == nil {
+			t.Errorf("%+v: rendered", o)
+		}
+	}
+}
+
 // TestRenderZeroReplicas: --replicas 0 is kept (scaled to zero), not taken
 // for "the default".
 func TestRenderZeroReplicas(t *testing.T) {
-	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Replicas: ptr(int32(0))})
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry, Replicas: ptr(int32(0))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,12 +361,66 @@ func TestRenderZeroReplicas(t *testing.T) {
 	}
 }
 
+// TestRenderRequests: the CPU and memory requests come from the model's
+// measured needs (peak RSS plus headroom; the profile's threads, else one
+// per device), and --cpu/--memory replace them.
+func TestRenderRequests(t *testing.T) {
+	threads := stagedPackage(t, "rf-detr", func(w *manifest.Wire) { w.Container.Serve.Env["TT_NUM_THREADS"] = "6" })
+	cases := []struct {
+		name     string
+		pkg      *runner.Package
+		opts     Options
+		cpu, mem string
+	}{
+		{"rf-detr", stagedPackage(t, "rf-detr", nil), Options{}, "1", "448Mi"}, // 197 MB + 256 MiB
+		{"pi05", stagedPackage(t, "pi05", nil), Options{}, "4", "8960Mi"},      // 7.48 GB × 1.25, four devices
+		{"profile threads", threads, Options{}, "6", "448Mi"},
+		{"flags", threads, Options{CPU: resource.MustParse("3"), Memory: resource.MustParse("2Gi")}, "3", "2Gi"},
+	}
+	for _, tc := range cases {
+		tc.opts.Registry = testRegistry
+		m, err := Render(tc.pkg, tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		r := m.StatefulSet.Spec.Template.Spec.Containers[0].Resources
+		cpu, mem, lim := r.Requests[corev1.ResourceCPU], r.Requests[corev1.ResourceMemory], r.Limits[corev1.ResourceMemory]
+		if cpu.String() != tc.cpu || mem.String() != tc.mem || lim.String() != tc.mem {
+			t.Errorf("%s: cpu %s, memory %s (limit %s); want %s, %s", tc.name, cpu.String(), mem.String(), lim.String(), tc.cpu, tc.mem)
+		}
+		if _, ok := r.Limits[corev1.ResourceCPU]; ok {
+			t.Errorf("%s: a CPU limit would throttle the kernels' threads", tc.name)
+		}
+	}
+}
+
+// TestRenderPodSecurity: the level render reports is what the admission's
+// checks say: restricted on a PVC, privileged once a host path is mounted
+// (baseline refuses hostPath volumes), with the reason.
+func TestRenderPodSecurity(t *testing.T) {
+	pkg := stagedPackage(t, "pi05", nil)
+	m, err := Render(pkg, Options{Registry: testRegistry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.PodSecurity.Level != "restricted" || len(m.PodSecurity.Refused) != 0 {
+		t.Errorf("PVC cache: %+v, want restricted", m.PodSecurity)
+	}
+	m, err = Render(pkg, Options{Registry: testRegistry, CacheHostPath: "/srv/tt-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m.PodSecurity; p.Level != "privileged" || len(p.Refused) != 2 || !strings.Contains(p.Refused[1], `baseline refuses hostPath volumes (volume "cache")`) {
+		t.Errorf("host-path cache: %+v", p)
+	}
+}
+
 // --api-key-secret: the server gets the Secret's api-key as a read-only
 // file its group reads, named by TT_API_KEY_FILE; the key's value is in no
 // env var (nor a secretKeyRef there) and no object; a note says how to
 // create the Secret.
 func TestRenderAPIKeySecret(t *testing.T) {
-	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{APIKeySecret: "tt-key"})
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry, APIKeySecret: "tt-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +456,7 @@ func TestRenderAPIKeySecret(t *testing.T) {
 	}) {
 		t.Errorf("notes %q lack how to create the Secret", m.Notes)
 	}
-	plain, err := Render(stagedPackage(t, "rf-detr", nil), Options{})
+	plain, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry})
 	if err != nil {
 		t.Fatal(err)
 	}

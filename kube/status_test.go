@@ -41,14 +41,11 @@ func createPod(t *testing.T, cl *Cluster, m *Manifests, n int, status corev1.Pod
 // testStatusAndDelete reads an instance back from the API server: one
 // replica unschedulable, one running whose supervisor the API server will
 // not proxy to (a loopback pod IP), one without a pod; then deletes it.
-//
-// Deliberate twin of testEveryProfile in kube/apiserver_test.go: each cluster test opens its own
-// namespace the same way.
 func testStatusAndDelete(t *testing.T, srv *kubetest.Server) {
 	ctx := context.Background()
 	const ns = "status"
 	cl := connect(t, srv, ns)
-	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Replicas: ptr(int32(3)), Namespace: ns})
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry, Replicas: ptr(int32(3)), Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +89,7 @@ func testStatusAndDelete(t *testing.T, srv *kubetest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "StatefulSet/rf-detr-default Service/rf-detr-default Service/rf-detr-default-pods ConfigMap/rf-detr-default-manifest"
+	want := "StatefulSet/rf-detr-default Service/rf-detr-default Service/rf-detr-default-pods ConfigMap/rf-detr-default-manifest ResourceClaimTemplate/rf-detr-default-chips"
 	if got := strings.Join(deleted, " "); got != want {
 		t.Errorf("deleted %s, want %s", got, want)
 	}

@@ -45,7 +45,7 @@ func testStatusReadsSupervisor(t *testing.T, srv *kubetest.Server) {
 	ip := runSupervisorContainer(t, dc)
 
 	cl := connect(t, srv, ns)
-	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Namespace: ns})
+	m, err := Render(stagedPackage(t, "rf-detr", nil), Options{Registry: testRegistry, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,9 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,11 +21,67 @@ var meshPresets = map[string][2]int{
 	"TG":  {4, 8}, "BH-Galaxy": {4, 8},
 }
 
-// boardChips is chips per board, keyed by the base of a hardware label. The
-// label names boards, never the box they sit in: a QB2 is "p300x2".
-var boardChips = map[string]int{"p100": 1, "p150": 1, "n150": 1, "e150": 1, "p300": 2, "n300": 2}
+// Board architectures, as Tenstorrent's drivers and device plugins name them.
+const (
+	ArchBlackhole = "blackhole"
+	ArchWormhole  = "wormhole"
+	ArchGrayskull = "grayskull"
+)
 
-var hardwareRE = regexp.MustCompile(`^([a-z]\d+[a-z]?)(?:x(\d+))?$`)
+// board is one board family: its chips and their architecture.
+type board struct {
+	chips int
+	arch  string
+}
+
+// boards is every board family a hardware label may name, keyed by its base
+// (no revision letter). The label names boards, never the box they sit in: a
+// QB2 is "p300x2", a T3000 "n300x4".
+var boards = map[string]board{
+	"p100": {1, ArchBlackhole}, "p150": {1, ArchBlackhole}, "p300": {2, ArchBlackhole},
+	"n150": {1, ArchWormhole}, "n300": {2, ArchWormhole},
+	"e75": {1, ArchGrayskull}, "e150": {1, ArchGrayskull},
+}
+
+// hardwareRE is the hardware-label grammar: <family>[revision][x<boards>],
+// "p150", "p150a", "p300x2".
+var hardwareRE = regexp.MustCompile(`^([a-z]\d+)([a-z]?)(?:x(\d+))?$`)
+
+// Hardware is a parsed hardware label.
+type Hardware struct {
+	Board    string // the family, without its revision letter: p150, n300
+	Revision string // the board revision letter ("a" of p150a), or ""
+	Arch     string // ArchBlackhole, ArchWormhole or ArchGrayskull
+	Boards   int    // how many boards (the xN), 1 without one
+	PerBoard int    // chips on one board
+}
+
+// Chips is the number of chips the label implies ("p300x2" → 4).
+func (h Hardware) Chips() int { return h.Boards * h.PerBoard }
+
+// ParseHardware reads a hardware label (case and surrounding space
+// ignored), or says why it is not one.
+func ParseHardware(label string) (Hardware, error) {
+	m := hardwareRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(label)))
+	if m == nil {
+		return Hardware{}, fmt.Errorf("%q is not a board label: want <board>[xN] with board one of %s", label, strings.Join(BoardNames(), ", "))
+	}
+	b, ok := boards[m[1]]
+	if !ok {
+		return Hardware{}, fmt.Errorf("%q names no known board: want one of %s", label, strings.Join(BoardNames(), ", "))
+	}
+	n := 1
+	if m[3] != "" {
+		var err error
+		if n, err = strconv.Atoi(m[3]); err != nil || n < 1 {
+			return Hardware{}, fmt.Errorf("%q: board count %q is not a positive number", label, m[3])
+		}
+	}
+	return Hardware{Board: m[1], Revision: m[2], Arch: b.arch, Boards: n, PerBoard: b.chips}, nil
+}
+
+// BoardNames lists the known board families, sorted.
+func BoardNames() []string { return slices.Sorted(maps.Keys(boards)) }
 
 // MeshPresetNames lists the presets in a stable order for messages.
 func MeshPresetNames() []string {
@@ -45,26 +103,11 @@ func MeshPresetNames() []string {
 // and false for a label it cannot read. A trailing board-revision letter
 // (p150a) does not change the count.
 func ChipCount(hardware string) (int, bool) {
-	m := hardwareRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(hardware)))
-	if m == nil {
+	h, err := ParseHardware(hardware)
+	if err != nil {
 		return 0, false
 	}
-	per, ok := boardChips[m[1]]
-	if !ok {
-		per, ok = boardChips[strings.TrimRight(m[1], "abcdefghijklmnopqrstuvwxyz")]
-	}
-	if !ok {
-		return 0, false
-	}
-	mult := 1
-	if m[2] != "" {
-		n, err := strconv.Atoi(m[2])
-		if err != nil {
-			return 0, false
-		}
-		mult = n
-	}
-	return per * mult, true
+	return h.Chips(), true
 }
 
 // MeshShape resolves a MESH_DEVICE string, a preset or a "(rows, cols)"

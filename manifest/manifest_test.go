@@ -394,13 +394,13 @@ func TestPi05Package(t *testing.T) {
 }
 
 func TestChipsAndMesh(t *testing.T) {
-	chips := map[string]int{"p150": 1, "p150a": 1, "P150": 1, "p300x2": 4, "n300x4": 8, "p150x8": 8, "e150": 1, "p100": 1}
+	chips := map[string]int{"p150": 1, "p150a": 1, "P150": 1, "p300x2": 4, "n300x4": 8, "p150x8": 8, "e150": 1, "p100": 1, "e75": 1, "e75x2": 2}
 	for hw, want := range chips {
 		if got, ok := ChipCount(hw); !ok || got != want {
 			t.Errorf("ChipCount(%q) = %d, %v; want %d", hw, got, ok, want)
 		}
 	}
-	for _, bad := range []string{"QB2", "x150", "p999", "", "p150x2x2"} {
+	for _, bad := range []string{"QB2", "x150", "p999", "", "p150x2x2", "p150x0"} {
 		if _, ok := ChipCount(bad); ok {
 			t.Errorf("ChipCount(%q) accepted", bad)
 		}
@@ -493,6 +493,32 @@ func TestReadWireSchemas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseHardware: the one hardware-label grammar, as manifest and kube
+// read it: family, revision letter, architecture, boards and chips.
+func TestParseHardware(t *testing.T) {
+	cases := map[string]Hardware{
+		"p150a":  {Board: "p150", Revision: "a", Arch: ArchBlackhole, Boards: 1, PerBoard: 1},
+		"P300x2": {Board: "p300", Arch: ArchBlackhole, Boards: 2, PerBoard: 2},
+		"n300x4": {Board: "n300", Arch: ArchWormhole, Boards: 4, PerBoard: 2},
+		" e75 ":  {Board: "e75", Arch: ArchGrayskull, Boards: 1, PerBoard: 1},
+	}
+	for label, want := range cases {
+		got, err := ParseHardware(label)
+		if err != nil || got != want {
+			t.Errorf("ParseHardware(%q) = %+v, %v; want %+v", label, got, err, want)
+		}
+	}
+	for label, msg := range map[string]string{
+		"q900":   `"q900" names no known board: want one of e150, e75, n150, n300, p100, p150, p300`,
+		"QB2":    `"QB2" is not a board label: want <board>[xN]`,
+		"p150x0": `board count "0" is not a positive number`,
+	} {
+		if _, err := ParseHardware(label); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseHardware(%q): %v, want %q", label, err, msg)
+		}
 	}
 }
 

@@ -231,7 +231,7 @@ func validateResolved(c *collector, where, name string, s ServeSettings, require
 			hint = fmt.Sprintf(" (%q is a mesh_device preset, not a board label)", s.Hardware)
 		}
 		c.addf(fieldPath(c, where, "hardware"), "%q is not a recognised board label%s: want <board>[xN] with board one of %s (a T3000 is n300x4, a QB2 is p300x2)",
-			s.Hardware, hint, strings.Join(slices.Sorted(maps.Keys(boardChips)), ", "))
+			s.Hardware, hint, strings.Join(BoardNames(), ", "))
 		return
 	}
 	if s.MeshDevice != "" && meshErr == nil && rows*cols != chips {

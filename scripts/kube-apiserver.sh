@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# A real Kubernetes control plane (kube-apiserver + etcd, no kubelet) for testing `tt-model k8s`.
+# A real Kubernetes control plane (kube-apiserver + etcd, and kube-scheduler for the tests; no kubelet)
+# for testing `tt-model k8s`.
 #
-#   scripts/kube-apiserver.sh build   build the two binaries once from the Go module proxy (cached), print their folder
+#   scripts/kube-apiserver.sh build   build the three binaries once from the Go module proxy (cached), print their folder
 #   scripts/kube-apiserver.sh serve [--dir D]  build if needed, start etcd + kube-apiserver on free loopback ports,
 #                                     print the KUBECONFIG to use, run until Ctrl-C (then stop both; their state
 #                                     is removed unless --dir keeps it in D)
 #
 # The binaries depend only on the two versions below, so they are cached outside the repository under
 # ${TT_KUBE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/tt-model/k8s}/kube-<K>-etcd-<E>/ and a second run reuses them.
-# A cold build takes ~4 min (kube-apiserver) + ~2.5 min (etcd) on 2 cores. The Go tests find the binaries in
-# the same folder (internal/kubebin); they skip (or fail under TT_REQUIRE=kube-apiserver) when it is empty.
+# A cold build takes ~4 min (kube-apiserver) + ~2 min (kube-scheduler, which shares most of its packages)
+# + ~2.5 min (etcd) on 2 cores. The Go tests find the binaries in the same folder (internal/kubebin); they
+# skip (or fail under TT_REQUIRE=kube-apiserver, kube-scheduler) when one is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +53,7 @@ build_tool() {
 }
 
 build() {
-  if [ ! -x "$bin_dir/kube-apiserver" ]; then
+  if [ ! -x "$bin_dir/kube-apiserver" ] || [ ! -x "$bin_dir/kube-scheduler" ]; then
     # The staging modules are the lines `k8s.io/X => ./staging/src/k8s.io/X` of its go.mod, read
     # through go itself (GOPROXY, GOFLAGS and GONOSUMDB apply as for any module).
     local replaces=() staging gomod
@@ -66,8 +68,11 @@ build() {
     local minor=${kube_version#v1.}
     minor=${minor%%.*}
     local v=k8s.io/component-base/version
-    build_tool kube-apiserver k8s.io/kubernetes "$kube_version" k8s.io/kubernetes/cmd/kube-apiserver \
-      "-X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" "${replaces[@]}"
+    local stamp="-X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+    build_tool kube-apiserver k8s.io/kubernetes "$kube_version" k8s.io/kubernetes/cmd/kube-apiserver "$stamp" "${replaces[@]}"
+    # The scheduler lets the tests watch a pod's chip claim being allocated against a ResourceSlice
+    # (no kubelet: the pod is bound, never started). Most of it is compiled with the API server.
+    build_tool kube-scheduler k8s.io/kubernetes "$kube_version" k8s.io/kubernetes/cmd/kube-scheduler "$stamp" "${replaces[@]}"
   fi
   # etcd's server module root is the etcd main package.
   build_tool etcd go.etcd.io/etcd/server/v3 "$etcd_version" go.etcd.io/etcd/server/v3 ""

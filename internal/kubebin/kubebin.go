@@ -49,3 +49,13 @@ func Dir() (string, error) {
 	}
 	return dir, nil
 }
+
+// Scheduler is kube-scheduler in dir (Dir's folder), built beside the API
+// server by the same script, or an error saying how to build it.
+func Scheduler(dir string) (string, error) {
+	p := filepath.Join(dir, "kube-scheduler")
+	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("no kube-scheduler in %s: build it with scripts/kube-apiserver.sh build (a few minutes more once the API server is built)", dir)
+	}
+	return p, nil
+}

@@ -1,9 +1,9 @@
 // Package kubetest runs a real Kubernetes control plane for tests and for
 // trying `tt-model k8s` by hand: etcd and kube-apiserver, built from their Go
 // modules by scripts/kube-apiserver.sh, on free loopback ports, with all
-// their state in one folder. No kubelet, scheduler or controller manager
-// runs: objects are validated, admitted, defaulted and stored, and no pod
-// is ever started.
+// their state in one folder, and on request kube-scheduler. No kubelet or
+// controller manager runs: objects are validated, admitted, defaulted and
+// stored, pods may be bound to Node objects, and no pod is ever started.
 package kubetest
 
 import (
@@ -166,6 +166,22 @@ func (s *Server) waitReady(ctx context.Context, certDir, token string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// StartScheduler runs kube-scheduler (bin) against the API server, its
+// output in dir/kube-scheduler.log, stopped by Stop before the API server.
+// It binds pods to Node objects and allocates their resource claims from
+// the ResourceSlices it finds; no kubelet starts them.
+func (s *Server) StartScheduler(bin string) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	return s.spawn(bin, "kube-scheduler",
+		"--kubeconfig", s.Kubeconfig,
+		"--leader-elect=false",
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(ports[0]),
+		"--cert-dir", filepath.Join(s.Dir, "scheduler-certs"))
 }
 
 // logTails is the end of both logs, for an error message.

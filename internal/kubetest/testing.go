@@ -25,3 +25,24 @@ func Run(t testing.TB) *Server {
 	t.Cleanup(s.Stop)
 	return s
 }
+
+// SchedulerRequirement names kube-scheduler for TT_REQUIRE.
+const SchedulerRequirement = "kube-scheduler"
+
+// RunScheduler starts kube-scheduler against s for the rest of t (stopped
+// with s). Without the binary t skips, or fails where TT_REQUIRE names
+// kube-scheduler.
+func RunScheduler(t testing.TB, s *Server) {
+	t.Helper()
+	dir, err := kubebin.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := kubebin.Scheduler(dir)
+	if err != nil {
+		testenv.Missing(t, SchedulerRequirement, err)
+	}
+	if err := s.StartScheduler(bin); err != nil {
+		t.Fatalf("start kube-scheduler: %v", err)
+	}
+}
