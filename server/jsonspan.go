@@ -112,8 +112,14 @@ func skipKey(b []byte, i int) (int, bool) {
 }
 
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
+	// Most bytes are not whitespace: one comparison tells.
+	for i < len(b) && b[i] <= ' ' {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
 	}
 	return i
 }
@@ -152,38 +158,38 @@ func skipJSONString(b []byte, i int) (int, bool) {
 
 // skipJSONNumber skips -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func skipJSONNumber(b []byte, i int) (int, bool) {
-	digits := func(i int) (int, bool) {
-		start := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+	digits := func(i int) int {
+		for i < len(b) && b[i]-'0' <= 9 {
 			i++
 		}
-		return i, i > start
+		return i
 	}
 	if b[i] == '-' {
-		i++
+		if i++; i >= len(b) {
+			return 0, false
+		}
 	}
 	switch {
-	case i < len(b) && b[i] == '0':
+	case b[i] == '0':
 		i++
+	case b[i]-'1' <= 8:
+		i = digits(i + 1)
 	default:
-		var ok bool
-		if i, ok = digits(i); !ok {
-			return 0, false
-		}
+		return 0, false
 	}
 	if i < len(b) && b[i] == '.' {
-		var ok bool
-		if i, ok = digits(i + 1); !ok {
+		start := i + 1
+		if i = digits(start); i == start {
 			return 0, false
 		}
 	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+	if i < len(b) && b[i]|0x20 == 'e' {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		var ok bool
-		if i, ok = digits(i); !ok {
+		start := i
+		if i = digits(start); i == start {
 			return 0, false
 		}
 	}

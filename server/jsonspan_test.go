@@ -2,9 +2,12 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/models/pi05"
 )
 
 // The splitter's grammar is encoding/json's: the same documents are valid, including at the
@@ -54,6 +57,7 @@ func checkSplitGenerations(t *testing.T, body []byte) (taken bool) {
 		t.Fatalf("%.200q:\nsplit         %+v\nencoding/json %+v", body, got, want)
 	}
 	if frames != nil {
+		checkDecodedFrames(t, body, frames)
 		var list []json.RawMessage
 		var byCam map[string]json.RawMessage
 		if raw := want.Input.Observation.Images; raw[0] == '[' {
@@ -65,6 +69,29 @@ func checkSplitGenerations(t *testing.T, body []byte) (taken bool) {
 		}
 	}
 	return true
+}
+
+// checkDecodedFrames: a frame decoded while splitting is what parseUint8Image reads from its span.
+func checkDecodedFrames(t *testing.T, body []byte, f *splitFrames) {
+	t.Helper()
+	if len(f.listImg) != len(f.list) {
+		t.Fatalf("%.200q: %d frames, %d decode slots", body, len(f.list), len(f.listImg))
+	}
+	check := func(at string, img *pi05.RGB, raw []byte) {
+		if img == nil {
+			return
+		}
+		want, err := parseUint8Image(raw)
+		if err != nil || !reflect.DeepEqual(*img, want) {
+			t.Fatalf("%.200q: frame %s decoded while splitting as %dx%d, parseUint8Image says %dx%d, %v", body, at, img.H, img.W, want.H, want.W, err)
+		}
+	}
+	for i, img := range f.listImg {
+		check(fmt.Sprint(i), img, f.list[i])
+	}
+	for k, img := range f.camImg {
+		check(k, img, f.byCam[k])
+	}
 }
 
 // normalizeRaw makes an absent json.RawMessage and an empty one compare equal (encoding/json
@@ -94,6 +121,9 @@ func TestSplitGenerations(t *testing.T) {
 		{"frame list", `{"input":{"task":"t","observation":{"images":[[[[1,2,3]]],"aGk="],"state":[1,2]}}}`, true},
 		{"everything", `{"model":"m","robot_id":7,"input":{"prompt":"p","tokens":[1,2],"observation":{"images":{"a":[[[1,2,3]]],"a":"x"},"noise":[[0.5]]}},` +
 			`"parameters":{"num_inference_steps":3,"seed":9,"rtc":{"prev_chunk_left_over":[[1]],"inference_delay":2}},"runtime":{"prefix_cache":"auto"},"extra":[{}]}`, true},
+		{"python's separators", "{\"input\": {\"observation\": {\"images\": {\"a\": [[[1, 2, 3], [4, 5, 255]],\n [[0, 0, 0], [9, 8, 7]]]}}}}", true},
+		{"a frame with a leading zero", `{"input":{"observation":{"images":{"a":[[[01,2,3]]]}}}}`, false},
+		{"a frame of floats", `{"input":{"observation":{"images":[[[[1.0,2,3]]]]}}}`, true},
 		{"nulls", `{"input":null,"model":null}`, true},
 		{"observation null", `{"input":{"observation":null}}`, true},
 		{"images a string", `{"input":{"observation":{"images":"x"}}}`, true},

@@ -194,7 +194,11 @@ func observationImages(p *pi05.Policy, raw json.RawMessage, split *splitFrames, 
 		}
 		var out []pi05.RGB
 		for i, v := range list {
-			img, err := imageValue(v, mem)
+			var decoded *pi05.RGB
+			if split != nil {
+				decoded = split.listImg[i]
+			}
+			img, err := frameValue(decoded, v, mem)
 			if err != nil {
 				return nil, frameErr(fmt.Sprintf("[%d]", i), err)
 			}
@@ -225,7 +229,11 @@ func observationImages(p *pi05.Policy, raw json.RawMessage, split *splitFrames, 
 		if c.Slot < 0 {
 			continue
 		}
-		img, err := imageValue(byCam[c.Key], mem)
+		var decoded *pi05.RGB
+		if split != nil {
+			decoded = split.camImg[c.Key]
+		}
+		img, err := frameValue(decoded, byCam[c.Key], mem)
 		if err != nil {
 			return nil, frameErr("."+c.Key, err)
 		}

@@ -153,6 +153,9 @@ func imageValue(raw json.RawMessage, mem *reservation) (pi05.RGB, error) {
 // parseUint8Image reads [[[r,g,b], ...], ...] without building a tree of interfaces (a 224x224
 // frame is 150k numbers).
 func parseUint8Image(b []byte) (pi05.RGB, error) {
+	if img, ok := parsePlainUint8Image(b); ok {
+		return img, nil
+	}
 	p := &arrayScanner{b: b}
 	var img pi05.RGB
 	if err := p.expect('['); err != nil {
@@ -207,6 +210,86 @@ func parseUint8Image(b []byte) (pi05.RGB, error) {
 		return img, fmt.Errorf("data after the image array at byte %d", p.pos)
 	}
 	return pi05.NewRGB(img.H, img.W, img.Pix)
+}
+
+// parsePlainUint8Image is parseUint8Image's loop for what clients send (plain integers 0..255,
+// any whitespace), with no call per character; ok=false on anything else, which the scanner below
+// then reads again for its error (or its reading of 12.0).
+func parsePlainUint8Image(b []byte) (pi05.RGB, bool) {
+	img, end, ok := scanPlainUint8Image(b, skipSpace(b, 0))
+	return img, ok && skipSpace(b, end) == len(b)
+}
+
+// scanPlainUint8Image reads the plain frame that starts at b[i] and returns the index past it.
+func scanPlainUint8Image(b []byte, i int) (img pi05.RGB, end int, ok bool) {
+	n := len(b)
+	// next moves past sep after whitespace (then past more whitespace).
+	next := func(i int, sep byte) (int, bool) {
+		i = skipSpace(b, i)
+		if i >= n || b[i] != sep {
+			return i, false
+		}
+		return skipSpace(b, i+1), true
+	}
+	if i, ok = next(i, '['); !ok {
+		return img, 0, false
+	}
+	pix := make([]uint8, 0, (n-i)/4+16)
+	h, w := 0, -1
+	for {
+		if i, ok = next(i, '['); !ok { // a row
+			return img, 0, false
+		}
+		rw := 0
+		for {
+			if i, ok = next(i, '['); !ok { // a pixel
+				return img, 0, false
+			}
+			for c := 0; c < 3; c++ {
+				v, d := 0, 0
+				for ; i < n && b[i]-'0' <= 9 && d < 4; i, d = i+1, d+1 {
+					v = v*10 + int(b[i]-'0')
+				}
+				sep := byte(',')
+				if c == 2 {
+					sep = ']'
+				}
+				if d == 0 || d > 3 || v > 255 || d > 1 && b[i-d] == '0' {
+					return img, 0, false
+				}
+				if i, ok = next(i, sep); !ok {
+					return img, 0, false
+				}
+				pix = append(pix, uint8(v))
+			}
+			rw++
+			if i < n && b[i] == ',' {
+				i = skipSpace(b, i+1)
+				continue
+			}
+			if i, ok = next(i, ']'); !ok {
+				return img, 0, false
+			}
+			break
+		}
+		if w < 0 {
+			w = rw
+		} else if rw != w {
+			return img, 0, false
+		}
+		h++
+		if i < n && b[i] == ',' {
+			i = skipSpace(b, i+1)
+			continue
+		}
+		if i >= n || b[i] != ']' {
+			return img, 0, false
+		}
+		end = i + 1
+		break
+	}
+	img, err := pi05.NewRGB(h, w, pix)
+	return img, end, err == nil
 }
 
 type arrayScanner struct {
@@ -344,36 +427,51 @@ func splitGenerations(body []byte) (b generationsBody, ok bool) {
 
 // splitFrames is input.observation.images split into its frames' spans in the same pass:
 // a list in slot order, or an object camera -> frame (a repeated camera's last frame winning, as
-// with encoding/json).
+// with encoding/json). A frame of plain integers is decoded on the way (listImg, camImg), which
+// spares a second scan of its ~600 KB; any other frame is left to imageValue.
 type splitFrames struct {
-	list  []json.RawMessage
-	byCam map[string]json.RawMessage
+	list    []json.RawMessage
+	listImg []*pi05.RGB
+	byCam   map[string]json.RawMessage
+	camImg  map[string]*pi05.RGB
 }
 
 // walk splits the list or object of frames at b[i] (depth: the containers around it).
 func (f *splitFrames) walk(b []byte, i, depth int) (int, bool) {
-	frame := func(i int) (int, []byte, bool) {
+	frame := func(i int) (int, []byte, *pi05.RGB, bool) {
+		if img, end, ok := scanPlainUint8Image(b, i); ok {
+			return end, b[i:end], &img, true
+		}
 		end, ok := skipJSONValue(b, i, depth+1)
 		if !ok {
-			return 0, nil, false
+			return 0, nil, nil, false
 		}
-		return end, b[i:end], true
+		return end, b[i:end], nil, true
 	}
 	switch b[i] {
 	case '[':
 		f.list = []json.RawMessage{}
 		return walkJSONArray(b, i, depth, func(i int) (int, bool) {
-			end, span, ok := frame(i)
-			f.list = append(f.list, span)
+			end, span, img, ok := frame(i)
+			f.list, f.listImg = append(f.list, span), append(f.listImg, img)
 			return end, ok
 		})
 	case '{':
-		f.byCam = map[string]json.RawMessage{}
+		f.byCam, f.camImg = map[string]json.RawMessage{}, map[string]*pi05.RGB{}
 		return walkJSONObject(b, i, depth, func(key string, i int) (int, bool) {
-			end, span, ok := frame(i)
-			f.byCam[key] = span
+			end, span, img, ok := frame(i)
+			f.byCam[key], f.camImg[key] = span, img
 			return end, ok
 		})
 	}
 	return 0, false
+}
+
+// frameValue is a frame of observationImages: the one decoded while splitting (its bytes reserved
+// from mem as imageValue's are), else imageValue's reading of raw.
+func frameValue(decoded *pi05.RGB, raw json.RawMessage, mem *reservation) (pi05.RGB, error) {
+	if decoded != nil {
+		return *decoded, reserveFrame(*decoded, nil, mem)
+	}
+	return imageValue(raw, mem)
 }
