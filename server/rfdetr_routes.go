@@ -25,7 +25,11 @@ type RFDETROptions struct {
 	Getenv func(string) string // os.Getenv in production: weights discovery
 	Build  rfdetr.Builder      // compiles the network (the native forward)
 	Device string              // what /health reports once ready, e.g. "cpu avx512bf16, fp32, 2 threads"
-	Warmup int                 // forwards before ready; 0 means 2
+	// Warmup is the forwards run before ready (0 means 1). One is enough for "ready means warm":
+	// the weights are paged in by then (packed, or mapped and CRC-checked), and the forward touches
+	// every scratch buffer and wakes the thread pool; measured, the forward after it costs what
+	// every later one does (docs/rfdetr.md).
+	Warmup int
 	// Version is the server binary's version, reported by /info.
 	Version string
 	// Notices are said at start and on /info: the environment's settings without effect here
@@ -48,7 +52,7 @@ type RFDETR struct {
 // NewRFDETR prepares the model; nothing is read until Load.
 func NewRFDETR(opts RFDETROptions) *RFDETR {
 	if opts.Warmup == 0 {
-		opts.Warmup = 2
+		opts.Warmup = 1
 	}
 	return &RFDETR{opts: opts}
 }
