@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/kube"
 	"github.com/ttmodel/tt-model/runner"
@@ -158,12 +159,8 @@ func writeManifestDir(dir string, m *kube.Manifests) ([]string, error) {
 			return nil, err
 		}
 		path := filepath.Join(dir, strings.ToLower(u.GetKind())+"-"+u.GetName()+".yaml")
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return nil, err
+		if err := atomicfile.Write(path, data); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
 		paths = append(paths, path)
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 	"github.com/ttmodel/tt-model/internal/procfs"
 )
 
@@ -179,12 +180,7 @@ func writeStateFile(path string, st Status) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("state file: %w", err)
 	}
 	return nil
