@@ -154,8 +154,6 @@ func TestPushHubRefusesTamperedBlob(t *testing.T) {
 			biggest, size = b, fi.Size()
 		}
 	}
-	// Deliberate twin of flipByte in hub/harden_test.go, TestVerifyBlobs in
-	// internal/ocilayout/verify_test.go: each test corrupts the very file it guards.
 	data, err := os.ReadFile(biggest)
 	if err != nil {
 		t.Fatal(err)

@@ -99,9 +99,6 @@ func (f *renderFlags) render(cmd *cobra.Command, path string) (*kube.Manifests, 
 	return m, nil
 }
 
-// Deliberate twin of newCardCmd in commands/card.go, newCurlCmd in commands/curl.go, newLogsCmd in
-// commands/logs.go: every command's constructor is one cobra.Command literal (Use, Short, Long,
-// Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sRenderCmd() *cobra.Command {
 	var f renderFlags
 	var out string
@@ -279,8 +276,6 @@ func (i *instanceFlags) open(cmd *cobra.Command, arg string) (string, *kube.Clus
 	return name, cl, err
 }
 
-// Deliberate twin of newK8sStatusCmd: every command's constructor is one cobra.Command literal
-// (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sDeleteCmd() *cobra.Command {
 	var (
 		i    instanceFlags
@@ -315,8 +310,6 @@ func newK8sDeleteCmd() *cobra.Command {
 	return cmd
 }
 
-// Deliberate twin of newK8sDeleteCmd: every command's constructor is one cobra.Command literal
-// (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newK8sStatusCmd() *cobra.Command {
 	var (
 		i      instanceFlags

@@ -103,9 +103,6 @@ type ResetInfo struct {
 
 // Status is a snapshot of the supervisor, served as JSON on --status-addr
 // and written to --state-file.
-//
-// Deliberate twin of Config in supervisor/config.go: a field list with its tags has the shape of
-// every wire struct; the fields are this type's own.
 type Status struct {
 	State      State          `json:"state"`
 	Detail     string         `json:"detail"`

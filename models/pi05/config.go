@@ -57,8 +57,6 @@ func ServerConfigFromEnv(getenv func(string) string) (ServerConfig, error) {
 // touches the network; the error names every place it looked.
 func (c ServerConfig) ResolveWeightsDir(getenv func(string) string) (string, error) {
 	w, _ := hub.WeightsFor("pi05")
-	// Deliberate twin of ServedWeights in runner/weights.go: each maps its own settings onto the
-	// variables the weights rule reads.
 	loc, err := w.Locate(func(k string) string {
 		switch k {
 		case "PI05_WEIGHTS_DIR":
