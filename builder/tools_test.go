@@ -4,20 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/ocilayout"
+	"github.com/ttmodel/tt-model/internal/registrytest"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -308,7 +305,7 @@ func checkOrder(t *testing.T, s string, parts ...string) {
 func TestPushToDockerRegistry(t *testing.T) {
 	needTool(t, "docker-registry")
 	needTool(t, "skopeo")
-	addr := startRegistry(t)
+	addr := registrytest.Start(t)
 	bin := fixtureBin(t)
 	m, work := testPackage(t, nil)
 	res := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "out"), VerifyRootfs))
@@ -344,47 +341,5 @@ func TestPushToDockerRegistry(t *testing.T) {
 	_, err = Push(context.Background(), dir, PushOptions{Insecure: true})
 	if err == nil || !strings.Contains(err.Error(), "--registry") {
 		t.Errorf("push of an hf package without --registry: %v, want a hint at --registry", err)
-	}
-}
-
-// startRegistry runs docker-registry on a free 127.0.0.1 port with its
-// storage in a temp dir, and stops it when the test ends.
-func startRegistry(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yml")
-	conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cmd := exec.Command("docker-registry", "serve", cfg)
-	cmd.Stdout = &logs
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start docker-registry: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	for i := 0; ; i++ {
-		resp, err := http.Get("http://" + addr + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		if i == 100 {
-			t.Fatalf("docker-registry on %s did not answer: %v\n%s", addr, err, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -6,18 +6,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/builder"
+	"github.com/ttmodel/tt-model/internal/registrytest"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
@@ -38,7 +35,7 @@ func TestRegistryImagePulledThroughTheEngine(t *testing.T) {
 	t.Cleanup(func() { d.Close() })
 	name := fmt.Sprintf("regpull-%d", os.Getpid())
 	dir, tag := runnertest.StagedPackage(t, name, runnertest.BuildHealthServer(t), strings.Repeat("a", 40))
-	addr := startRegistry(t)
+	addr := registrytest.Start(t)
 	pushed, err := builder.Push(ctx, dir, builder.PushOptions{Registry: addr + "/tt", Insecure: true})
 	if err != nil {
 		t.Fatal(err)
@@ -90,43 +87,6 @@ func TestRegistryImagePulledThroughTheEngine(t *testing.T) {
 	w.Container.Image.Registry = "hf"
 	if _, err := d.ensureImage(ctx, pkg, &progress); err == nil || !strings.Contains(err.Error(), "the engine has no "+tag) {
 		t.Errorf("hf package without image/: %v", err)
-	}
-}
-
-// startRegistry runs Debian's docker-registry on a free 127.0.0.1 port (an address the engine
-// pulls from over plain HTTP), storage in a temp dir, stopped when the test ends.
-func startRegistry(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yml")
-	conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cmd := exec.Command("docker-registry", "serve", cfg)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start docker-registry: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for i := 0; ; i++ {
-		if resp, err := http.Get("http://" + addr + "/v2/"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		if i == 100 {
-			t.Fatalf("docker-registry on %s did not answer\n%s", addr, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
