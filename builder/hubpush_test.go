@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/hub/hubtest"
-	"github.com/ttmodel/tt-model/internal/registrytest"
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -254,7 +254,7 @@ func TestPushRefusesBadTagBeforeSending(t *testing.T) {
 // manifest naming it, without image/.
 func TestPushHubWithRegistry(t *testing.T) {
 	needTool(t, "docker-registry")
-	addr := registrytest.Start(t)
+	addr := servertest.StartRegistry(t)
 	f := newHubPushFixture(t, nil)
 	res, err := PushHub(context.Background(), f.dir, HubPushOptions{Client: f.client, Repo: "acme/demo", Registry: addr + "/tt", Insecure: true, Log: testLog{}})
 	if err != nil {

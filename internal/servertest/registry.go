@@ -1,12 +1,8 @@
-// Package registrytest runs Debian's docker-registry for tests: a real OCI
-// registry on a free 127.0.0.1 port (an address Docker engines pull from over
-// plain HTTP), with its storage in a temp dir.
-package registrytest
+package servertest
 
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,17 +11,14 @@ import (
 	"time"
 )
 
-// Start runs docker-registry, waits until it answers /v2/, and returns its
-// host:port; it stops when the test ends. The caller checks first that
-// docker-registry is installed (testenv.Require).
-func Start(t testing.TB) string {
+// StartRegistry runs Debian's docker-registry, a real OCI registry, on a free
+// 127.0.0.1 port (an address Docker engines pull from over plain HTTP) with
+// its storage in a temp dir; it waits until /v2/ answers and returns the
+// host:port. The registry stops when the test ends. The caller checks first
+// that docker-registry is installed (testenv.Require).
+func StartRegistry(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
 	conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
