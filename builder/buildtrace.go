@@ -42,9 +42,6 @@ type traceStatus struct {
 }
 
 // decodeTrace decodes a StatusResponse.
-//
-// Deliberate twin of decodeVertex: one decoder per protobuf message, with that message's field
-// numbers.
 func decodeTrace(b []byte) (traceStatus, error) {
 	var st traceStatus
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
@@ -76,8 +73,7 @@ func decodeTrace(b []byte) (traceStatus, error) {
 	return st, err
 }
 
-// Deliberate twin of decodeTrace: one decoder per protobuf message, with that message's field
-// numbers.
+// decodeVertex decodes one Vertex of a StatusResponse.
 func decodeVertex(b []byte) (traceVertex, error) {
 	var vx traceVertex
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {

@@ -80,9 +80,6 @@ type cardModel struct {
 }
 
 // frontMatter is the Hub's model-card metadata, in a fixed key order.
-//
-// Deliberate twin of Session in tools/robotbench/robots/robots.go: a field list with its tags has
-// the shape of every wire struct; the fields are this type's own.
 type frontMatter struct {
 	License     string   `yaml:"license,omitempty"`
 	LicenseName string   `yaml:"license_name,omitempty"`

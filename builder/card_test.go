@@ -99,8 +99,6 @@ func TestCatalogMixedKinds(t *testing.T) {
 	built := func(extra map[string]any) map[string]any {
 		b := map[string]any{"repo": "ttmodel/x", "tt_model_version": "0.0.0-test", "created_at": "2023-11-14T22:13:20Z",
 			"base": map[string]any{"ref": "ghcr.io/acme/tt-metal-runtime:v1", "digest": "sha256:" + strings.Repeat("ab", 32)}}
-		// Deliberate twin of TestFromEnvDefaultsAndProfiles in models/pi05/serving/config_test.go:
-		// the table-driven shape: a base, a copy with the case's overrides, then the cases.
 		for k, v := range extra {
 			b[k] = v
 		}
@@ -127,8 +125,6 @@ func TestCatalogMixedKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "catalog_kinds.golden.md", text)
-	// Deliberate twin of TestStartWatcherCrashLoop in runner/startwatch_test.go: each test lists
-	// the lines its output must hold.
 	for _, want := range []string{
 		"The server is ready when its log shows `\"event\": \"ready\"`.",
 		"uvicorn serving `models.dit_demo.app:app`",

@@ -13,6 +13,7 @@ import (
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/parser"
 
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 	"github.com/ttmodel/tt-model/internal/webui"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/templates"
@@ -139,12 +140,7 @@ func WriteSite(dir string, files map[string][]byte) error {
 	}
 	for name, b := range files {
 		path := filepath.Join(dir, name)
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			os.Remove(tmp)
+		if err := atomicfile.Write(path, b); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 	}

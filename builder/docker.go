@@ -22,9 +22,6 @@ type dockerEngine struct {
 
 // connectDocker returns the engine named by DOCKER_HOST (or the default
 // socket), or an error when none answers within a few seconds.
-//
-// Deliberate twin of ConnectDocker in runner/docker.go: each package keeps its own engine client
-// type around engine.Connect.
 func connectDocker(ctx context.Context) (*dockerEngine, error) {
 	c, err := engine.Connect(ctx)
 	if err != nil {

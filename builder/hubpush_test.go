@@ -18,7 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/hub/hubtest"
-	"github.com/ttmodel/tt-model/internal/registrytest"
+	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -155,8 +156,6 @@ func TestPushHubRefusesTamperedBlob(t *testing.T) {
 			biggest, size = b, fi.Size()
 		}
 	}
-	// Deliberate twin of flipByte in hub/harden_test.go, TestVerifyBlobs in
-	// internal/ocilayout/verify_test.go: each test corrupts the very file it guards.
 	data, err := os.ReadFile(biggest)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +254,8 @@ func TestPushRefusesBadTagBeforeSending(t *testing.T) {
 // With a registry the image goes there and the Hub repo carries the
 // manifest naming it, without image/.
 func TestPushHubWithRegistry(t *testing.T) {
-	addr := registrytest.Start(t)
+	testenv.Require(t, "registry")
+	addr := servertest.StartRegistry(t)
 	f := newHubPushFixture(t, nil)
 	res, err := PushHub(context.Background(), f.dir, HubPushOptions{Client: f.client, Repo: "acme/demo", Registry: addr + "/tt", Insecure: true, Log: testLog{}})
 	if err != nil {

@@ -30,8 +30,6 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 	if res.BuiltWith != builtDaemonless || res.VerifiedIn != (dockerRunner{}).Where() || res.Kind != "http-server" {
 		t.Errorf("built %q, verified in %q, kind %q", res.BuiltWith, res.VerifiedIn, res.Kind)
 	}
-	// Deliberate twin of TestPackageOnLayoutAndArchiveBases in builder/package_test.go: each test
-	// reads back what its own build wrote.
 	img, err := ocilayout.Image(filepath.Join(res.Dir, "image"), res.Image)
 	if err != nil {
 		t.Fatal(err)
@@ -195,8 +193,6 @@ func TestKindVllmBuildsStopAtTheEngine(t *testing.T) {
 			m, work := kindPackage(t, tc.dir, base.Layout)
 			opts := kindOpts(t, m, work, VerifyDocker)
 			opts.BuildNetwork = "none"
-			// Deliberate twin of TestKindFailuresKeepPrevious: each case checks the error lines of
-			// its own failed build.
 			_, err := Package(context.Background(), opts)
 			if err == nil {
 				t.Fatal("the build succeeded without vLLM's packages")
@@ -257,8 +253,6 @@ func TestKindFailuresKeepPrevious(t *testing.T) {
 			if tc.prep != nil {
 				tc.prep(t, &opts)
 			}
-			// Deliberate twin of TestKindVllmBuildsStopAtTheEngine: each case checks the error
-			// lines of its own failed build.
 			_, err := Package(context.Background(), opts)
 			if err == nil {
 				t.Fatal("Package succeeded")

@@ -65,9 +65,6 @@ type Options struct {
 }
 
 // Result is what Package made; it is also the --json summary.
-//
-// Deliberate twin of newListCmd in commands/list.go: a field list with its tags has the shape of
-// every wire struct; the fields are this type's own.
 type Result struct {
 	Name            string        `json:"name"`
 	Dir             string        `json:"dir"`

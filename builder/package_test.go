@@ -223,8 +223,6 @@ func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "out"), VerifyRootfs))
-			// Deliberate twin of TestKindHTTPServerDaemonless in builder/kinds_test.go: each test
-			// reads back what its own build wrote.
 			img, err := ocilayout.Image(filepath.Join(res.Dir, "image"), res.Image)
 			if err != nil {
 				t.Fatal(err)

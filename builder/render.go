@@ -122,10 +122,8 @@ func generatedBy(version string) string {
 	return "tt-model " + version
 }
 
-// installScript renders install_engine.sh.
-//
-// Deliberate twin of testdata/kinds/upstream/*/install_engine.sh: those goldens are this template's
-// output, compared by TestKindContextGoldens.
+// installScript renders install_engine.sh. Its output for each upstream kind is kept in
+// testdata/kinds/upstream/*/install_engine.sh, which TestKindContextGoldens compares.
 func installScript(m *manifest.Manifest, steps []scriptStep, version string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `#!/bin/bash

@@ -148,9 +148,9 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 	if remoteTreeOfGoServer(m) {
 		out.TTMetal = recordedPin(m.Source.TTMetal)
 		out.RecordedOnly = len(m.Source.Code) > 0
-	} else if len(m.Source.Code) > 0 {
-		// Deliberate twin of the lines below: source.tt_metal and each code root are resolved and
-		// pinned one after the other.
+	} else if len(m.Source.Code) > 0 || m.Source.TTMetal.Path != "" || m.Source.TTMetal.IsGit() {
+		// source.tt_metal is resolved and pinned whenever it is named, and also
+		// when source.code needs it as the root its paths are read from.
 		metal, pin, err := roots.resolve(ctx, "source.tt_metal", m.Source.TTMetal, n)
 		if err != nil {
 			return out, err
@@ -162,15 +162,6 @@ func stageCode(ctx context.Context, m *manifest.Manifest, roots sourceRoots, des
 				return out, err
 			}
 		}
-	} else if m.Source.TTMetal.Path != "" || m.Source.TTMetal.IsGit() {
-		// Deliberate twin of the lines above: source.tt_metal and each code root are resolved and
-		// pinned one after the other.
-		_, pin, err := roots.resolve(ctx, "source.tt_metal", m.Source.TTMetal, n)
-		if err != nil {
-			return out, err
-		}
-		n++
-		out.TTMetal = pin
 	}
 	for i, extra := range m.Source.ExtraCode {
 		field := fmt.Sprintf("source.extra_code[%d]", i)

@@ -9,7 +9,6 @@ import (
 	"time"
 )
 
-// Deliberate twin of applyLayer in builder/unpack.go: the standard archive/tar read loop.
 func TestBuildLayerIsAFunctionOfItsEntries(t *testing.T) {
 	epoch := time.Unix(1700000000, 0)
 	entries := []entry{
@@ -94,8 +93,6 @@ func TestAccountFiles(t *testing.T) {
 				base.Group = []byte(tc.group)
 			}
 			passwd, group, err := accountFiles(base)
-			// Deliberate twin of TestFindWeights in models/rfdetr/find_test.go: the table-driven
-			// error check.
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)

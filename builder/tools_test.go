@@ -14,7 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/ocilayout"
-	"github.com/ttmodel/tt-model/internal/registrytest"
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -303,8 +303,9 @@ func checkOrder(t *testing.T, s string, parts ...string) {
 // TestPushToDockerRegistry pushes a package to Debian's docker-registry on
 // 127.0.0.1 and reads it back with skopeo.
 func TestPushToDockerRegistry(t *testing.T) {
+	testenv.Require(t, "registry")
 	needTool(t, "skopeo")
-	addr := registrytest.Start(t)
+	addr := servertest.StartRegistry(t)
 	bin := fixtureBin(t)
 	m, work := testPackage(t, nil)
 	res := mustPackage(t, packageOpts(m, work, bin, filepath.Join(work, "out"), VerifyRootfs))

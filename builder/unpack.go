@@ -46,8 +46,9 @@ func unpackRootfs(img v1.Image, dir string) error {
 	return nil
 }
 
-// Deliberate twin of TestBuildLayerIsAFunctionOfItsEntries in builder/tarlayer_test.go: the
-// standard archive/tar read loop.
+// applyLayer unpacks one layer's tar stream over root, honouring whiteouts;
+// folders get their modes once the layer is done, so a read-only folder can
+// still be filled.
 func applyLayer(tr *tar.Reader, root string) error {
 	type dirMode struct {
 		path string

@@ -29,8 +29,6 @@ func TestSplitWords(t *testing.T) {
 		{in: "'open", err: "unterminated"},
 		{in: `"open`, err: "unterminated"},
 	} {
-		// Deliberate twin of TestParse in internal/chips/chips_test.go: the table-driven loop: each
-		// case's error is checked, then its value.
 		got, err := splitWords(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {

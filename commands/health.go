@@ -12,9 +12,6 @@ import (
 	"github.com/ttmodel/tt-model/internal/readiness"
 )
 
-// Deliberate twin of newServeCmd in commands/serve.go, newStopCmd in commands/stop.go: every
-// command's constructor is one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the
-// same shape; what fills it is this command's own.
 func newHealthCmd() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{

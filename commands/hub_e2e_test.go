@@ -125,8 +125,6 @@ func TestRFDETRHubRoundTrip(t *testing.T) {
 			t.Errorf("%s: pulled file differs from the one on the Hub", p)
 		}
 	}
-	// Deliberate twin of rfParity in native/rfdetr_test.go, TestRFDETRPackedWeightsAreOneBlock in
-	// native/packed_test.go: each step's error is checked where it happens; the steps differ.
 	lw, err := manifest.ReadWire(pkgDir)
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,6 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
-// Deliberate twin of newRmCmd in commands/rm.go: every command's constructor is one cobra.Command
-// literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this
-// command's own.
 func newInfoCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

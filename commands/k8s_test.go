@@ -147,4 +147,24 @@ func TestK8sRenderOut(t *testing.T) {
 	if !strings.Contains(errOut, "carries no tt-smi") {
 		t.Errorf("no note that a scratch image cannot reset chips: %q", errOut)
 	}
+
+	// A file that cannot be replaced (a folder stands at its path) fails the
+	// render and leaves no temporary file in the folder.
+	blocked := filepath.Join(t.TempDir(), "deploy")
+	if err := os.MkdirAll(filepath.Join(blocked, "service-pi05-single-robot.yaml", "inner"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = run(t, "k8s", "render", pkg, "--profile", "single-robot", "--out", blocked, "--registry", "registry.example/ml")
+	if code == 0 || !strings.Contains(errOut, "service-pi05-single-robot.yaml") {
+		t.Errorf("render over a blocked file: exit %d, stderr %q; want a failure naming the file", code, errOut)
+	}
+	ents, err := os.ReadDir(blocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("a failed render left %s in %s", e.Name(), blocked)
+		}
+	}
 }

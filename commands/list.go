@@ -12,7 +12,6 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
-// Deliberate twin of newLoginCmd in commands/login.go: every constructor is one cobra.Command literal; its fields are this command's own.
 func newListCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -34,8 +33,6 @@ func newListCmd() *cobra.Command {
 				return &ExitError{Code: 1, Err: err}
 			}
 			type row struct {
-				// Deliberate twin of Result in builder/package.go: a field list with its tags has
-				// the shape of every wire struct; the fields are this type's own.
 				Repo     string   `json:"repo"`
 				Revision string   `json:"revision"`
 				Refs     []string `json:"refs"`

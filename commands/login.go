@@ -12,7 +12,6 @@ import (
 	"github.com/ttmodel/tt-model/hub"
 )
 
-// Deliberate twin of newListCmd in commands/list.go: every constructor is one cobra.Command literal; its fields are this command's own.
 func newLoginCmd() *cobra.Command {
 	var token string
 	cmd := &cobra.Command{

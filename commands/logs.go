@@ -9,9 +9,6 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
-// Deliberate twin of newK8sRenderCmd in commands/k8s.go: every command's constructor is one
-// cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is
-// this command's own.
 func newLogsCmd() *cobra.Command {
 	var sel selector
 	var follow bool

@@ -14,9 +14,6 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
-// Deliberate twin of newServiceUninstallCmd in commands/service.go: every command's constructor is
-// one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills
-// it is this command's own.
 func newProfilesCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

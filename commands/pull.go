@@ -11,9 +11,6 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
-// Deliberate twin of newWeightsVerifyCmd in commands/weights.go: every command's constructor is one
-// cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is
-// this command's own.
 func newPullCmd() *cobra.Command {
 	var withWeights bool
 	cmd := &cobra.Command{

@@ -10,9 +10,6 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
-// Deliberate twin of newServeCmd in commands/serve.go, newHealthCmd in commands/health.go: every
-// command's constructor is one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the
-// same shape; what fills it is this command's own.
 func newStopCmd() *cobra.Command {
 	var sel selector
 	var grace time.Duration

@@ -185,9 +185,6 @@ func launchFromManifest(path, profile string) (manifest.Launch, error) {
 	return l, nil
 }
 
-// Deliberate twin of newServiceUninstallCmd in commands/service.go: every command's constructor is
-// one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills
-// it is this command's own.
 func newSuperviseCmd() *cobra.Command {
 	var f superviseFlags
 	cmd := &cobra.Command{

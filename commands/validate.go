@@ -19,9 +19,6 @@ const (
 	exitInvalid    = 2
 )
 
-// Deliberate twin of newRmCmd in commands/rm.go: every command's constructor is one cobra.Command
-// literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this
-// command's own.
 func newValidateCmd() *cobra.Command {
 	var checkSources, asJSON bool
 	cmd := &cobra.Command{

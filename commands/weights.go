@@ -14,9 +14,6 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
-// Deliberate twin of newServiceCmd in commands/service.go: every command's constructor is one
-// cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is
-// this command's own.
 func newWeightsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "weights",
@@ -27,9 +24,6 @@ func newWeightsCmd() *cobra.Command {
 	return cmd
 }
 
-// Deliberate twin of newWeightsPullCmd, newPullCmd in commands/pull.go: every command's constructor
-// is one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what
-// fills it is this command's own.
 func newWeightsVerifyCmd() *cobra.Command {
 	var quick bool
 	cmd := &cobra.Command{
@@ -149,8 +143,6 @@ func newWeightsImportCmd() *cobra.Command {
 	}
 }
 
-// Deliberate twin of newWeightsVerifyCmd: every command's constructor is one cobra.Command literal
-// (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is this command's own.
 func newWeightsPullCmd() *cobra.Command {
 	var profile string
 	var refresh bool

@@ -11,6 +11,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/ttmodel/tt-model/internal/fslink"
 )
 
 // lfsMinSize and isLFSFormat decide which imported files are stored as LFS
@@ -76,21 +78,29 @@ type importSource struct{ rel, path string }
 // importSources lists the files under dir, following links within the
 // allowed roots (see Import).
 func importSources(dir string) ([]importSource, error) {
-	root, err := filepath.EvalSymlinks(dir)
+	root, err := fslink.OnHost(dir)
 	if err != nil {
 		return nil, err
 	}
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a folder", dir)
 	}
-	roots := []string{root}
+	allowed := []string{root}
 	// …/models--org--name/snapshots/<commit>: its links point into blobs/.
 	if snaps := filepath.Dir(root); filepath.Base(snaps) == "snapshots" && strings.HasPrefix(filepath.Base(filepath.Dir(snaps)), "models--") {
-		roots = append(roots, filepath.Dir(snaps))
+		allowed = append(allowed, filepath.Dir(snaps))
+	}
+	var roots []*fslink.Root
+	for _, d := range allowed {
+		r, err := fslink.NewRoot(d)
+		if err != nil {
+			return nil, err
+		}
+		roots = append(roots, r)
 	}
 	inRoots := func(p string) bool {
 		for _, r := range roots {
-			if p == r || strings.HasPrefix(p, r+string(filepath.Separator)) {
+			if r.Contains(p) {
 				return true
 			}
 		}
@@ -111,12 +121,12 @@ func importSources(dir string) ([]importSource, error) {
 			name := path.Join(rel, e.Name())
 			p := filepath.Join(real, e.Name())
 			if e.Type()&fs.ModeSymlink != 0 {
-				target, err := filepath.EvalSymlinks(p)
+				target, err := fslink.OnHost(p)
 				if err != nil {
 					return fmt.Errorf("%s: the link cannot be followed: %w", name, err)
 				}
 				if !inRoots(target) {
-					return fmt.Errorf("%s links to %s, outside %s", name, target, strings.Join(roots, " and "))
+					return fmt.Errorf("%s links to %s, outside %s", name, target, strings.Join(allowed, " and "))
 				}
 				p = target
 			}
@@ -150,8 +160,6 @@ func importSources(dir string) ([]importSource, error) {
 // it into the snapshot.
 func (c Cache) importFile(repo, commit, rel, src string) (RepoFile, error) {
 	in, err := os.Open(src)
-	// Deliberate twin of prepareFile in hub/upload.go: each opens and stats the file it reads,
-	// returning its own result type.
 	if err != nil {
 		return RepoFile{}, err
 	}

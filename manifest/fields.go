@@ -169,7 +169,7 @@ func (d *decoder) serve(n *yaml.Node, path string, s *ServeSettings, prof *Profi
 	d.mapping(n, path, fields)
 }
 
-// Deliberate twin of license: one decoder per YAML mapping, with that mapping's own fields.
+// capabilities decodes serve.capabilities (the engine's tool and reasoning parsers).
 func (d *decoder) capabilities(n *yaml.Node, path string, s *ServeSettings) {
 	if isNull(n) {
 		return
@@ -276,7 +276,7 @@ func (d *decoder) baseModel(n *yaml.Node, path string, c *Card) {
 	d.strList(n, path, &c.BaseModel)
 }
 
-// Deliberate twin of capabilities: one decoder per YAML mapping, with that mapping's own fields.
+// license decodes the card's license mapping (id, name, link).
 func (d *decoder) license(n *yaml.Node, path string, c *Card) {
 	if isNull(n) {
 		return

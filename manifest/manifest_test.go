@@ -55,8 +55,6 @@ func problems(t *testing.T, path string) (int, bool) {
 
 // wants reads the "# want: L:C text" lines at the top of a bad manifest.
 func wants(t *testing.T, path string) []string {
-	// Deliberate twin of readGoldens in models/pi05/spm/processor_test.go: each test reads its own
-	// golden file line by line.
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +118,6 @@ func TestCheckSources(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "code", "pkg"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Deliberate twin of the manifest in TestCheckSourcesLinks: each test's YAML is whole, so the line:col its errors want can be read off it.
 	yaml := `repo: a/b
 name: b
 kind: tt-go-server
@@ -191,7 +188,6 @@ func TestCheckSourcesLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Deliberate twin of the manifest in TestCheckSources: each test's YAML is whole, so the line:col its errors want can be read off it.
 	yaml := `repo: a/b
 name: b
 kind: tt-go-server

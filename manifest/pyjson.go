@@ -24,8 +24,6 @@ func writePythonJSON(b *strings.Builder, v any) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		// Deliberate twin of the lines below: a dict and a list are written alike, as Python's
-		// json.dumps writes them (items joined by ", ").
 		b.WriteByte('{')
 		for i, k := range keys {
 			if i > 0 {
@@ -37,8 +35,6 @@ func writePythonJSON(b *strings.Builder, v any) {
 		}
 		b.WriteByte('}')
 	case []any:
-		// Deliberate twin of the lines above: a dict and a list are written alike, as Python's
-		// json.dumps writes them (items joined by ", ").
 		b.WriteByte('[')
 		for i, x := range t {
 			if i > 0 {

@@ -20,9 +20,6 @@ const SchemaVersion = "5.1"
 const DefaultProfileName = "default"
 
 // Manifest is an authored tt-model.yaml.
-//
-// Deliberate twin of Container in manifest/wire.go: the authored manifest and its wire form carry
-// the same fields, each with its own tags and rules.
 type Manifest struct {
 	// File is the path the manifest was loaded from.
 	File string `json:"-"`

@@ -70,9 +70,6 @@ type ImageRef struct {
 }
 
 // Container is the v5.1 block: the image and how to launch it.
-//
-// Deliberate twin of Manifest in manifest/types.go: the authored manifest and its wire form carry
-// the same fields, each with its own tags and rules.
 type Container struct {
 	Image          ImageRef       `json:"image"`
 	Kind           string         `json:"kind"`

@@ -166,16 +166,11 @@ func (m *RFDETR) LayoutID() uint64 { return uint64(C.rfdetr_layout_id(m.p)) }
 // SetTensor hands one checkpoint tensor (raw little-endian bytes of dtype F32 or BF16) to the
 // program under its rfdetr name; it is copied and packed at once. used is false for names that are
 // not weights of the program.
-//
-// Deliberate twin of SetTensor in native/pi05.go: the cgo wrapper of each model's own C API (its
-// own handle and functions).
 func (m *RFDETR) SetTensor(name string, dtype DType, shape []int, raw []byte) (used bool, err error) {
 	dt, cshape, data, err := tensorArgs(name, dtype, shape, raw)
 	if err != nil {
 		return false, fmt.Errorf("rf-detr %w", err)
 	}
-	// Deliberate twin of SetPlan: each cgo call converts its own arguments and holds the program's
-	// lock.
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	e := newCerr()
@@ -372,9 +367,6 @@ func (m *RFDETR) Plan() string {
 }
 
 // SetPlan sets the GEMM blocking plan (text form); results are bit-identical under every plan.
-//
-// Deliberate twin of SetTensor: each cgo call converts its own arguments and holds the program's
-// lock.
 func (m *RFDETR) SetPlan(plan string) error {
 	cs := C.CString(plan)
 	defer C.free(unsafe.Pointer(cs))

@@ -113,9 +113,6 @@ func rfParity(t *testing.T, isa ISA, seed int) {
 	// alone swaps them. Then the decoder is compared on the reference's
 	// selection (forced), since a swap changes which learned reference
 	// point each query gets.
-	// Deliberate twin of TestRFDETRHubRoundTrip in commands/hub_e2e_test.go,
-	// TestRFDETRPackedWeightsAreOneBlock in native/packed_test.go: each step's error is checked
-	// where it happens; the steps differ.
 	tk, err := m.Stage(StageTopK)
 	if err != nil {
 		t.Fatal(err)
@@ -258,8 +255,6 @@ func TestRFDETRBF16Stages(t *testing.T) {
 	}
 }
 
-// Deliberate twin of TestRFDETRSetTensorByName: each test checks the errors of its own calls where
-// they happen.
 func TestLoadRFDETRReportsBadTensors(t *testing.T) {
 	spec, err := ReadRandomCheckpointSpec(rfCheckpointSpec)
 	if err != nil {
@@ -347,9 +342,6 @@ func TestParseISA(t *testing.T) {
 // Loading by name: a BF16 tensor is widened (the same program as from its F32 values), names the
 // program does not use are ignored, a wrong shape is named with both shapes, and a projection a
 // LayerScale is folded into cannot be set before it.
-//
-// Deliberate twin of TestLoadRFDETRReportsBadTensors: each test checks the errors of its own calls
-// where they happen.
 func TestRFDETRSetTensorByName(t *testing.T) {
 	spec, err := ReadRandomCheckpointSpec(rfCheckpointSpec)
 	if err != nil {

@@ -47,9 +47,6 @@ type Docker struct {
 
 // ConnectDocker returns the engine DOCKER_HOST names (or the default
 // socket), or an error when none answers within a few seconds.
-//
-// Deliberate twin of connectDocker in builder/docker.go: each package keeps its own engine client
-// type around engine.Connect.
 func ConnectDocker(ctx context.Context) (*Docker, error) {
 	c, err := engine.Connect(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -102,7 +103,7 @@ func FetchPackage(ctx context.Context, c *hub.Client, ref HubRef, opts FetchOpti
 				return nil, nil, err
 			}
 		}
-		if pkg.ImageDir, err = materializeLayout(src, filepath.Join(root, "images")); err != nil {
+		if pkg.ImageDir, err = materializeLayout(src, c.Cache().RepoDir(ref.Repo), filepath.Join(root, "images")); err != nil {
 			return nil, nil, fmt.Errorf("%s@%s: %w", ref.Repo, snap.Commit, err)
 		}
 	}
@@ -126,9 +127,12 @@ func PulledLayout(root, src string) (string, error) {
 // materializeLayout makes a real OCI layout of the linked one at src under
 // root (see PulledLayout): index.json and oci-layout
 // copied, every blob hard-linked to the cache's verified blob (copied when
-// the two folders are on different filesystems). It is made in a temporary
-// folder and renamed into place, so a layout there is always whole.
-func materializeLayout(src, root string) (string, error) {
+// the two folders are on different filesystems). Every link under src must
+// resolve inside repoDir, the repo's cache folder (its blobs/), so a
+// snapshot cannot lend the layout a file from elsewhere on the host. It is
+// made in a temporary folder and renamed into place, so a layout there is
+// always whole.
+func materializeLayout(src, repoDir, root string) (string, error) {
 	dst, err := PulledLayout(root, src)
 	if err != nil {
 		return "", err
@@ -139,23 +143,31 @@ func materializeLayout(src, root string) (string, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", err
 	}
+	cache, err := fslink.NewRoot(repoDir)
+	if err != nil {
+		return "", fmt.Errorf("materialize the image layout: %w", err)
+	}
+	srcRel, err := filepath.Rel(repoDir, src)
+	if err != nil {
+		return "", fmt.Errorf("materialize the image layout: %w", err)
+	}
 	tmp, err := os.MkdirTemp(root, ".layout-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	err = filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
+	err = cache.Walk(srcRel, func(e fslink.Entry) error {
+		if e.Err != nil {
+			return e.Err
 		}
-		rel, _ := filepath.Rel(src, p)
+		rel, _ := filepath.Rel(srcRel, filepath.FromSlash(e.Rel))
 		out := filepath.Join(tmp, rel)
-		if d.IsDir() {
+		if e.Type.IsDir() {
 			return os.MkdirAll(out, 0o755)
 		}
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return err
+		real := e.Path
+		if e.Type&os.ModeSymlink != 0 {
+			real = e.Resolved
 		}
 		if os.Link(real, out) == nil {
 			return nil

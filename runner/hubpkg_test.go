@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,64 @@ func TestParseHubRef(t *testing.T) {
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("ParseHubRef(%q) = %+v, %v; want %+v, %v", tc.arg, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestMaterializeLayoutConfinesLinks: a snapshot's image/ links into the
+// repo's blobs/ are hard-linked into the servable layout; a link that leaves
+// the repo's cache folder is refused, naming the link.
+func TestMaterializeLayoutConfinesLinks(t *testing.T) {
+	cases := []struct {
+		name    string
+		target  func(repoDir, outside string) string // the blob link's target
+		wantErr string
+	}{
+		{"into blobs", func(string, string) string { return "../../../../../blobs/b1" }, ""},
+		{"outside the cache folder", func(_, outside string) string { return outside }, "outside"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			repoDir := filepath.Join(dir, "hub", "models--a--b")
+			src := filepath.Join(repoDir, "snapshots", "c1", "image")
+			outside := filepath.Join(dir, "secret")
+			write := func(p, data string) {
+				t.Helper()
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(filepath.Join(repoDir, "blobs", "b1"), "blob")
+			write(outside, "secret")
+			write(filepath.Join(src, "index.json"), `{"schemaVersion":2}`)
+			write(filepath.Join(src, "oci-layout"), `{"imageLayoutVersion":"1.0.0"}`)
+			link := filepath.Join(src, "blobs", "sha256", "b1")
+			if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(c.target(repoDir, outside), link); err != nil {
+				t.Fatal(err)
+			}
+			dst, err := materializeLayout(src, repoDir, filepath.Join(dir, "images"))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "blobs/sha256/b1") {
+					t.Fatalf("err %v, want one naming blobs/sha256/b1 and %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(dst, "blobs", "sha256", "b1"))
+			if err != nil || string(got) != "blob" {
+				t.Fatalf("blob in the layout: %q, %v", got, err)
+			}
+			if fi, err := os.Lstat(filepath.Join(dst, "index.json")); err != nil || !fi.Mode().IsRegular() {
+				t.Fatalf("index.json in the layout: %v, %v", fi, err)
+			}
+		})
 	}
 }

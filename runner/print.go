@@ -122,8 +122,8 @@ func envFlags(env []string) []string {
 	return out
 }
 
-// Deliberate twin of execLine in supervisor/unit.go: shell words and systemd ExecStart words quote
-// differently.
+// shellJoin writes args as one POSIX shell command line, each word quoted
+// when it needs it (systemd's ExecStart quotes by its own rules).
 func shellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {

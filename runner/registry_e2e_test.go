@@ -14,7 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/builder"
-	"github.com/ttmodel/tt-model/internal/registrytest"
+	"github.com/ttmodel/tt-model/internal/servertest"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
@@ -26,6 +26,7 @@ import (
 // manifest's tag, with no `docker pull` by hand; a second start finds it there.
 func TestRegistryImagePulledThroughTheEngine(t *testing.T) {
 	testenv.Require(t, "docker")
+	testenv.Require(t, "registry")
 	ctx := context.Background()
 	d, err := ConnectDocker(ctx)
 	if err != nil {
@@ -34,7 +35,7 @@ func TestRegistryImagePulledThroughTheEngine(t *testing.T) {
 	t.Cleanup(func() { d.Close() })
 	name := fmt.Sprintf("regpull-%d", os.Getpid())
 	dir, tag := runnertest.StagedPackage(t, name, runnertest.BuildHealthServer(t), strings.Repeat("a", 40))
-	addr := registrytest.Start(t)
+	addr := servertest.StartRegistry(t)
 	pushed, err := builder.Push(ctx, dir, builder.PushOptions{Registry: addr + "/tt", Insecure: true})
 	if err != nil {
 		t.Fatal(err)

@@ -45,8 +45,6 @@ time=t level=INFO msg="state backoff" from=starting detail="restarting in 100ms 
 	}
 	inst := &Instance{Name: "tt-model-p-x", Package: "p", Profile: "x", Runner: "docker"}
 	msg := w.crashError(inst, why).Error()
-	// Deliberate twin of TestCatalogMixedKinds in builder/card_test.go: each test lists the lines
-	// its output must hold.
 	for _, want := range []string{
 		"tt-model-p-x crashed while starting: the supervisor restarts it (restarting in 100ms after server exit 1)",
 		"  | time=t level=INFO msg=\"loading pi05\"\n  | server stopped: no pi0.5 weights found; looked at:\n  |   1. PI05_WEIGHTS_DIR: unset\n",

@@ -68,8 +68,6 @@ func ServedWeights(pkg *Package, env map[string]string, hf hub.Config, snaps []*
 	if pin == "" && !known {
 		return "", nil
 	}
-	// Deliberate twin of ResolveWeightsDir in models/pi05/config.go: each maps its own settings
-	// onto the variables the weights rule reads.
 	loc, err := w.Locate(func(k string) string {
 		switch k {
 		case "HF_HUB_CACHE":

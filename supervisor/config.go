@@ -48,9 +48,6 @@ func ParseResetOnStart(s string) (ResetOnStart, error) {
 
 // Config is everything a supervisor run needs. Durations are data, so tests
 // use short ones; Defaults gives the production values.
-//
-// Deliberate twin of Status in supervisor/state.go: a field list with its tags has the shape of
-// every wire struct; the fields are this type's own.
 type Config struct {
 	// Argv is the server command line; Env is added to (and overrides) the
 	// supervisor's own environment, minus the systemd variables.

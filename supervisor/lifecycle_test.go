@@ -282,8 +282,6 @@ func TestServerStuckAfterSIGKILLEndsTheStop(t *testing.T) {
 
 // SIGHUP restarts the server gracefully: RELOADING=1, then READY=1 when the
 // new one is ready; no reset, no restart counted.
-//
-// Deliberate twin of TestSecondSupervisorRefuses: each supervisor test starts its own harness.
 func TestSIGHUPRestartsServer(t *testing.T) {
 	h := newHarness(t)
 	h.server()
@@ -414,8 +412,6 @@ func TestNoChipsReset(t *testing.T) {
 }
 
 // A second supervisor on the same chips refuses and names the holder.
-//
-// Deliberate twin of TestSIGHUPRestartsServer: each supervisor test starts its own harness.
 func TestSecondSupervisorRefuses(t *testing.T) {
 	h := newHarness(t)
 	h.server()

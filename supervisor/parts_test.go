@@ -75,6 +75,35 @@ func TestRestartPolicy(t *testing.T) {
 	}
 }
 
+// TestBackoffSchedules: the one backoff doubles from first; the reset
+// pauses have no cap (ResetBackoff, then twice, then four times), the
+// restarts stop at their cap, and restart begins again at first.
+func TestBackoffSchedules(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		b     backoff
+		steps string // n: next, r: restart
+		want  []time.Duration
+	}{
+		{"reset pauses", backoff{first: 150 * ms}, "nnnn", []time.Duration{150 * ms, 300 * ms, 600 * ms, 1200 * ms}},
+		{"capped", backoff{first: 100 * ms, cap: 250 * ms}, "nnnn", []time.Duration{100 * ms, 200 * ms, 250 * ms, 250 * ms}},
+		{"restart", backoff{first: 100 * ms, cap: time.Second}, "nnrn", []time.Duration{100 * ms, 200 * ms, 100 * ms}},
+	} {
+		var got []time.Duration
+		for _, step := range tc.steps {
+			if step == 'r' {
+				tc.b.restart()
+				continue
+			}
+			got = append(got, tc.b.next())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestChildEnvStripsSystemdVariables(t *testing.T) {
 	got := childEnv([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/x", "WATCHDOG_USEC=1", "WATCHDOG_PID=3",
 		"LISTEN_FDS=1", "LISTEN_PID=3", "LISTEN_FDNAMES=a", "HF_MODEL=old", "NOTIFY_SOCKETS_ARE_FINE=1"},

@@ -38,6 +38,7 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 	extend := s.extendTicker()
 	defer extend.Stop()
 
+	pauses := backoff{first: s.cfg.ResetBackoff}
 	for attempt := 1; attempt <= s.cfg.ResetAttempts; attempt++ {
 		info.Attempts = attempt
 		stop, output, err := s.runReset(ctx, extend)
@@ -73,7 +74,7 @@ func (s *Supervisor) reset(ctx context.Context, why string) (ok, stopped bool) {
 		}
 		info.Error = err.Error()
 		s.log.Warn("chip reset failed", "attempt", attempt, "of", s.cfg.ResetAttempts, "err", err)
-		if attempt < s.cfg.ResetAttempts && s.pauseBeforeReset(ctx, extend, s.cfg.ResetBackoff<<(attempt-1)) {
+		if attempt < s.cfg.ResetAttempts && s.pauseBeforeReset(ctx, extend, pauses.next()) {
 			info.Error = "stopped between reset attempts"
 			return false, true
 		}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 	"github.com/ttmodel/tt-model/internal/procfs"
 )
 
@@ -102,9 +103,6 @@ type ResetInfo struct {
 
 // Status is a snapshot of the supervisor, served as JSON on --status-addr
 // and written to --state-file.
-//
-// Deliberate twin of Config in supervisor/config.go: a field list with its tags has the shape of
-// every wire struct; the fields are this type's own.
 type Status struct {
 	State      State          `json:"state"`
 	Detail     string         `json:"detail"`
@@ -179,12 +177,7 @@ func writeStateFile(path string, st Status) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("state file: %w", err)
 	}
 	return nil

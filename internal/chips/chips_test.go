@@ -33,8 +33,6 @@ func TestParse(t *testing.T) {
 		{"0-2,1", nil, "names chip 1 twice"},
 	}
 	for _, c := range cases {
-		// Deliberate twin of TestSplitWords in builder/verify_test.go: the table-driven loop: each
-		// case's error is checked, then its value.
 		got, err := Parse(c.in)
 		if c.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {

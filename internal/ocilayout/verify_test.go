@@ -33,8 +33,6 @@ func TestVerifyBlobs(t *testing.T) {
 	}
 	d, _ := layer[0].Digest()
 	blob := filepath.Join(dir, "blobs", "sha256", d.Hex)
-	// Deliberate twin of TestPushHubRefusesTamperedBlob in builder/hubpush_test.go, flipByte in
-	// hub/harden_test.go: each test corrupts the very file it guards.
 	b, err := os.ReadFile(blob)
 	if err != nil {
 		t.Fatal(err)

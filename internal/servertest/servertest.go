@@ -1,7 +1,7 @@
 // Package servertest is what tests need to talk to a server they started on
 // this machine: a free port to start it on, GET requests whose failure to
-// get an answer fails the test, and the lines of its /metrics or log text
-// that mention a name.
+// get an answer fails the test, the lines of its /metrics or log text that
+// mention a name, and a docker-registry started for the test to push to.
 package servertest
 
 import (

@@ -26,9 +26,8 @@
 #define TT_LN2_LO 1.428606765330187045e-06f
 
 /* exp(x): x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 Taylor polynomial
- * (truncation < 2e-8 relative), then 2^n applied with scalef. */
-/* Deliberate twin of tt_exp256: one vector exp per ISA width: the same clamp, split and polynomial,
- * so both give the same results. */
+ * (truncation < 2e-8 relative), then 2^n applied with scalef. tt_exp256 is the
+ * same clamp, split and polynomial on 8 lanes, so both widths give the same results. */
 TT_TARGET_AVX512 static inline __m512 tt_exp512(__m512 x)
 {
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(TT_EXP_MIN)), _mm512_set1_ps(TT_EXP_MAX));
@@ -46,7 +45,7 @@ TT_TARGET_AVX512 static inline __m512 tt_exp512(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-/* Deliberate twin of tt_exp512 for 256-bit lanes (the same clamp, split and polynomial, so both give
+/* tt_exp512 for 256-bit lanes (the same clamp, split and polynomial, so both give
  * the same bits; the exp/avx2 self-test checks it). AVX2 has no scalef: 2^n is built in the exponent bits.
  * n reaches 128 at TT_EXP_MAX, one past the largest fp32 exponent, so it is
  * applied in two halves 2^(n>>1) * 2^(n - (n>>1)), each a normal number;

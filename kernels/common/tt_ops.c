@@ -261,7 +261,7 @@ TT_TARGET_AVX2 static float rms_inv_avx2(const float *x, int n, float eps)
     return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
-/* Deliberate twin of gelu_tanh_mul_avx512 on 8 lanes (same formula, same exp). */
+/* gelu_tanh_mul_avx512 on 8 lanes: the same formula and the same exp, so both give the same bits. */
 TT_TARGET_AVX2 static void gelu_tanh_mul_avx2(float *g, const float *u, long n)
 {
     long i = 0;

@@ -436,8 +436,6 @@ const void *rfdetr_packed(const rfdetr *p, size_t *bytes)
 
 uint64_t rfdetr_layout_id(const rfdetr *p) { return p->arena.layout_id; }
 
-/* Deliberate twin of pi05_model_free in kernels/pi05/pi05_model.c: each model frees its own
- * buffers. */
 void rfdetr_free(rfdetr *p)
 {
     if (!p) return;
@@ -537,8 +535,6 @@ int rfdetr_set_weight(rfdetr *p, int i, const float *d, int rows, char *err, siz
     case W_M2_W: copy_vec(p->mn[l][1].w, d, C_HALF, NULL); break;
     case W_M2_B: copy_vec(p->mn[l][1].b, d, C_HALF, NULL); break;
     case W_CV2: tt_mat_set_rows(&p->cv2, 0, H, d, C2F_CAT, 0, NULL); break;
-    /* Deliberate twin of the lines below: one case per checkpoint tensor: the table of where each
-     * tensor goes. */
     case W_CV2_W: copy_vec(p->cv2n.w, d, H, NULL); break;
     case W_CV2_B: copy_vec(p->cv2n.b, d, H, NULL); break;
     case W_PLN_W: copy_vec(p->pln.w, d, H, NULL); break;
@@ -585,8 +581,6 @@ int rfdetr_set_weight(rfdetr *p, int i, const float *d, int rows, char *err, siz
     case W_L1_B: copy_vec(D->l1.bias, d, DFF, NULL); break;
     case W_L2_W: tt_mat_set_rows(&D->l2, 0, H, d, DFF, 0, NULL); break;
     case W_L2_B: copy_vec(D->l2.bias, d, H, NULL); break;
-    /* Deliberate twin of the lines above: one case per checkpoint tensor: the table of where each
-     * tensor goes. */
     case W_DN3_W: copy_vec(D->n3.w, d, H, NULL); break;
     case W_DN3_B: copy_vec(D->n3.b, d, H, NULL); break;
     case W_DNORM_W: copy_vec(p->dnorm.w, d, H, NULL); break;

@@ -39,7 +39,7 @@ typedef struct {
 #define DL "transformer.decoder.layers.%d."
 enum { NBL = 11, NDL = 3 }; /* backbone layers used (layer 11 is skipped), decoder layers */
 
-/* Deliberate twin: one row per checkpoint tensor: a table, not code. */
+/* One row per checkpoint tensor: its name (a printf pattern over the layer), layers, rank and shape. */
 static const wdesc wtable[W_KINDS] = {
     [W_CLS] = {BB "embeddings.cls_token", 1, 3, {1, 1, 384}, 0},
     [W_POS] = {BB "embeddings.position_embeddings", 1, 3, {1, 1370, 384}, 0},

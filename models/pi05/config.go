@@ -4,12 +4,10 @@
 package pi05
 
 import (
-	"errors"
-	"fmt"
 	"path/filepath"
-	"strconv"
 
 	"github.com/ttmodel/tt-model/hub"
+	"github.com/ttmodel/tt-model/internal/envvar"
 )
 
 // Fixed sizes of the pi0.5 interface.
@@ -34,44 +32,23 @@ type ServerConfig struct {
 	PrefixCacheMB int    // PI05_PREFIX_CACHE_MB: the exact prefix cache's bound; 0 = off
 }
 
-type intVar struct {
-	name          string
-	dst           *int
-	def, min, max int
-}
-
 // ServerConfigFromEnv reads the configuration; getenv is os.Getenv in production. Every bad value
 // is reported with its variable name.
 func ServerConfigFromEnv(getenv func(string) string) (ServerConfig, error) {
+	r := envvar.New(getenv)
 	c := ServerConfig{
-		HFModel:    hub.ModelID(getenv("HF_MODEL"), DefaultHFRepo),
-		Source:     getenv("HF_MODEL"),
-		Revision:   getenv("TT_WEIGHTS_REVISION"),
-		WeightsDir: getenv("PI05_WEIGHTS_DIR"),
-		Tokenizer:  getenv("PI05_TOKENIZER"),
+		HFModel:       hub.ModelID(r.Get("HF_MODEL"), DefaultHFRepo),
+		Source:        r.Get("HF_MODEL"),
+		Revision:      r.Get("TT_WEIGHTS_REVISION"),
+		WeightsDir:    r.Get("PI05_WEIGHTS_DIR"),
+		Tokenizer:     r.Get("PI05_TOKENIZER"),
+		NumImages:     r.Int("PI05_NUM_IMAGES", 2, 1, MaxCameras),
+		ActionHorizon: r.Int("PI05_ACTION_HORIZON", 50, 1, 64),
+		NumSteps:      r.Int("PI05_NUM_STEPS", 10, 1, 10),
+		TokenLen:      r.Int("PI05_TOKEN_LEN", 0, 1, MaxTokenLen),
+		PrefixCacheMB: r.Int("PI05_PREFIX_CACHE_MB", 0, 0, 1<<20),
 	}
-	vars := []intVar{
-		{"PI05_NUM_IMAGES", &c.NumImages, 2, 1, MaxCameras},
-		{"PI05_ACTION_HORIZON", &c.ActionHorizon, 50, 1, 64},
-		{"PI05_NUM_STEPS", &c.NumSteps, 10, 1, 10},
-		{"PI05_TOKEN_LEN", &c.TokenLen, 0, 1, MaxTokenLen},
-		{"PI05_PREFIX_CACHE_MB", &c.PrefixCacheMB, 0, 0, 1 << 20},
-	}
-	var errs []error
-	for _, v := range vars {
-		*v.dst = v.def
-		s := getenv(v.name)
-		if s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < v.min || n > v.max {
-			errs = append(errs, fmt.Errorf("%s=%q: want an integer in %d..%d", v.name, s, v.min, v.max))
-			continue
-		}
-		*v.dst = n
-	}
-	return c, errors.Join(errs...)
+	return c, r.Err()
 }
 
 // ResolveWeightsDir finds the weights by tt-model's one rule (hub.ServerWeights.Locate):
@@ -80,8 +57,6 @@ func ServerConfigFromEnv(getenv func(string) string) (ServerConfig, error) {
 // touches the network; the error names every place it looked.
 func (c ServerConfig) ResolveWeightsDir(getenv func(string) string) (string, error) {
 	w, _ := hub.WeightsFor("pi05")
-	// Deliberate twin of ServedWeights in runner/weights.go: each maps its own settings onto the
-	// variables the weights rule reads.
 	loc, err := w.Locate(func(k string) string {
 		switch k {
 		case "PI05_WEIGHTS_DIR":

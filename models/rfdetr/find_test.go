@@ -59,8 +59,6 @@ func TestFindWeights(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			src, err := FindWeights(func(k string) string { return c.env[k] })
-			// Deliberate twin of TestAccountFiles in builder/tarlayer_test.go: the table-driven
-			// error check.
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error = %v, want %q", err, c.wantErr)

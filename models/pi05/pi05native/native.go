@@ -32,10 +32,6 @@ type Options struct {
 // Builder returns a pi05.Builder that maps the packed weights of the checkpoint from the cache, or
 // hands every tensor of the checkpoint, by name with its dtype, to a new native model from several
 // goroutines and keeps the packed result in the cache.
-//
-// Deliberate twin of Builder in models/rfdetr/rfdetrnative/native.go: each model's Builder sets its
-// own defaults around its own constructor; what they share (the packed-weights look-up) is
-// packcache.Open.
 func Builder(opts Options) pi05.Builder {
 	if opts.Precision == "" {
 		opts.Precision = native.BF16

@@ -7,7 +7,6 @@
 package serving
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttmodel/tt-model/internal/envvar"
 	"github.com/ttmodel/tt-model/internal/hangmarker"
 )
 
@@ -142,12 +142,12 @@ const MaxDevices = 64
 
 // FromEnv reads and checks every engine variable; each bad value is reported with its name.
 func FromEnv(env Env) (Config, error) {
-	r := reader{get: env.Getenv}
+	r := envvar.New(env.Getenv)
 	var c Config
 
 	// Devices: TT_CPU_DEVICES, else the chips of TT_MESH_SHAPE.
 	devices := 1
-	if v := r.get("TT_MESH_SHAPE"); v != "" {
+	if v := r.Get("TT_MESH_SHAPE"); v != "" {
 		m := meshRe.FindStringSubmatch(v)
 		var rows, cols int
 		var err error
@@ -158,17 +158,17 @@ func FromEnv(env Env) (Config, error) {
 		}
 		// Each side is bounded before the product, which could wrap.
 		if m == nil || err != nil || rows > MaxDevices || cols > MaxDevices || rows*cols > MaxDevices {
-			r.bad("TT_MESH_SHAPE=%q: want ROWSxCOLS of 1 to %d devices in all, e.g. 1x1 or 1x4", v, MaxDevices)
+			r.Bad("TT_MESH_SHAPE=%q: want ROWSxCOLS of 1 to %d devices in all, e.g. 1x1 or 1x4", v, MaxDevices)
 		} else {
 			devices = rows * cols
 		}
 	}
-	if v := r.get("TT_CPU_DEVICES"); v != "" {
-		devices = r.intIn("TT_CPU_DEVICES", 1, 1, MaxDevices)
+	if v := r.Get("TT_CPU_DEVICES"); v != "" {
+		devices = r.Int("TT_CPU_DEVICES", 1, 1, MaxDevices)
 	}
 	devices = max(devices, 1)
 
-	c.Layout = Layout(r.choice("PI05_LAYOUT", string(DP), string(SP), string(DP), string(PD)))
+	c.Layout = Layout(r.Choice("PI05_LAYOUT", string(DP), string(SP), string(DP), string(PD)))
 	switch c.Layout {
 	case SP:
 		if devices > 1 {
@@ -177,7 +177,7 @@ func FromEnv(env Env) (Config, error) {
 		devices = 1
 	case PD:
 		if devices < 2 {
-			r.bad("PI05_LAYOUT=pd needs at least 2 devices (TT_MESH_SHAPE or TT_CPU_DEVICES): prefix devices and one expert device")
+			r.Bad("PI05_LAYOUT=pd needs at least 2 devices (TT_MESH_SHAPE or TT_CPU_DEVICES): prefix devices and one expert device")
 		}
 	}
 	c.Devices = devices
@@ -185,8 +185,8 @@ func FromEnv(env Env) (Config, error) {
 	// Threads: TT_NUM_THREADS (default every CPU) split between the devices, at least 1 each;
 	// devices are pinned to their share of the CPUs when every device gets CPUs of its own.
 	total := len(env.CPUs)
-	if v := r.get("TT_NUM_THREADS"); v != "" {
-		total = r.intIn("TT_NUM_THREADS", total, 1, 1024)
+	if v := r.Get("TT_NUM_THREADS"); v != "" {
+		total = r.Int("TT_NUM_THREADS", total, 1, 1024)
 	}
 	c.Threads = max(total/devices, 1)
 	if devices*c.Threads > len(env.CPUs) {
@@ -198,11 +198,11 @@ func FromEnv(env Env) (Config, error) {
 	}
 
 	c.PrefixDevices = devices - 1
-	if r.get("PI05_PREFIX_CHIPS") != "" {
+	if r.Get("PI05_PREFIX_CHIPS") != "" {
 		if c.Layout != PD {
 			c.Notices = append(c.Notices, "PI05_PREFIX_CHIPS has no effect outside PI05_LAYOUT=pd")
 		} else {
-			c.PrefixDevices = r.intIn("PI05_PREFIX_CHIPS", devices-1, 1, max(devices-1, 1))
+			c.PrefixDevices = r.Int("PI05_PREFIX_CHIPS", devices-1, 1, max(devices-1, 1))
 			if c.PrefixDevices != devices-1 {
 				c.Notices = append(c.Notices, fmt.Sprintf("PI05_PREFIX_CHIPS=%d: %d of the %d devices stay idle (one expert device)", c.PrefixDevices, devices-1-c.PrefixDevices, devices))
 			}
@@ -216,22 +216,22 @@ func FromEnv(env Env) (Config, error) {
 		"PI05_ROUTING", "PI05_JOIN", "PI05_STEAL"}
 	if c.Layout != DP {
 		for _, v := range sloVars {
-			if r.get(v) != "" {
-				c.Notices = append(c.Notices, fmt.Sprintf("%s=%s has no effect with PI05_LAYOUT=%s: robot binding and the SLO are dp's", v, r.get(v), c.Layout))
+			if r.Get(v) != "" {
+				c.Notices = append(c.Notices, fmt.Sprintf("%s=%s has no effect with PI05_LAYOUT=%s: robot binding and the SLO are dp's", v, r.Get(v), c.Layout))
 			}
 		}
-	} else if r.get("PI05_SLO_MS") != "" {
-		c.SLO.P50 = r.ms("PI05_SLO_MS", 0, 1)
-		c.SLO.P99 = r.ms("PI05_SLO_P99_MS", c.SLO.P50, c.SLO.P50)
-		c.SLO.Margin = r.ms("PI05_SLO_MARGIN_MS", 5*time.Millisecond, 0)
-		c.SLO.ClockGuard = r.float("PI05_SLO_CLOCK_GUARD", 1, 1)
-		if r.get("PI05_SLO_HOST_MS") != "" {
-			c.SLO.Host, c.SLO.HostSet = r.ms("PI05_SLO_HOST_MS", 0, 0), true
+	} else if r.Get("PI05_SLO_MS") != "" {
+		c.SLO.P50 = r.Millis("PI05_SLO_MS", 0, 1)
+		c.SLO.P99 = r.Millis("PI05_SLO_P99_MS", c.SLO.P50, c.SLO.P50)
+		c.SLO.Margin = r.Millis("PI05_SLO_MARGIN_MS", 5*time.Millisecond, 0)
+		c.SLO.ClockGuard = r.Float("PI05_SLO_CLOCK_GUARD", 1, 1)
+		if r.Get("PI05_SLO_HOST_MS") != "" {
+			c.SLO.Host, c.SLO.HostSet = r.Millis("PI05_SLO_HOST_MS", 0, 0), true
 		}
-		c.SLO.Guards = r.guards(devices)
+		c.SLO.Guards = guards(r, devices)
 	} else {
 		for _, v := range sloVars[1:6] {
-			if r.get(v) != "" {
+			if r.Get(v) != "" {
 				c.Notices = append(c.Notices, v+" has no effect without PI05_SLO_MS")
 			}
 		}
@@ -247,148 +247,74 @@ func FromEnv(env Env) (Config, error) {
 	case c.SLO.On():
 		defBatch = 4
 	}
-	c.MaxBatch = r.intIn("PI05_MAX_BATCH", defBatch, 1, 8)
+	c.MaxBatch = r.Int("PI05_MAX_BATCH", defBatch, 1, 8)
 	if c.Layout == SP && c.MaxBatch > 1 {
 		c.Notices = append(c.Notices, fmt.Sprintf("PI05_MAX_BATCH=%d has no effect with PI05_LAYOUT=sp: one request at a time", c.MaxBatch))
 		c.MaxBatch = 1
 	}
-	c.BatchWindow = r.ms("PI05_BATCH_WINDOW_MS", 4*time.Millisecond, 0)
-	c.PackSetting = r.choice("PI05_EXPERT_PACK", "auto", "auto", "0", "1")
+	c.BatchWindow = r.Millis("PI05_BATCH_WINDOW_MS", 4*time.Millisecond, 0)
+	c.PackSetting = r.Choice("PI05_EXPERT_PACK", "auto", "auto", "0", "1")
 	c.Pack = c.PackSetting != "0"
 
 	defRouting := RouteLeast
 	if c.SLO.On() {
 		defRouting = RouteRobot
 	}
-	c.Routing = Routing(r.choice("PI05_ROUTING", string(defRouting), string(RouteRobot), string(RouteLeast)))
-	c.RobotIdle = r.seconds("PI05_ROBOT_IDLE_S", 5*time.Second, time.Millisecond)
-	c.Join = Join(r.choice("PI05_JOIN", string(JoinWork), string(JoinWork), string(JoinLateness)))
-	c.Steal = r.choice("PI05_STEAL", "0", "0", "1") == "1"
+	c.Routing = Routing(r.Choice("PI05_ROUTING", string(defRouting), string(RouteRobot), string(RouteLeast)))
+	c.RobotIdle = r.Seconds("PI05_ROBOT_IDLE_S", 5*time.Second, time.Millisecond)
+	c.Join = Join(r.Choice("PI05_JOIN", string(JoinWork), string(JoinWork), string(JoinLateness)))
+	c.Steal = r.Choice("PI05_STEAL", "0", "0", "1") == "1"
 	if c.Layout != DP { // named above; sp and pd run one queue
 		c.Routing, c.Join, c.Steal = RouteLeast, JoinWork, false
 	}
 	if c.Join == JoinLateness && !c.SLO.On() {
-		r.bad("PI05_JOIN=lateness needs PI05_SLO_MS (it waits for robots expected within their deadline)")
+		r.Bad("PI05_JOIN=lateness needs PI05_SLO_MS (it waits for robots expected within their deadline)")
 	}
 	if c.Steal && !c.SLO.On() {
-		r.bad("PI05_STEAL=1 needs PI05_SLO_MS (it moves requests that would miss their deadline)")
+		r.Bad("PI05_STEAL=1 needs PI05_SLO_MS (it moves requests that would miss their deadline)")
 	}
-	c.HTTPThreads = r.intIn("PI05_HTTP_THREADS", 128, 1, 100000)
+	c.HTTPThreads = r.Int("PI05_HTTP_THREADS", 128, 1, 100000)
 
 	// The watchdog.
-	c.Hang.After = r.seconds("PI05_HANG_S", 10*time.Second, 0)
+	c.Hang.After = r.Seconds("PI05_HANG_S", 10*time.Second, 0)
 	if c.Hang.After > 0 && c.Hang.After <= c.BatchWindow+2*time.Second {
-		r.bad("PI05_HANG_S=%s must exceed PI05_BATCH_WINDOW_MS + 2 s (%s)", r.get("PI05_HANG_S"), c.BatchWindow+2*time.Second)
+		r.Bad("PI05_HANG_S=%s must exceed PI05_BATCH_WINDOW_MS + 2 s (%s)", r.Get("PI05_HANG_S"), c.BatchWindow+2*time.Second)
 	}
-	c.Hang.Action = HangAction(r.choice("PI05_HANG_ACTION", string(HangDegrade), string(HangDegrade), string(HangExit)))
-	c.Hang.Drain = r.seconds("PI05_HANG_DRAIN_S", 5*time.Second, 0)
-	c.Hang.ExitCode = r.intIn("PI05_HANG_EXIT_CODE", 75, 1, 255)
-	c.Hang.Marker = hangmarker.Default(r.get)
-	if c.Layout != DP && r.get("PI05_HANG_ACTION") != "" {
+	c.Hang.Action = HangAction(r.Choice("PI05_HANG_ACTION", string(HangDegrade), string(HangDegrade), string(HangExit)))
+	c.Hang.Drain = r.Seconds("PI05_HANG_DRAIN_S", 5*time.Second, 0)
+	c.Hang.ExitCode = r.Int("PI05_HANG_EXIT_CODE", 75, 1, 255)
+	c.Hang.Marker = hangmarker.Default(r.Get)
+	if c.Layout != DP && r.Get("PI05_HANG_ACTION") != "" {
 		c.Notices = append(c.Notices, fmt.Sprintf("PI05_HANG_ACTION has no effect with PI05_LAYOUT=%s: a hang always exits", c.Layout))
 	}
 
 	// Variables of the chip programs: the seed's values are accepted and recorded.
 	c.ChipOnly = map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(chipOnly)) {
-		v := r.get(name)
+		v := r.Get(name)
 		if v == "" {
 			continue
 		}
 		if !chipOnly[name](v) {
-			r.bad("%s=%q is not a value the seed documents", name, v)
+			r.Bad("%s=%q is not a value the seed documents", name, v)
 			continue
 		}
 		c.ChipOnly[name] = v
 		c.Notices = append(c.Notices, fmt.Sprintf("%s=%s describes the chips' programs: recorded on /info, no effect on CPU execution", name, v))
 	}
-	return c, errors.Join(r.errs...)
-}
-
-// reader reads variables, collecting every problem.
-type reader struct {
-	get  func(string) string
-	errs []error
-}
-
-func (r *reader) bad(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Errorf(format, args...))
-}
-
-func (r *reader) intIn(name string, def, lo, hi int) int {
-	v := r.get(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		r.bad("%s=%q: want an integer in %d..%d", name, v, lo, hi)
-		return def
-	}
-	return n
-}
-
-func (r *reader) float(name string, def, lo float64) float64 {
-	v := r.get(name)
-	if v == "" {
-		return def
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < lo {
-		r.bad("%s=%q: want a number >= %g", name, v, lo)
-		return def
-	}
-	return f
-}
-
-// ms reads milliseconds (a number, fractions allowed) >= lo.
-func (r *reader) ms(name string, def, lo time.Duration) time.Duration {
-	return r.duration(name, def, lo, time.Millisecond, "milliseconds")
-}
-
-// seconds reads seconds (a number, fractions allowed) >= lo.
-func (r *reader) seconds(name string, def, lo time.Duration) time.Duration {
-	return r.duration(name, def, lo, time.Second, "seconds")
-}
-
-func (r *reader) duration(name string, def, lo, unit time.Duration, what string) time.Duration {
-	v := r.get(name)
-	if v == "" {
-		return def
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	d := time.Duration(f * float64(unit))
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e9 || d < lo {
-		r.bad("%s=%q: want %s >= %g", name, v, what, float64(lo)/float64(unit))
-		return def
-	}
-	return d
-}
-
-func (r *reader) choice(name, def string, allowed ...string) string {
-	v := r.get(name)
-	if v == "" {
-		return def
-	}
-	for _, a := range allowed {
-		if v == a {
-			return v
-		}
-	}
-	r.bad("%s=%q: want one of %s", name, v, strings.Join(allowed, ", "))
-	return def
+	return c, r.Err()
 }
 
 // guards reads PI05_MR_GUARD: unset or "none", or "<device>:<factor>,..." with CPU device indices
 // (the seed names chips by asic id or PCI address, which a CPU device does not have).
-func (r *reader) guards(devices int) map[int]float64 {
-	v := r.get("PI05_MR_GUARD")
+func guards(r *envvar.Reader, devices int) map[int]float64 {
+	v := r.Get("PI05_MR_GUARD")
 	out := map[int]float64{}
 	switch v {
 	case "", "none":
 		return out
 	case "hot":
-		r.bad("PI05_MR_GUARD=hot needs the chips' thermal rank, which CPU devices do not have: give <device>:<factor>,... (devices 0..%d)", devices-1)
+		r.Bad("PI05_MR_GUARD=hot needs the chips' thermal rank, which CPU devices do not have: give <device>:<factor>,... (devices 0..%d)", devices-1)
 		return out
 	}
 	for _, part := range strings.Split(v, ",") {
@@ -396,7 +322,7 @@ func (r *reader) guards(devices int) map[int]float64 {
 		d, err1 := strconv.Atoi(id)
 		g, err2 := strconv.ParseFloat(f, 64)
 		if !ok || err1 != nil || err2 != nil || d < 0 || d >= devices || !(g >= 1) || math.IsInf(g, 0) { // !(g >= 1): NaN too
-			r.bad("PI05_MR_GUARD=%q: %q is not <device 0..%d>:<factor >= 1>", v, part, devices-1)
+			r.Bad("PI05_MR_GUARD=%q: %q is not <device 0..%d>:<factor >= 1>", v, part, devices-1)
 			continue
 		}
 		out[d] = g

@@ -18,8 +18,6 @@ func TestFromEnvDefaultsAndProfiles(t *testing.T) {
 		for k, v := range base {
 			out[k] = v
 		}
-		// Deliberate twin of TestCatalogMixedKinds in builder/card_test.go: the table-driven shape:
-		// a base, a copy with the case's overrides, then the cases.
 		for k, v := range extra {
 			out[k] = v
 		}

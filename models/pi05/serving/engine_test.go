@@ -257,9 +257,6 @@ func TestBatchingUpToMaxBatch(t *testing.T) {
 }
 
 // Least-loaded routing: concurrent requests spread over the devices.
-//
-// Deliberate twin of TestPI05BatchedEqualsSingleInExactMode in cmd/tt-model-server/engine_test.go:
-// each test runs its own requests concurrently.
 func TestLeastLoadedRouting(t *testing.T) {
 	cfg := baseConfig(t, 2)
 	devs, _ := fakes(2, 0, 200*time.Millisecond, 1)
@@ -283,8 +280,6 @@ func TestLeastLoadedRouting(t *testing.T) {
 }
 
 // Steal: a request bound to a busy device that would miss its deadline is taken by the idle one.
-//
-// Deliberate twin of TestLatenessJoin: each scheduling test builds the engine its policy needs.
 func TestSteal(t *testing.T) {
 	cfg := sloConfig(t, 2, 2, 400*time.Millisecond, 800*time.Millisecond)
 	cfg.Steal = true
@@ -382,8 +377,6 @@ func TestHangExitAfterDrain(t *testing.T) {
 	if h := e.Health(); h != "degraded" {
 		t.Errorf("health %q, want degraded", h)
 	}
-	// Deliberate twin of TestPI05HealthHung in server/pi05_engine_test.go: each layer waits for its
-	// own exit signal with its own deadline.
 	select {
 	case code := <-e.Exit():
 		if code != 75 {
@@ -512,8 +505,6 @@ func TestCalibrationAtStart(t *testing.T) {
 
 // PI05_JOIN=lateness: a free device with one request waits for a bound robot expected back (its
 // last answer plus its usual think time) within the deadline, so their EXPERTs share one call.
-//
-// Deliberate twin of TestSteal: each scheduling test builds the engine its policy needs.
 func TestLatenessJoin(t *testing.T) {
 	cfg := sloConfig(t, 1, 2, 800*time.Millisecond, 900*time.Millisecond)
 	cfg.Join = JoinLateness

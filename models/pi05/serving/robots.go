@@ -235,7 +235,6 @@ func (e *Engine) janitor() {
 
 // every runs f under e.mu each period until the engine stops.
 func (e *Engine) every(period time.Duration, f func(now time.Time)) {
-	// Deliberate twin of loop in hub/progress.go: the standard ticker loop.
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {

@@ -16,8 +16,6 @@ type golden struct {
 
 func readGoldens(t *testing.T, path string) []golden {
 	t.Helper()
-	// Deliberate twin of wants in manifest/manifest_test.go: each test reads its own golden file
-	// line by line.
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -250,8 +250,7 @@ func parsePiece(b []byte) (piece, error) {
 	return p, err
 }
 
-// Deliberate twin of parseNormalizerSpec: one decoder per protobuf message, with that message's
-// field numbers.
+// parseTrainerSpec decodes a TrainerSpec message.
 func parseTrainerSpec(b []byte, t *trainerSpec) error {
 	return decodeFields(b, func(r *wireReader, field, wire int) (bool, error) {
 		var err error
@@ -281,8 +280,7 @@ func parseTrainerSpec(b []byte, t *trainerSpec) error {
 	})
 }
 
-// Deliberate twin of parseTrainerSpec: one decoder per protobuf message, with that message's field
-// numbers.
+// parseNormalizerSpec decodes a NormalizerSpec message.
 func parseNormalizerSpec(b []byte, n *normalizerSpec) error {
 	return decodeFields(b, func(r *wireReader, field, wire int) (bool, error) {
 		var err error

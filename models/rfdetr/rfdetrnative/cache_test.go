@@ -38,9 +38,6 @@ func buildFrom(t *testing.T, dir string, b rfdetr.Builder) (*Network, string) {
 // The packed-weights cache through the real loader: the first build packs and keeps the packed
 // bytes, the next maps them; the mapped program's packed bytes and forward are bit for bit the
 // packing program's, in both precisions; tuning with a kept plan changes nothing either.
-//
-// Deliberate twin of TestServeRandomCheckpointEndToEnd in cmd/tt-model-server/main_test.go: each
-// test writes its own random checkpoint.
 func TestPackedWeightsCache(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "full-size checkpoint: skipped with -short")

@@ -29,10 +29,6 @@ type Options struct {
 // Builder returns an rfdetr.Builder that maps the checkpoint's packed weights from the cache, or
 // packs the weights into a native program (tensors handed over by name, one at a time in the
 // program's order, straight from the checkpoint mapping) and keeps the result in the cache.
-//
-// Deliberate twin of Builder in models/pi05/pi05native/native.go: each model's Builder sets its own
-// defaults around its own constructor; what they share (the packed-weights look-up) is
-// packcache.Open.
 func Builder(opts Options) rfdetr.Builder {
 	if opts.Precision == "" {
 		opts.Precision = native.FP32

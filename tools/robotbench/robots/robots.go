@@ -26,9 +26,6 @@ import (
 )
 
 // Session is one run with a fixed robot count.
-//
-// Deliberate twin of frontMatter in builder/card.go: a field list with its tags has the shape of
-// every wire struct; the fields are this type's own.
 type Session struct {
 	Robots     int           `json:"robots"`
 	Duration   string        `json:"duration"`
