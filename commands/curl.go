@@ -20,9 +20,6 @@ import (
 	"github.com/ttmodel/tt-model/server/api"
 )
 
-// Deliberate twin of newK8sRenderCmd in commands/k8s.go: every command's constructor is one
-// cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the same shape; what fills it is
-// this command's own.
 func newCurlCmd() *cobra.Command {
 	var sel selector
 	var opts curlOptions

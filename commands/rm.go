@@ -16,9 +16,6 @@ import (
 	"github.com/ttmodel/tt-model/runner"
 )
 
-// Deliberate twin of newValidateCmd in commands/validate.go, newInfoCmd in commands/info.go: every
-// command's constructor is one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the
-// same shape; what fills it is this command's own.
 func newRmCmd() *cobra.Command {
 	var includeWeights, keepCache, weightsOnly bool
 	cmd := &cobra.Command{

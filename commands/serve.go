@@ -26,9 +26,6 @@ const exitRunning = 3
 // detachWatch is how long `serve --detach` watches a start for a crash.
 const detachWatch = 10 * time.Second
 
-// Deliberate twin of newStopCmd in commands/stop.go, newHealthCmd in commands/health.go: every
-// command's constructor is one cobra.Command literal (Use, Short, Long, Example, Args, RunE) of the
-// same shape; what fills it is this command's own.
 func newServeCmd() *cobra.Command {
 	var opts runner.PlanOptions
 	var hostMode, detach, printOnly, noWeights, refresh, localOnly, keep bool

@@ -47,9 +47,6 @@ func TestSilentTransferResumesThenFails(t *testing.T) {
 }
 
 // flipByte changes one byte of a file in place, keeping its size.
-//
-// Deliberate twin of TestPushHubRefusesTamperedBlob in builder/hubpush_test.go, TestVerifyBlobs in
-// internal/ocilayout/verify_test.go: each test corrupts the very file it guards.
 func flipByte(t *testing.T, path string) {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -16,7 +16,6 @@ func TestFnmatch(t *testing.T) {
 		{"model.safetensors", "*.bin", false},
 		{"config.json", "config.json", true},
 		{"Config.json", "config.json", false}, // case-sensitive on POSIX
-		// Deliberate twin of the lines below: rows of one test table.
 		{"a.bin", "?.bin", true},
 		{"ab.bin", "?.bin", false},
 		{"model-00001-of-00002.safetensors", "model-0000[0-9]-of-*", true},
@@ -25,7 +24,6 @@ func TestFnmatch(t *testing.T) {
 		{"a.txt", "[!a]*", false},
 		{"]x", "[]]x", true},
 		{"[x", "[x", true}, // unclosed "[" is a literal
-		// Deliberate twin of the lines above: rows of one test table.
 		{"onnx/model.onnx", "onnx/*", true},
 		{"", "*", true},
 		{"abc", "a*b*c", true},

@@ -69,7 +69,6 @@ func (p *progress) loop() {
 	if p.tty {
 		every = 250 * time.Millisecond
 	}
-	// Deliberate twin of every in models/pi05/serving/robots.go: the standard ticker loop.
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

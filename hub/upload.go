@@ -195,8 +195,6 @@ func PrepareFiles(ctx context.Context, files []LocalFile, workers int) ([]Prepar
 
 func prepareFile(f LocalFile) (PreparedFile, error) {
 	fh, err := os.Open(f.Local)
-	// Deliberate twin of importFile in hub/import.go: each opens and stats the file it reads,
-	// returning its own result type.
 	if err != nil {
 		return PreparedFile{}, err
 	}

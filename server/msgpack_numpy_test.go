@@ -54,8 +54,6 @@ func encodeItems(t *testing.T, dtype string, vals []float64) []byte {
 			out = append(out, uint8(v))
 		case "i1":
 			out = append(out, uint8(int8(v)))
-		// Deliberate twin of the lines below: one case per numpy dtype: the test's encoder is
-		// written out plainly, the reader under test is not.
 		case "i2":
 			out = order.AppendUint16(out, uint16(int16(v)))
 		case "u2":
@@ -64,8 +62,6 @@ func encodeItems(t *testing.T, dtype string, vals []float64) []byte {
 			out = order.AppendUint32(out, uint32(int32(v)))
 		case "u4":
 			out = order.AppendUint32(out, uint32(v))
-		// Deliberate twin of the lines above: one case per numpy dtype: the test's encoder is
-		// written out plainly, the reader under test is not.
 		case "i8":
 			out = order.AppendUint64(out, uint64(int64(v)))
 		case "u8":

@@ -40,8 +40,6 @@ func TestPI05HealthHung(t *testing.T) {
 	if info["status"] != "hung" || !strings.Contains(fmt.Sprint(info["megakernel"]), "device 0 (serve) stuck") {
 		t.Errorf("/info: status %v, megakernel %v", info["status"], info["megakernel"])
 	}
-	// Deliberate twin of TestHangExitAfterDrain in models/pi05/serving/engine_test.go: each layer
-	// waits for its own exit signal with its own deadline.
 	select {
 	case code := <-m.Exit():
 		if code != 75 {

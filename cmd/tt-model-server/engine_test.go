@@ -103,9 +103,6 @@ func getInfo(t *testing.T, base string, v any) {
 // Two devices in dp: two robots are bound to different devices and their calls run at the same
 // time (each serving call is stretched to 400 ms by the fault switch's delay, so the overlap is
 // certain; the wall times are logged, not asserted: timings belong to benchmarks).
-//
-// Deliberate twin of TestPI05HTTPThreadsBound: each test starts its own server with the environment
-// it is about.
 func TestPI05TwoDevicesRunTogether(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -204,9 +201,6 @@ func TestPI05DevicesRunOnTheMappedWeights(t *testing.T) {
 
 // Exact mode (PI05_EXPERT_PACK=0): requests batched together give exactly the answers they get
 // alone.
-//
-// Deliberate twin of TestLeastLoadedRouting in models/pi05/serving/engine_test.go: each test runs
-// its own requests concurrently.
 func TestPI05BatchedEqualsSingleInExactMode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -436,9 +430,6 @@ func processCPUsForTest() []int {
 
 // PI05_HTTP_THREADS bounds the requests being prepared or run at once: with one, two devices never
 // run at the same time.
-//
-// Deliberate twin of TestPI05TwoDevicesRunTogether: each test starts its own server with the
-// environment it is about.
 func TestPI05HTTPThreadsBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

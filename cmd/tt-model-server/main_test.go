@@ -115,9 +115,6 @@ func predictBody(t *testing.T, extra string) string {
 // switch fires after two of them; a second server stops cleanly on a signal
 // once its packed weights are in the cache; a third maps them and answers the
 // first prediction exactly as the first server did.
-//
-// Deliberate twin of TestPackedWeightsCache in models/rfdetr/rfdetrnative/cache_test.go: each test
-// writes its own random checkpoint.
 func TestServeRandomCheckpointEndToEnd(t *testing.T) {
 	if testing.Short() {
 		testenv.Skip(t, "full-size checkpoint: skipped with -short")

@@ -188,9 +188,6 @@ func (s *Server) serveSettings(w http.ResponseWriter, r *http.Request, c caller,
 }
 
 // serveCreateBranch is create_branch: {"startingPoint": rev} optional.
-//
-// Deliberate twin of serveComplete: every write handler checks write access, then decodes a request
-// body of its own shape.
 func (s *Server) serveCreateBranch(w http.ResponseWriter, r *http.Request, c caller, repoID, branch string) {
 	rp, ok := s.writable(w, c, repoID)
 	if !ok {
@@ -434,9 +431,6 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, repoID, oid
 
 // serveComplete assembles a multipart upload from the parts the client lists
 // with the ETags storage gave them.
-//
-// Deliberate twin of serveCreateBranch: every write handler checks write access, then decodes a
-// request body of its own shape.
 func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c caller, repoID, oid string) {
 	rp, ok := s.writable(w, c, repoID)
 	if !ok {
