@@ -13,7 +13,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/tt-model
 	$(GO) build -trimpath -o $(BIN)/ ./cmd/tt-model-server
 
-# Every skip lands in $(SKIP_LOG) (internal/testenv); the run ends with the
+# Every skip lands in $(SKIP_LOG) (internal/testing/testenv); the run ends with the
 # list, and TT_REQUIRE=… (set by .ci/run) turns a missing requirement into a
 # failure instead of a skip.
 SKIP_LOG := $(CURDIR)/$(BIN)/test-skips.log

@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/ttmodel/tt-model/internal/imagetest"
+	"github.com/ttmodel/tt-model/internal/testing/imagetest"
 )
 
 // testBaseImage is a small Docker-typed (not OCI) distro-like base: its own

@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/ttmodel/tt-model/internal/browsertest"
+	"github.com/ttmodel/tt-model/internal/testing/browsertest"
 )
 
 // The catalog site in a real browser: the index links every package's page,

@@ -18,8 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/hub/hubtest"
-	"github.com/ttmodel/tt-model/internal/servertest"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/ocilayout"
-	"github.com/ttmodel/tt-model/internal/pybase"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/pybase"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/ocilayout"
-	"github.com/ttmodel/tt-model/internal/servertest"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
 

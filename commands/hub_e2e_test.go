@@ -16,7 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/hub/hubtest"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 )

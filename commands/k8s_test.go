@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/kubetest"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/kubetest"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ttmodel/tt-model/hub/hubtest"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 
 	"github.com/moby/moby/client"
 

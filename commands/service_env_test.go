@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
-	"github.com/ttmodel/tt-model/internal/syncbuf"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )

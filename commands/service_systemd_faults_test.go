@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/systemdtest"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/systemdtest"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/supervisor"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/systemdtest"
+	"github.com/ttmodel/tt-model/internal/testing/systemdtest"
 )
 
 // testLiveStartTimeout runs alone, after the other units: every install or

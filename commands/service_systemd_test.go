@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/readiness"
-	"github.com/ttmodel/tt-model/internal/systemdtest"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/systemdtest"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/models/rfdetr"

@@ -1,13 +1,14 @@
 package commands
 
 import (
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 
 	"github.com/spf13/pflag"
 

@@ -19,7 +19,7 @@ import (
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ttmodel/tt-model/internal/kubetest"
+	"github.com/ttmodel/tt-model/internal/testing/kubetest"
 )
 
 // TestAPIServer runs the cluster-side tests against one real kube-apiserver

@@ -3,7 +3,7 @@ package kube
 import (
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/kubetest"
+	"github.com/ttmodel/tt-model/internal/testing/kubetest"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner"
 )

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ttmodel/tt-model/internal/kubetest"
+	"github.com/ttmodel/tt-model/internal/testing/kubetest"
 )
 
 // createPod does what the StatefulSet controller would (none runs here):

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 )
 
 // cpuCanRun says whether this CPU can run the kernel family isa (ParseISA's check).

@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "c215d19ad9d8c24d95b61933a7cbf96df7597001e27ab3aa6bc181dfbff73d1e"
+const kernelSourcesSHA256 = "ea0bc6bde1846833eb04632b583c44ba15508db6a0d0e05a9f5209071cf0eaaa"

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 
 	"github.com/ttmodel/tt-model/models/pi05/arch"
 	"github.com/ttmodel/tt-model/models/pi05/golden"

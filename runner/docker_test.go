@@ -13,8 +13,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/hub"
-	"github.com/ttmodel/tt-model/internal/syncbuf"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 
 	"github.com/moby/moby/client"
 

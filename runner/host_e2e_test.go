@@ -18,7 +18,7 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/procfs"
 	"github.com/ttmodel/tt-model/internal/readiness"
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 	"github.com/ttmodel/tt-model/supervisor"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/hub"
-	"github.com/ttmodel/tt-model/internal/pybase"
+	"github.com/ttmodel/tt-model/internal/testing/pybase"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 

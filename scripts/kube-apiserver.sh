@@ -10,12 +10,12 @@
 # The binaries depend only on the two versions below, so they are cached outside the repository under
 # ${TT_KUBE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/tt-model/k8s}/kube-<K>-etcd-<E>/ and a second run reuses them.
 # A cold build takes ~4 min (kube-apiserver) + ~2 min (kube-scheduler, which shares most of its packages)
-# + ~2.5 min (etcd) on 2 cores. The Go tests find the binaries in the same folder (internal/kubebin); they
+# + ~2.5 min (etcd) on 2 cores. The Go tests find the binaries in the same folder (internal/testing/kubebin); they
 # skip (or fail under TT_REQUIRE=kube-apiserver, kube-scheduler) when one is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Keep in step with internal/kubebin (KubeVersion, EtcdVersion).
+# Keep in step with internal/testing/kubebin (KubeVersion, EtcdVersion).
 kube_version=v1.37.2
 etcd_version=v3.6.16
 # k8s.io/kubernetes replaces its staging modules by ./staging/src/...; outside its repository they are the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the "systemd test host": a minimal Debian bookworm image whose init is systemd, for the
 # tests that run `tt-model service` and `tt-model supervise` under a real systemd as PID 1
-# (internal/systemdtest boots it on the Docker engine). No registry is involved: debootstrap
+# (internal/testing/systemdtest boots it on the Docker engine). No registry is involved: debootstrap
 # fetches the packages from this machine's Debian mirror and `docker import` turns the tree into an image.
 #
 # Usage: scripts/systemd-testhost-image.sh        (needs root, debootstrap and a Docker engine)
@@ -90,7 +90,7 @@ touch "$root/var/lib/systemd/linger/$test_user"
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 
 # container=docker tells systemd it runs in a container (it then skips what only a machine does).
-# (`docker import` cannot set a stop signal: internal/systemdtest gives the container SIGRTMIN+3.)
+# (`docker import` cannot set a stop signal: internal/testing/systemdtest gives the container SIGRTMIN+3.)
 tar -C "$root" --numeric-owner -c . | docker import \
   --change 'ENV container=docker' \
   --change 'CMD ["/lib/systemd/systemd"]' \

@@ -18,8 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"github.com/ttmodel/tt-model/internal/browsertest"
 	"github.com/ttmodel/tt-model/internal/demopicture"
+	"github.com/ttmodel/tt-model/internal/testing/browsertest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 )
 

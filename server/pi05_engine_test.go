@@ -11,7 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/tinylib/msgp/msgp"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 )
 
 // A hang in sp (or pd, or one device): the request gets a 503 with a Retry-After, /health answers

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tinylib/msgp/msgp"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 )
 
 // testObservation is one observation sent every way the server takes it: JSON (HxWx3 lists),

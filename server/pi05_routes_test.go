@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/models/pi05/pi05native"
 	"github.com/ttmodel/tt-model/native"
 )

@@ -9,13 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"io"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 
 	"github.com/coder/websocket"
 )

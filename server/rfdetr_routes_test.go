@@ -17,7 +17,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 
 	"github.com/ttmodel/tt-model/server/api"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/server/api"
 )
 

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
-	"github.com/ttmodel/tt-model/internal/syncbuf"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 )
 
 // The tests drive real processes: the test binary re-executes itself as a

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 )
 
 // Exit 75: one reset with the chips, the marker gone, the server ready

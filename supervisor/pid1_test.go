@@ -1,13 +1,14 @@
 package supervisor
 
 import (
-	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 )
 
 // As PID 1 of a new PID namespace the supervisor inherits every orphan. It

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 )
 
 // After an exit 75 the status JSON has the whole story on its timeline (the

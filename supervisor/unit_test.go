@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 )
 
 func testUnit(user bool) Unit {

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ttmodel/tt-model/internal/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/manifest"
 )
 

@@ -26,13 +26,13 @@ import (
 	"syscall"
 
 	"github.com/ttmodel/tt-model/internal/journallog"
-	"github.com/ttmodel/tt-model/internal/memlimit"
-	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/internal/version"
 	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
 	"github.com/ttmodel/tt-model/native"
+	"github.com/ttmodel/tt-model/native/packcache"
 	"github.com/ttmodel/tt-model/server"
 	"github.com/ttmodel/tt-model/server/api"
+	"github.com/ttmodel/tt-model/server/memlimit"
 )
 
 func main() {

@@ -22,7 +22,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/engine"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )

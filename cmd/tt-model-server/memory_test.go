@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testing/syncbuf"
 	"github.com/ttmodel/tt-model/models/imagemem"
 	"github.com/ttmodel/tt-model/models/imagemem/imagememtest"
 	"github.com/ttmodel/tt-model/models/rfdetr"

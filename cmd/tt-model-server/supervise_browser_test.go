@@ -13,8 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/ttmodel/tt-model/internal/browsertest"
 	"github.com/ttmodel/tt-model/internal/demopicture"
+	"github.com/ttmodel/tt-model/internal/testing/browsertest"
 )
 
 // The supervisor's status page in a real browser after a night's worth of

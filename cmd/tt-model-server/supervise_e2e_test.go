@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testing/syncbuf"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/hub/hubtest"
-	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testing/syncbuf"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 

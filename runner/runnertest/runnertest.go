@@ -25,8 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/ttmodel/tt-model/hub/hubtest"
-	"github.com/ttmodel/tt-model/internal/imagetest"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
+	"github.com/ttmodel/tt-model/internal/testing/imagetest"
 	"github.com/ttmodel/tt-model/manifest"
 )
 

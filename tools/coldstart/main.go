@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/syncbuf"
+	"github.com/ttmodel/tt-model/internal/testing/syncbuf"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/native"
 )

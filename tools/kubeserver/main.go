@@ -1,4 +1,4 @@
-// Command kubeserver runs the test control plane of internal/kubetest (etcd
+// Command kubeserver runs the test control plane of internal/testing/kubetest (etcd
 // and kube-apiserver, no kubelet) until interrupted and prints the
 // KUBECONFIG that reaches it. scripts/kube-apiserver.sh serve builds the
 // binaries and runs this.
@@ -12,8 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/ttmodel/tt-model/internal/kubebin"
-	"github.com/ttmodel/tt-model/internal/kubetest"
+	"github.com/ttmodel/tt-model/internal/testing/kubebin"
+	"github.com/ttmodel/tt-model/internal/testing/kubetest"
 )
 
 func main() {

@@ -10,16 +10,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/models/pi05"
 	"github.com/ttmodel/tt-model/native"
+	"github.com/ttmodel/tt-model/native/packcache"
 )
 
 // Options choose the kernel path, where packed weights are kept and how GEMMs are blocked.
 type Options struct {
 	Precision native.Precision // BF16 (the default, ""), FP32 or Ref
 	ISA       native.ISA       // ISABest, or a family forced for tests
-	// CacheDir keeps packed weights (internal/packcache): when it holds this checkpoint's, they are
+	// CacheDir keeps packed weights (native/packcache): when it holds this checkpoint's, they are
 	// mapped instead of packed; otherwise the checkpoint is packed and the result written there in
 	// the background. "" packs at every start.
 	CacheDir string

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/native"
 )

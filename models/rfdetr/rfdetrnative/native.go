@@ -9,16 +9,16 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ttmodel/tt-model/internal/packcache"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/native"
+	"github.com/ttmodel/tt-model/native/packcache"
 )
 
 // Options of the native network: the program's, where packed weights are kept, and how its GEMMs
 // are blocked.
 type Options struct {
 	native.RFDETROptions
-	// CacheDir keeps packed weights (internal/packcache): when it holds this checkpoint's, they are
+	// CacheDir keeps packed weights (native/packcache): when it holds this checkpoint's, they are
 	// mapped instead of packed; otherwise the program packs the checkpoint and writes the result
 	// there in the background. "" packs at every start.
 	CacheDir string

@@ -14,7 +14,7 @@ import (
 	"github.com/ttmodel/tt-model/models/safetensors"
 	"github.com/ttmodel/tt-model/native"
 
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 )
 
 // The PyTorch reference's random checkpoint and goldens (tools/reference/rfdetr.py).

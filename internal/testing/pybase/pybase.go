@@ -30,9 +30,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/engine"
-	"github.com/ttmodel/tt-model/internal/imagetest"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/imagetest"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 )
 
 // Base is the Python test base.
@@ -165,7 +165,7 @@ func writeLayout(rootfs, dir string) error {
 
 func scriptPath(t testing.TB) string {
 	_, self, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(self), "..", "..", "scripts", "python-base-rootfs.sh")
+	return filepath.Join(filepath.Dir(self), "..", "..", "..", "scripts", "python-base-rootfs.sh")
 }
 
 // cacheDir is where the script caches by default.

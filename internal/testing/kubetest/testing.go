@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/ttmodel/tt-model/internal/kubebin"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/kubebin"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 )
 
 // Run starts a control plane for t in a temporary folder and stops it when

@@ -1,8 +1,8 @@
 // Package kubebin finds the kube-apiserver and etcd binaries that
 // scripts/kube-apiserver.sh builds once per machine from their Go modules.
 // It is the one place that knows their versions and cache folder, for the
-// test control plane (internal/kubetest) and the "kube-apiserver" test
-// requirement (internal/testenv).
+// test control plane (internal/testing/kubetest) and the "kube-apiserver" test
+// requirement (internal/testing/testenv).
 package kubebin
 
 import (
@@ -18,7 +18,7 @@ const (
 	EtcdVersion = "v3.6.16"
 )
 
-// Requirement is the internal/testenv name of "both binaries are built".
+// Requirement is the internal/testing/testenv name of "both binaries are built".
 const Requirement = "kube-apiserver"
 
 // DirEnv names a folder holding kube-apiserver and etcd, instead of the cache.

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/internal/engine"
-	"github.com/ttmodel/tt-model/internal/kubebin"
+	"github.com/ttmodel/tt-model/internal/testing/kubebin"
 )
 
 // RequireEnv names the requirements that must be present: a comma list of

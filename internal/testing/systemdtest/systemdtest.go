@@ -22,7 +22,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/engine"
-	"github.com/ttmodel/tt-model/internal/testenv"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
 )
 
 // TestUser is the account of the image whose user manager runs at boot
@@ -202,7 +202,7 @@ func (h *Host) Must(t testing.TB, argv ...string) string {
 func Image(t testing.TB) string {
 	t.Helper()
 	_, self, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(self), "..", "..", "scripts", "systemd-testhost-image.sh")
+	script := filepath.Join(filepath.Dir(self), "..", "..", "..", "scripts", "systemd-testhost-image.sh")
 	var stderr bytes.Buffer
 	cmd := exec.Command(script)
 	cmd.Stderr = &stderr
