@@ -72,12 +72,16 @@ func newServiceInstallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "install (--manifest FILE [--profile P] | -- SERVER ARGV...) [--user] [--print]",
 		Short: "Install a Type=notify systemd unit for `tt-model supervise` (--print shows it without installing)",
-		Long: "install writes and enables <name>.service, whose ExecStart is `tt-model supervise` with the flags given\n" +
-			"here. What systemd would not pass on from this shell is recorded in the unit: the PATH (it finds\n" +
-			"tt-model-server and the reset command), the Hugging Face cache (HF_HOME, HF_HUB_CACHE), the hang\n" +
-			"marker and, for a server command, the readiness URL. docs/systemd.md explains the unit line by line.",
+		Long: "install writes and enables <name>.service (it starts at the next boot; start it now with systemctl start),\n" +
+			"whose ExecStart is `tt-model supervise` with the flags given here. What systemd would not pass on from\n" +
+			"this shell is recorded in the unit: a PATH of the folders that hold tt-model-server and the reset command\n" +
+			"then the system's, the Hugging Face cache (HF_HOME, HF_HUB_CACHE), the hang marker (the unit's own,\n" +
+			"/var/lib/<name>/hang_marker, unless --hang-marker or PI05_HANG_MARKER names one) and, for a server\n" +
+			"command, the readiness URL. A system unit is sandboxed (ProtectSystem=strict, ProtectHome, PrivateTmp,\n" +
+			"NoNewPrivileges) with the caches, the marker and the chip locks writable. docs/systemd.md explains the\n" +
+			"unit line by line.",
 		Example: "  tt-model service install --manifest build/rf-detr/tt_kernel_manifest.json\n" +
-			"  sudo systemctl enable --now tt-model-rf-detr\n" +
+			"  sudo systemctl start tt-model-rf-detr\n" +
 			"  tt-model service install --user --print -- /opt/bin/my-server --port 8000",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sf.manifest = sup.manifest
@@ -90,11 +94,21 @@ func newServiceInstallCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
+			state, err := unitStateDir(name, sf.user, os.Getenv)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			// The supervisor's own default is pi0.5's ~/.cache/pi05/hang_marker: units of two
+			// models would share it, and one's hang would reset the other's chips. Unless the
+			// flag, the server's environment or this shell names one, each unit keeps its own.
+			if !cmd.Flags().Changed("hang-marker") && cfg.Env["PI05_HANG_MARKER"] == "" && os.Getenv("PI05_HANG_MARKER") == "" {
+				cfg.HangMarker = filepath.Join(state, "hang_marker")
+			}
 			execArgv, err := superviseExec(cmd.Flags(), sup, cfg, args)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			env, err := unitEnvironment(os.Getenv)
+			env, err := unitEnvironment(os.Getenv, unitPrograms(cfg))
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -113,16 +127,21 @@ func newServiceInstallCmd() *cobra.Command {
 					return &ExitError{Code: 2, Err: err}
 				}
 			}
+			var writable []string
+			if !sf.user {
+				writable = unitWritablePaths(cfg, env, state)
+			}
 			unit := supervisor.Unit{
-				Name:        name,
-				Description: "tt-model server " + what,
-				Exec:        execArgv,
-				Environment: env,
-				APIKeyFile:  apiKeyFile,
-				User:        sf.user,
-				Supervisor:  cfg,
-				Watchdog:    watchdog,
-				RestartSec:  5 * time.Second,
+				WritablePaths: writable,
+				Name:          name,
+				Description:   "tt-model server " + what,
+				Exec:          execArgv,
+				Environment:   env,
+				APIKeyFile:    apiKeyFile,
+				User:          sf.user,
+				Supervisor:    cfg,
+				Watchdog:      watchdog,
+				RestartSec:    5 * time.Second,
 			}
 			if printOnly {
 				text, err := unit.Render()
@@ -131,6 +150,13 @@ func newServiceInstallCmd() *cobra.Command {
 				}
 				_, err = fmt.Fprint(cmd.OutOrStdout(), text)
 				return err
+			}
+			// ReadWritePaths= skips a folder that is not there, and the sandbox would then
+			// refuse the marker: make its folder now (systemd makes the state folder).
+			if dir := filepath.Dir(cfg.HangMarker); !sf.user && dir != state {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return fmt.Errorf("the hang marker's folder: %w", err)
+				}
 			}
 			svc, err := supervisor.NewService(unit)
 			if err != nil {
@@ -223,22 +249,100 @@ func superviseExec(fs *pflag.FlagSet, sup superviseFlags, cfg supervisor.Config,
 	return append(append(out, "--", server), argv[1:]...), nil
 }
 
+// unitStateDir is the folder a unit keeps its own files in (the hang
+// marker): a system unit's StateDirectory, /var/lib/NAME, which systemd
+// creates writable for the service; a user unit's $XDG_STATE_HOME/NAME
+// (~/.local/state/NAME).
+func unitStateDir(name string, user bool, getenv func(string) string) (string, error) {
+	if !user {
+		return filepath.Join("/var/lib", name), nil
+	}
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, name), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("a user unit's state folder: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", name), nil
+}
+
+// unitWritablePaths are what a system unit's sandbox leaves writable
+// besides its state folder: the Hugging Face cache, the hang marker's
+// folder, the chip locks' folder, a state file's folder and the caches the
+// server's environment names.
+func unitWritablePaths(cfg supervisor.Config, env map[string]string, state string) []string {
+	var out []string
+	add := func(p string) {
+		if !filepath.IsAbs(p) {
+			return
+		}
+		p = filepath.Clean(p)
+		for _, have := range append([]string{state}, out...) {
+			if p == have || strings.HasPrefix(p, have+"/") {
+				return
+			}
+		}
+		out = append(out, p)
+	}
+	add(env["HF_HOME"])
+	add(env["HF_HUB_CACHE"])
+	add(filepath.Dir(cfg.HangMarker))
+	add(cfg.LockDir)
+	if cfg.StateFile != "" {
+		add(filepath.Dir(cfg.StateFile))
+	}
+	add(cfg.Env["TT_METAL_CACHE"])
+	add(cfg.Env["TT_WEIGHT_CACHE"])
+	return out
+}
+
+// unitPrograms are the programs the unit runs by a bare name, which its
+// PATH must find: the server (a --manifest names it "tt-model-server") and
+// the reset command (tt-smi is often in a virtualenv).
+func unitPrograms(cfg supervisor.Config) []string {
+	var names []string
+	if len(cfg.Argv) > 0 {
+		names = append(names, cfg.Argv[0])
+	}
+	if f := strings.Fields(cfg.ResetCmd); len(f) > 0 {
+		names = append(names, f[0])
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return strings.Contains(n, "/") })
+}
+
+// systemPath is the unit's PATH besides the folders of its programs: the
+// system's own, as systemd gives a service.
+const systemPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // unitEnvironment is what the unit's processes need from the installer's
-// environment, which systemd does not pass on: the PATH that finds the
-// server (a --manifest names it "tt-model-server") and the reset command
-// (tt-smi is often in a virtualenv), and the Hugging Face cache that
-// `tt-model weights pull` filled (a system service has no HOME).
-func unitEnvironment(getenv func(string) string) (map[string]string, error) {
+// environment, which systemd does not pass on: a PATH of the folders where
+// the installer's PATH finds programs (the unit runs them by name), then
+// the system's, and nothing else of the installer's PATH; and the Hugging
+// Face cache that `tt-model weights pull` filled (a system service has no
+// HOME).
+func unitEnvironment(getenv func(string) string, programs []string) (map[string]string, error) {
 	env := map[string]string{}
 	var dirs []string
-	for _, d := range filepath.SplitList(getenv("PATH")) {
-		if filepath.IsAbs(d) && !slices.Contains(dirs, d) {
+	for _, p := range programs {
+		for _, d := range filepath.SplitList(getenv("PATH")) {
+			if !filepath.IsAbs(d) {
+				continue
+			}
+			if fi, err := os.Stat(filepath.Join(d, p)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				if !slices.Contains(dirs, d) {
+					dirs = append(dirs, d)
+				}
+				break
+			}
+		}
+	}
+	for _, d := range filepath.SplitList(systemPath) {
+		if !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
 		}
 	}
-	if len(dirs) > 0 {
-		env["PATH"] = strings.Join(dirs, string(filepath.ListSeparator))
-	}
+	env["PATH"] = strings.Join(dirs, string(filepath.ListSeparator))
 	hf, err := hub.ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("locate the Hugging Face cache for the unit: %w", err)

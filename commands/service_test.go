@@ -83,7 +83,15 @@ func TestSuperviseUsageErrors(t *testing.T) {
 func TestServiceInstallPrintVerifies(t *testing.T) {
 	wire := wireFixture(t)
 	t.Setenv("PI05_HANG_MARKER", "/var/lib/pi05/hang marker")
-	t.Setenv("PATH", "/opt/tt bin:relative/bin:"+os.Getenv("PATH"))
+	bin := filepath.Join(t.TempDir(), "tt bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "tt-model-server"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir() // on the installer's PATH, but holds none of the unit's programs
+	t.Setenv("PATH", other+":relative/bin:"+bin+":"+os.Getenv("PATH"))
 	t.Setenv("HF_HOME", "/srv/hf")
 	t.Setenv("HF_HUB_CACHE", "")
 	code, out, stderr := run(t, "service", "install", "--user", "--print", "--manifest", wire, "--profile", "fast", "--start-timeout", "8m")
@@ -92,15 +100,15 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 	}
 	self, _ := os.Executable()
 	self, _ = filepath.EvalSymlinks(self)
-	if strings.Contains(out, "relative/bin") {
-		t.Errorf("a relative PATH entry reached the unit:\n%s", out)
+	if strings.Contains(out, "relative/bin") || strings.Contains(out, other) {
+		t.Errorf("a PATH entry that finds none of the unit's programs reached the unit:\n%s", out)
 	}
 	for _, want := range []string{
 		"Description=tt-model server detector (profile fast)\n",
 		// The hang marker the installer's environment chose is pinned.
 		"ExecStart=" + self + " supervise --manifest " + wire + ` --profile fast --start-timeout 8m0s --hang-marker "/var/lib/pi05/hang marker"` + "\n",
-		// Absolute PATH entries only; the cache that HF_HOME names.
-		`Environment="PATH=/opt/tt bin:`, "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
+		// The folder that finds tt-model-server, then the system's; the cache that HF_HOME names.
+		`Environment="PATH=` + bin + `:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"` + "\n", "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
 		"TimeoutStartSec=1500s\n", "Type=notify\n", "WantedBy=default.target\n",
 	} {
 		if !strings.Contains(out, want) {
@@ -120,6 +128,43 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
 	if vout, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(vout)) != "" {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, vout)
+	}
+}
+
+// Units of two models keep their own hang markers: a system unit's in its
+// state folder, a user unit's in ~/.local/state, never pi0.5's
+// ~/.cache/pi05/hang_marker; the system unit's sandbox leaves the marker's
+// folder, the caches and the chip locks writable.
+func TestServiceInstallOwnHangMarker(t *testing.T) {
+	wire := wireFixture(t)
+	t.Setenv("PI05_HANG_MARKER", "")
+	t.Setenv("HF_HOME", "/root/.cache/huggingface")
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("XDG_STATE_HOME", "/home/ops/.local/state")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--name", "tt-model-a"}, []string{
+			" --hang-marker /var/lib/tt-model-a/hang_marker\n",
+			"StateDirectory=tt-model-a\n", "ProtectSystem=strict\n", "ProtectHome=read-only\n",
+			"ReadWritePaths=-/root/.cache/huggingface\n",
+		}},
+		{[]string{"--name", "tt-model-b"}, []string{" --hang-marker /var/lib/tt-model-b/hang_marker\n"}},
+		{[]string{"--name", "tt-model-c", "--user"}, []string{" --hang-marker /home/ops/.local/state/tt-model-c/hang_marker\n"}},
+	} {
+		code, out, stderr := run(t, append([]string{"service", "install", "--print", "--manifest", wire}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", tc.args, code, stderr)
+		}
+		if strings.Contains(out, "pi05") {
+			t.Errorf("%q: the unit names pi0.5's marker:\n%s", tc.args, out)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("%q: unit lacks %q:\n%s", tc.args, want, out)
+			}
+		}
 	}
 }
 

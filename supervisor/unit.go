@@ -31,6 +31,10 @@ type Unit struct {
 	// a user unit names the file; either way the server reads the file
 	// TT_API_KEY_FILE names, and the key is in no argv or environment.
 	APIKeyFile string
+	// WritablePaths are what a system unit's sandbox (ProtectSystem=strict)
+	// leaves writable besides its StateDirectory: the caches, the hang
+	// marker's folder, the chip lock folder. A user unit is not sandboxed.
+	WritablePaths []string
 
 	// Supervisor is the configuration ExecStart's flags give the
 	// supervisor: systemd's timeouts and start limit are derived from it,
@@ -53,6 +57,7 @@ type unitView struct {
 	RestartWindow             time.Duration
 	StartLimitBurst           int
 	EnvironmentLines          []string // NAME=value, sorted by name
+	ProtectHome               string   // "yes", or "read-only" when a writable path is in a home
 }
 
 // Render writes the unit file text.
@@ -74,6 +79,7 @@ func (u Unit) Render() (string, error) {
 		"execLine": execLine,
 		"quote":    systemdQuote,
 		"env":      environmentLine,
+		"path":     readWritePath,
 	}).ParseFS(templates.FS, "systemd.service.tmpl")
 	if err != nil {
 		return "", fmt.Errorf("parse the unit template: %w", err)
@@ -113,6 +119,19 @@ func (u Unit) Render() (string, error) {
 	}
 	if u.APIKeyFile != "" && (!filepath.IsAbs(u.APIKeyFile) || strings.ContainsAny(u.APIKeyFile, " \"'\\%") || controlAt(u.APIKeyFile) >= 0 || !utf8.ValidString(u.APIKeyFile)) {
 		return "", fmt.Errorf("unit %s: API key file %q: want an absolute UTF-8 path without blanks, quotes, backslashes, %% or control characters", u.Name, u.APIKeyFile)
+	}
+	v.ProtectHome = "yes"
+	for _, p := range u.WritablePaths {
+		if !filepath.IsAbs(p) || controlAt(p) >= 0 || !utf8.ValidString(p) {
+			return "", fmt.Errorf("unit %s: writable path %q: want an absolute UTF-8 path without control characters", u.Name, p)
+		}
+		// ProtectHome=yes hides these: a writable path under one needs them
+		// readable (read-only), which ReadWritePaths= then opens for writing.
+		for _, h := range []string{"/home", "/root", "/run/user"} {
+			if p == h || strings.HasPrefix(p, h+"/") {
+				v.ProtectHome = "read-only"
+			}
+		}
 	}
 	v.EnvironmentLines = make([]string, 0, len(u.Environment))
 	for _, k := range sortedKeys(u.Environment) {
@@ -165,6 +184,14 @@ func environmentLine(assignment string) string {
 		return s
 	}
 	return `"` + cEscape(s) + `"`
+}
+
+// readWritePath is one ReadWritePaths= entry: "-" so that a path that does
+// not exist yet (a cache before its first pull) does not fail the start,
+// then the path quoted as environmentLine quotes an assignment (systemd
+// unquotes and expands specifiers there too).
+func readWritePath(p string) string {
+	return "-" + environmentLine(p)
 }
 
 // cEscape writes s for the inside of a double-quoted word, in the escapes
