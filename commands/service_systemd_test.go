@@ -126,13 +126,20 @@ func writeRFDETRFixture(t *testing.T, dir string) {
 // programs' lines; `service status` and `uninstall` work on the live unit.
 func testLiveRFDETR(t *testing.T, h *systemdtest.Host) {
 	u := liveUnit{h: h, name: "tt-model-rf-detr"}
-	marker := "/var/lib/tt-model-test/rf-detr/hang_marker"
+	// The unit's own marker, in the state folder systemd makes for it.
+	marker := "/var/lib/tt-model-rf-detr/hang_marker"
 	out := u.ttModel(t, 0, "service", "install", "--manifest", liveRFDETR,
-		"--reset-cmd", "/bin/echo test-reset chips={chips}", "--hang-marker", marker)
+		"--reset-cmd", "/bin/echo test-reset chips={chips}")
 	if !strings.Contains(out, "installed and enabled tt-model-rf-detr.service") {
 		t.Errorf("install said %q", out)
 	}
 	t.Logf("the installed unit:\n%s", h.Must(t, "cat", "/etc/systemd/system/tt-model-rf-detr.service"))
+	// Everything below runs under the sandbox: the weights in root's home
+	// (read-only homes, the cache writable), the marker, the chip locks.
+	if st := u.show(t, "ProtectSystem", "ProtectHome", "PrivateTmp", "NoNewPrivileges", "StateDirectory"); st["ProtectSystem"] != "strict" ||
+		st["ProtectHome"] != "read-only" || st["PrivateTmp"] != "yes" || st["NoNewPrivileges"] != "yes" || st["StateDirectory"] != u.name {
+		t.Errorf("the unit is not sandboxed: %v", st)
+	}
 	u.systemctl(t, 0, "enable", "--now", "--no-block", u.name)
 
 	// Watch the start: while systemd says activating, /health must not be

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"text/template"
 	"time"
@@ -35,6 +36,11 @@ type Unit struct {
 	// leaves writable besides its StateDirectory: the caches, the hang
 	// marker's folder, the chip lock folder. A user unit is not sandboxed.
 	WritablePaths []string
+	// RunAs and Group are a system unit's User= and Group= ("": root, and
+	// Group= the user's own); SupplementaryGroups are its other groups (the
+	// one that owns /dev/tenstorrent).
+	RunAs, Group        string
+	SupplementaryGroups []string
 
 	// Supervisor is the configuration ExecStart's flags give the
 	// supervisor: systemd's timeouts and start limit are derived from it,
@@ -80,6 +86,7 @@ func (u Unit) Render() (string, error) {
 		"quote":    systemdQuote,
 		"env":      environmentLine,
 		"path":     readWritePath,
+		"join":     strings.Join,
 	}).ParseFS(templates.FS, "systemd.service.tmpl")
 	if err != nil {
 		return "", fmt.Errorf("parse the unit template: %w", err)
@@ -120,6 +127,14 @@ func (u Unit) Render() (string, error) {
 	if u.APIKeyFile != "" && (!filepath.IsAbs(u.APIKeyFile) || strings.ContainsAny(u.APIKeyFile, " \"'\\%") || controlAt(u.APIKeyFile) >= 0 || !utf8.ValidString(u.APIKeyFile)) {
 		return "", fmt.Errorf("unit %s: API key file %q: want an absolute UTF-8 path without blanks, quotes, backslashes, %% or control characters", u.Name, u.APIKeyFile)
 	}
+	if u.User && (u.RunAs != "" || u.Group != "" || len(u.SupplementaryGroups) > 0) {
+		return "", fmt.Errorf("unit %s: a user unit runs as its user: User=, Group= and SupplementaryGroups= are a system unit's", u.Name)
+	}
+	for _, n := range append([]string{u.RunAs, u.Group}, u.SupplementaryGroups...) {
+		if n != "" && !accountName.MatchString(n) {
+			return "", fmt.Errorf("unit %s: user or group %q: want a name of letters, digits, '_', '-' and '.', not starting with a digit or '-'", u.Name, n)
+		}
+	}
 	v.ProtectHome = "yes"
 	for _, p := range u.WritablePaths {
 		if !filepath.IsAbs(p) || controlAt(p) >= 0 || !utf8.ValidString(p) {
@@ -143,6 +158,10 @@ func (u Unit) Render() (string, error) {
 	}
 	return b.String(), nil
 }
+
+// accountName is a user or group name systemd takes in User=, Group= and
+// SupplementaryGroups= as is (its valid_user_group_name, relaxed mode).
+var accountName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 
 // systemdSeconds writes d as whole seconds ("420s"), rounding up.
 func systemdSeconds(d time.Duration) string {

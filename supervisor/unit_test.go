@@ -88,11 +88,15 @@ func TestUnitSandbox(t *testing.T) {
 		{"cache in root's home", false, []string{"/root/.cache/huggingface"}, []string{"ProtectHome=read-only\n", "ReadWritePaths=-/root/.cache/huggingface\n"}},
 		{"cache in a home", false, []string{"/home/ops/.cache/tt-metal"}, []string{"ProtectHome=read-only\n"}},
 		{"not a home", false, []string{"/homestead/cache"}, []string{"ProtectHome=yes\n"}},
+		{"run as", false, nil, []string{"User=tt-model\nGroup=tt-model\n", "\nSupplementaryGroups=tenstorrent video\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := testUnit(tc.user)
 			if tc.writable != nil {
 				u.WritablePaths = tc.writable
+			}
+			if tc.name == "run as" {
+				u.RunAs, u.Group, u.SupplementaryGroups = "tt-model", "tt-model", []string{"tenstorrent", "video"}
 			}
 			text, err := u.Render()
 			if err != nil {
@@ -109,7 +113,7 @@ func TestUnitSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"ProtectSystem=", "ProtectHome=", "PrivateTmp=", "NoNewPrivileges=", "StateDirectory=", "ReadWritePaths="} {
+	for _, key := range []string{"User=", "Group=", "ProtectSystem=", "ProtectHome=", "PrivateTmp=", "NoNewPrivileges=", "StateDirectory=", "ReadWritePaths="} {
 		if strings.Contains(text, key) {
 			t.Errorf("a user unit has %s:\n%s", key, text)
 		}
@@ -125,6 +129,9 @@ func TestUnitRenderRejects(t *testing.T) {
 		"relative key":           func() Unit { u := testUnit(false); u.APIKeyFile = "key"; return u }(),
 		"blank in key":           func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/my key"; return u }(),
 		"line in key":            func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/k\rExecStartPre=/bin/false"; return u }(),
+		"user unit with User=":   func() Unit { u := testUnit(true); u.RunAs = "tt-model"; return u }(),
+		"line in user":           func() Unit { u := testUnit(false); u.RunAs = "tt\nExecStartPre=/bin/false"; return u }(),
+		"blank in group":         func() Unit { u := testUnit(false); u.SupplementaryGroups = []string{"a b"}; return u }(),
 		"relative writable path": func() Unit { u := testUnit(false); u.WritablePaths = []string{"cache"}; return u }(),
 		"line in writable path":  func() Unit { u := testUnit(false); u.WritablePaths = []string{"/c\nExecStartPre=/bin/false"}; return u }(),
 	} {
