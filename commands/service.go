@@ -1,12 +1,18 @@
 package commands
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,6 +74,7 @@ func newServiceInstallCmd() *cobra.Command {
 		printOnly  bool
 		watchdog   time.Duration
 		apiKeyFile string
+		runAs      string
 	)
 	cmd := &cobra.Command{
 		Use:   "install (--manifest FILE [--profile P] | -- SERVER ARGV...) [--user] [--print]",
@@ -143,6 +150,22 @@ func newServiceInstallCmd() *cobra.Command {
 				Watchdog:      watchdog,
 				RestartSec:    5 * time.Second,
 			}
+			if runAs != "" {
+				if sf.user {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--run-as names a system unit's user; a --user unit runs as the user whose manager runs it")}
+				}
+				unit.RunAs, unit.Group, _ = strings.Cut(runAs, ":")
+				if unit.RunAs == "" {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--run-as %q: want USER or USER:GROUP", runAs)}
+				}
+				g, err := deviceGroup(cfg.DevDir)
+				if err != nil {
+					return err
+				}
+				if g != "" {
+					unit.SupplementaryGroups = []string{g}
+				}
+			}
 			if printOnly {
 				text, err := unit.Render()
 				if err != nil {
@@ -151,11 +174,29 @@ func newServiceInstallCmd() *cobra.Command {
 				_, err = fmt.Fprint(cmd.OutOrStdout(), text)
 				return err
 			}
+			if unit.RunAs != "" {
+				if err := ensureServiceUser(cmd.Context(), unit.RunAs); err != nil {
+					return err
+				}
+			}
 			// ReadWritePaths= skips a folder that is not there, and the sandbox would then
-			// refuse the marker: make its folder now (systemd makes the state folder).
+			// refuse the marker: make its folder now (systemd makes the state folder), the
+			// service user's when there is one.
 			if dir := filepath.Dir(cfg.HangMarker); !sf.user && dir != state {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return fmt.Errorf("the hang marker's folder: %w", err)
+				if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+					if err := os.MkdirAll(dir, 0o755); err != nil {
+						return fmt.Errorf("the hang marker's folder: %w", err)
+					}
+					if unit.RunAs != "" {
+						if err := chownTo(dir, unit.RunAs); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if unit.RunAs != "" {
+				if err := writableByUser(unit.RunAs, unit.WritablePaths); err != nil {
+					return err
 				}
 			}
 			svc, err := supervisor.NewService(unit)
@@ -177,6 +218,8 @@ func newServiceInstallCmd() *cobra.Command {
 	sup.bind(cmd.Flags())
 	cmd.Flags().BoolVar(&printOnly, "print", false, "print the unit instead of installing it")
 	cmd.Flags().StringVar(&apiKeyFile, "api-key-file", "", "file holding the API key tt-model-server then requires (a system unit loads it with LoadCredential=; never in argv or env)")
+	cmd.Flags().StringVar(&runAs, "run-as", "", "run a system unit as `USER[:GROUP]` (User=, Group=) with the group that owns /dev/tenstorrent; "+
+		serviceUser+" is created as a system user when it does not exist (as root), and the caches must be its to write")
 	cmd.Flags().DurationVar(&watchdog, "watchdog", 60*time.Second, "WatchdogSec: systemd stops the service when the server stops answering its readiness probe this long")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
@@ -265,6 +308,126 @@ func unitStateDir(name string, user bool, getenv func(string) string) (string, e
 		return "", fmt.Errorf("a user unit's state folder: %w", err)
 	}
 	return filepath.Join(home, ".local", "state", name), nil
+}
+
+// serviceUser is the system user `--run-as` creates when it is missing;
+// any other user must exist.
+const serviceUser = "tt-model"
+
+// ensureServiceUser makes sure name exists, creating serviceUser with
+// useradd --system when it does not.
+func ensureServiceUser(ctx context.Context, name string) error {
+	_, err := user.Lookup(name)
+	var unknown user.UnknownUserError
+	if errors.As(err, &unknown) && name == serviceUser {
+		out, uerr := exec.CommandContext(ctx, "useradd", "--system", "--user-group", "--no-create-home",
+			"--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
+		if uerr != nil {
+			return fmt.Errorf("--run-as %s: create the system user: %w: %s", name, uerr, bytes.TrimSpace(out))
+		}
+		_, err = user.Lookup(name)
+	}
+	if err != nil {
+		return fmt.Errorf("--run-as %s: %w (create it with useradd --system, or name another user)", name, err)
+	}
+	return nil
+}
+
+// writableByUser says whether the user name can write the unit's writable
+// paths: the sandbox opens them, the file modes still decide.
+func writableByUser(name string, writable []string) error {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("--run-as %s: %w", name, err)
+	}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return fmt.Errorf("--run-as %s: its groups: %w", name, err)
+	}
+	for _, p := range writable {
+		if err := writableBy(p, u.Uid, gids); err != nil {
+			return fmt.Errorf("--run-as %s: %w: give it the folder (chown -R %s %s) or point the cache elsewhere", name, err, name, p)
+		}
+	}
+	return nil
+}
+
+// chownTo gives dir to the user name and its primary group.
+func chownTo(dir, name string) error {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("--run-as %s: %w", name, err)
+	}
+	uid, uerr := strconv.Atoi(u.Uid)
+	gid, gerr := strconv.Atoi(u.Gid)
+	if err := errors.Join(uerr, gerr); err != nil {
+		return fmt.Errorf("--run-as %s: %w", name, err)
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return fmt.Errorf("--run-as %s: give it %s: %w", name, dir, err)
+	}
+	return nil
+}
+
+// writableBy says whether the user uid (in groups gids) can reach path
+// (search permission on every folder above it) and write it; a path that
+// does not exist yet is not checked.
+func writableBy(path, uid string, gids []string) error {
+	allowed := func(p string, bit os.FileMode) (bool, error) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return false, err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || uid == "0" {
+			return true, nil
+		}
+		m := fi.Mode().Perm()
+		switch {
+		case strconv.FormatUint(uint64(st.Uid), 10) == uid:
+			return m&(bit<<6) != 0, nil
+		case slices.Contains(gids, strconv.FormatUint(uint64(st.Gid), 10)):
+			return m&(bit<<3) != 0, nil
+		}
+		return m&bit != 0, nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if ok, err := allowed(d, 0o1); err != nil || !ok {
+			return fmt.Errorf("%s: cannot pass through %s", path, d)
+		}
+		if d == "/" {
+			break
+		}
+	}
+	if ok, err := allowed(path, 0o2); err != nil || !ok {
+		return fmt.Errorf("%s is not writable by it", path)
+	}
+	return nil
+}
+
+// deviceGroup is the group that owns the chips' device files under dir
+// (/dev/tenstorrent/N), "" when there are none or root owns them.
+func deviceGroup(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		return "", nil // no chips here: nothing to add
+	}
+	fi, err := os.Stat(filepath.Join(dir, entries[0].Name()))
+	if err != nil {
+		return "", fmt.Errorf("the chips' device group: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Gid == 0 {
+		return "", nil
+	}
+	g, err := user.LookupGroupId(strconv.FormatUint(uint64(st.Gid), 10))
+	if err != nil {
+		return "", fmt.Errorf("the group of %s: %w", filepath.Join(dir, entries[0].Name()), err)
+	}
+	return g.Name, nil
 }
 
 // unitWritablePaths are what a system unit's sandbox leaves writable

@@ -126,6 +126,15 @@ func writeRFDETRFixture(t *testing.T, dir string) {
 // programs' lines; `service status` and `uninstall` work on the live unit.
 func testLiveRFDETR(t *testing.T, h *systemdtest.Host) {
 	u := liveUnit{h: h, name: "tt-model-rf-detr"}
+	// --run-as tt-model creates the system user, then refuses a cache it
+	// cannot reach, by name, before writing any unit.
+	if out := u.ttModel(t, 1, "service", "install", "--manifest", liveRFDETR, "--name", "tt-model-run-as", "--run-as", "tt-model"); !strings.Contains(out, "cannot pass through /root") {
+		t.Errorf("--run-as with root's cache: %q", out)
+	}
+	h.Must(t, "id", "tt-model")
+	if r, _ := h.Run(context.Background(), "test", "-e", "/etc/systemd/system/tt-model-run-as.service"); r.Code == 0 {
+		t.Error("a refused --run-as install left a unit")
+	}
 	// The unit's own marker, in the state folder systemd makes for it.
 	marker := "/var/lib/tt-model-rf-detr/hang_marker"
 	out := u.ttModel(t, 0, "service", "install", "--manifest", liveRFDETR,

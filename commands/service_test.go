@@ -4,6 +4,7 @@ import (
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -257,5 +258,99 @@ func TestServiceInstallAPIKeyFile(t *testing.T) {
 		if code, _, stderr := run(t, "service", "install", "--print", "--manifest", wire, "--api-key-file", bad); code != 2 || !strings.Contains(stderr, "--api-key-file") {
 			t.Errorf("--api-key-file %s: exit %d, %s", bad, code, stderr)
 		}
+	}
+}
+
+// --run-as makes a system unit's User= and Group=; a user unit refuses it.
+func TestServiceInstallRunAs(t *testing.T) {
+	wire := wireFixture(t)
+	code, out, stderr := run(t, "service", "install", "--print", "--manifest", wire, "--run-as", "nobody:nogroup")
+	if code != 0 || !strings.Contains(out, "\nUser=nobody\nGroup=nogroup\n") {
+		t.Errorf("exit %d: %s\n%s", code, stderr, out)
+	}
+	for _, args := range [][]string{{"--user", "--run-as", "nobody"}, {"--run-as", ":nogroup"}, {"--run-as", "no body"}} {
+		if code, _, stderr := run(t, append([]string{"service", "install", "--print", "--manifest", wire}, args...)...); code != 2 || !strings.Contains(stderr, "--run-as") && !strings.Contains(stderr, "user or group") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, stderr)
+		}
+	}
+}
+
+// The service user must reach and write each writable path: a folder
+// behind a home it cannot pass through, or one it does not own, is named.
+func TestWritableBy(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{root, filepath.Dir(root)} { // t.TempDir's folders are 0700
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk := func(name string, mode os.FileMode) string {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	closed := mk("home", 0o700)
+	behind := filepath.Join(closed, "cache")
+	if err := os.Mkdir(behind, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	open, shared, mine := mk("open", 0o777), mk("shared", 0o775), mk("mine", 0o755)
+	if err := os.Chown(shared, 0, 65534); err != nil {
+		testenv.Skip(t, "chown needs root: "+err.Error())
+	}
+	if err := os.Chown(mine, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, uid string
+		gids      []string
+		want      string // "" ok, else a part of the error
+	}{
+		{open, "65534", nil, ""},
+		{shared, "65534", []string{"65534"}, ""},
+		{shared, "65534", []string{"100"}, "not writable"},
+		{mine, "65534", nil, ""},
+		{mine, "1000", nil, "not writable"},
+		{behind, "65534", nil, "cannot pass through " + closed},
+		{behind, "0", nil, ""},
+		{filepath.Join(root, "missing"), "65534", nil, ""},
+	} {
+		err := writableBy(tc.path, tc.uid, tc.gids)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s as %s %v: %v, want %q", tc.path, tc.uid, tc.gids, err, tc.want)
+		}
+	}
+}
+
+// deviceGroup is the group of the chips' device files, none when root's or
+// when there are no chips.
+func TestDeviceGroup(t *testing.T) {
+	dir := t.TempDir()
+	if g, err := deviceGroup(filepath.Join(dir, "absent")); g != "" || err != nil {
+		t.Errorf("no device folder: %q, %v", g, err)
+	}
+	dev := filepath.Join(dir, "0")
+	if err := os.WriteFile(dev, nil, 0o660); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		if g, err := deviceGroup(dir); g != "" || err != nil {
+			t.Errorf("root's device: %q, %v", g, err)
+		}
+	}
+	if err := os.Chown(dev, -1, 65534); err != nil {
+		testenv.Skip(t, "chown needs root: "+err.Error())
+	}
+	want, err := user.LookupGroupId("65534")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := deviceGroup(dir); g != want.Name || err != nil {
+		t.Errorf("device of group 65534: %q, %v; want %q", g, err, want.Name)
 	}
 }
