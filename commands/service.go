@@ -29,6 +29,32 @@ type serviceFlags struct {
 	name     string
 	user     bool
 	manifest string // also a supervise flag; here it names the unit too
+	prefix   string // install and uninstall: where the unit's copies live
+}
+
+// bindPrefix adds --prefix, for install and uninstall.
+func (f *serviceFlags) bindPrefix(fs *pflag.FlagSet) {
+	fs.StringVar(&f.prefix, "prefix", "", "`DIR` holding the unit's copies of tt-model, tt-model-server and the manifest "+
+		"(default /usr/local/lib/tt-model/<name>, ~/.local/lib/tt-model/<name> for a --user unit)")
+}
+
+// prefixDir is --prefix made absolute, else the default for the unit name.
+func (f *serviceFlags) prefixDir(name string) (string, error) {
+	if f.prefix != "" {
+		p, err := filepath.Abs(f.prefix)
+		if err != nil {
+			return "", fmt.Errorf("--prefix: %w", err)
+		}
+		return p, nil
+	}
+	if !f.user {
+		return filepath.Join("/usr/local/lib/tt-model", name), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("a user unit's --prefix: %w", err)
+	}
+	return filepath.Join(home, ".local", "lib", "tt-model", name), nil
 }
 
 func (f *serviceFlags) bind(fs *pflag.FlagSet) {
@@ -80,7 +106,9 @@ func newServiceInstallCmd() *cobra.Command {
 		Use:   "install (--manifest FILE [--profile P] | -- SERVER ARGV...) [--user] [--print]",
 		Short: "Install a Type=notify systemd unit for `tt-model supervise` (--print shows it without installing)",
 		Long: "install writes and enables <name>.service (it starts at the next boot; start it now with systemctl start),\n" +
-			"whose ExecStart is `tt-model supervise` with the flags given here. What systemd would not pass on from\n" +
+			"whose ExecStart is `tt-model supervise` with the flags given here. It runs copies of tt-model,\n" +
+			"tt-model-server and the manifest under --prefix (/usr/local/lib/tt-model/<name>), never the files of a\n" +
+			"checkout; uninstall removes them. What systemd would not pass on from\n" +
 			"this shell is recorded in the unit: a PATH of the folders that hold tt-model-server and the reset command\n" +
 			"then the system's, the Hugging Face cache (HF_HOME, HF_HUB_CACHE), the hang marker (the unit's own,\n" +
 			"/var/lib/<name>/hang_marker, unless --hang-marker or PI05_HANG_MARKER names one) and, for a server\n" +
@@ -115,9 +143,17 @@ func newServiceInstallCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			env, err := unitEnvironment(os.Getenv, unitPrograms(cfg))
+			prefix, err := sf.prefixDir(name)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
+			}
+			execArgv, copies, programs := prefixCopies(prefix, execArgv, unitPrograms(cfg), os.Getenv)
+			env, err := unitEnvironment(os.Getenv, programs)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			if len(programs) < len(unitPrograms(cfg)) {
+				env["PATH"] = filepath.Join(prefix, "bin") + string(filepath.ListSeparator) + env["PATH"]
 			}
 			what := strings.Join(args, " ")
 			if sup.manifest != "" {
@@ -203,6 +239,9 @@ func newServiceInstallCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := copyPrefix(prefix, name, copies); err != nil {
+				return err
+			}
 			if err := svc.Install(); err != nil {
 				return err
 			}
@@ -210,11 +249,13 @@ func newServiceInstallCmd() *cobra.Command {
 			if sf.user {
 				userFlag = "--user "
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "installed and enabled %s.service; start it with: systemctl %sstart %s\n", name, userFlag, name)
+			fmt.Fprintf(cmd.OutOrStdout(), "installed and enabled %s.service (its programs and manifest copied to %s); start it with: systemctl %sstart %s\n",
+				name, prefix, userFlag, name)
 			return nil
 		},
 	}
 	sf.bind(cmd.Flags())
+	sf.bindPrefix(cmd.Flags())
 	sup.bind(cmd.Flags())
 	cmd.Flags().BoolVar(&printOnly, "print", false, "print the unit instead of installing it")
 	cmd.Flags().StringVar(&apiKeyFile, "api-key-file", "", "file holding the API key tt-model-server then requires (a system unit loads it with LoadCredential=; never in argv or env)")
@@ -290,6 +331,104 @@ func superviseExec(fs *pflag.FlagSet, sup superviseFlags, cfg supervisor.Config,
 		return nil, fmt.Errorf("server command %s: not an executable file", server)
 	}
 	return append(append(out, "--", server), argv[1:]...), nil
+}
+
+// prefixOwner names, inside a prefix, the unit whose copies it holds:
+// uninstall removes only a folder that says it is that unit's.
+const prefixOwner = ".tt-model-service"
+
+// prefixCopy is one file install copies under the prefix.
+type prefixCopy struct{ src, dst string }
+
+// prefixCopies points the unit at copies under prefix, so that it keeps
+// running when the checkout or build tree it was installed from changes or
+// goes: ExecStart's tt-model and --manifest, and each program the unit runs
+// by name that the installer's PATH finds (tt-model-server) but the
+// system's PATH does not. It returns the new ExecStart, the copies, and the
+// programs the unit's PATH must still find (the reset command).
+func prefixCopies(prefix string, execArgv, programs []string, getenv func(string) string) ([]string, []prefixCopy, []string) {
+	bin := filepath.Join(prefix, "bin")
+	argv := slices.Clone(execArgv)
+	copies := []prefixCopy{{argv[0], filepath.Join(bin, "tt-model")}}
+	argv[0] = copies[0].dst
+	for i := 1; i+1 < len(argv) && argv[i] != "--"; i++ {
+		if argv[i] == "--manifest" {
+			c := prefixCopy{argv[i+1], filepath.Join(prefix, filepath.Base(argv[i+1]))}
+			copies, argv[i+1] = append(copies, c), c.dst
+			break
+		}
+	}
+	var left []string
+	for _, p := range programs {
+		if p == "tt-model-server" {
+			if src, err := lookPathIn(getenv("PATH"), p); err == nil {
+				copies = append(copies, prefixCopy{src, filepath.Join(bin, p)})
+				continue
+			}
+		}
+		left = append(left, p)
+	}
+	return argv, copies, left
+}
+
+// lookPathIn finds the executable file name in the absolute folders of path.
+func lookPathIn(path, name string) (string, error) {
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && filepath.IsAbs(d) && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found on PATH", name)
+}
+
+// copyPrefix writes the copies (each through a temporary file and a
+// rename, so a running unit's program is replaced, not overwritten) and the
+// owner file naming the unit.
+func copyPrefix(prefix, name string, copies []prefixCopy) error {
+	for _, c := range copies {
+		if err := os.MkdirAll(filepath.Dir(c.dst), 0o755); err != nil {
+			return fmt.Errorf("the unit's prefix: %w", err)
+		}
+		data, err := os.ReadFile(c.src)
+		if err != nil {
+			return fmt.Errorf("copy %s to the unit's prefix: %w", c.src, err)
+		}
+		fi, err := os.Stat(c.src)
+		if err != nil {
+			return fmt.Errorf("copy %s to the unit's prefix: %w", c.src, err)
+		}
+		tmp := c.dst + ".tmp"
+		if err := os.WriteFile(tmp, data, fi.Mode().Perm()|0o444); err != nil {
+			return fmt.Errorf("copy %s to %s: %w", c.src, c.dst, err)
+		}
+		if err := os.Rename(tmp, c.dst); err != nil {
+			return fmt.Errorf("copy %s to %s: %w", c.src, c.dst, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(prefix, prefixOwner), []byte(name+"\n"), 0o644); err != nil {
+		return fmt.Errorf("the unit's prefix: %w", err)
+	}
+	return nil
+}
+
+// removePrefix removes prefix when its owner file names the unit, and says
+// whether it did; a folder that is not the unit's is left alone.
+func removePrefix(prefix, name string) (bool, error) {
+	owner, err := os.ReadFile(filepath.Join(prefix, prefixOwner))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("the unit's prefix: %w", err)
+	}
+	if strings.TrimSpace(string(owner)) != name {
+		return false, fmt.Errorf("%s holds the copies of %s, not %s: left as it is", prefix, strings.TrimSpace(string(owner)), name)
+	}
+	if err := os.RemoveAll(prefix); err != nil {
+		return false, fmt.Errorf("remove the unit's prefix: %w", err)
+	}
+	return true, nil
 }
 
 // unitStateDir is the folder a unit keeps its own files in (the hang
@@ -488,16 +627,8 @@ func unitEnvironment(getenv func(string) string, programs []string) (map[string]
 	env := map[string]string{}
 	var dirs []string
 	for _, p := range programs {
-		for _, d := range filepath.SplitList(getenv("PATH")) {
-			if !filepath.IsAbs(d) {
-				continue
-			}
-			if fi, err := os.Stat(filepath.Join(d, p)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-				if !slices.Contains(dirs, d) {
-					dirs = append(dirs, d)
-				}
-				break
-			}
+		if path, err := lookPathIn(getenv("PATH"), p); err == nil && !slices.Contains(dirs, filepath.Dir(path)) {
+			dirs = append(dirs, filepath.Dir(path))
 		}
 	}
 	for _, d := range filepath.SplitList(systemPath) {
@@ -535,10 +666,22 @@ func newServiceUninstallCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s.service\n", name)
+			prefix, err := sf.prefixDir(name)
+			if err != nil {
+				return err
+			}
+			removed, err := removePrefix(prefix, name)
+			if err != nil {
+				return err
+			}
+			if removed {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", prefix)
+			}
 			return nil
 		},
 	}
 	sf.bind(cmd.Flags())
+	sf.bindPrefix(cmd.Flags())
 	cmd.Flags().StringVar(&sf.manifest, "manifest", "", "name the unit after this package")
 	return cmd
 }

@@ -142,7 +142,14 @@ func testLiveRFDETR(t *testing.T, h *systemdtest.Host) {
 	if !strings.Contains(out, "installed and enabled tt-model-rf-detr.service") {
 		t.Errorf("install said %q", out)
 	}
-	t.Logf("the installed unit:\n%s", h.Must(t, "cat", "/etc/systemd/system/tt-model-rf-detr.service"))
+	unitText := h.Must(t, "cat", "/etc/systemd/system/tt-model-rf-detr.service")
+	t.Logf("the installed unit:\n%s", unitText)
+	// It runs the copies under the prefix, not the files it was installed from.
+	const prefix = "/usr/local/lib/tt-model/tt-model-rf-detr"
+	if !strings.Contains(unitText, "ExecStart="+prefix+"/bin/tt-model supervise --manifest "+prefix+"/"+manifest.WireFile+" ") ||
+		!strings.Contains(unitText, "Environment=PATH="+prefix+"/bin:/usr/local/sbin:") || strings.Contains(unitText, liveBin) || strings.Contains(unitText, liveData) {
+		t.Errorf("the unit does not run its copies under %s", prefix)
+	}
 	// Everything below runs under the sandbox: the weights in root's home
 	// (read-only homes, the cache writable), the marker, the chip locks.
 	if st := u.show(t, "ProtectSystem", "ProtectHome", "PrivateTmp", "NoNewPrivileges", "StateDirectory"); st["ProtectSystem"] != "strict" ||
@@ -253,6 +260,9 @@ func testLiveRFDETR(t *testing.T, h *systemdtest.Host) {
 	u.ttModel(t, 0, "service", "uninstall", "--manifest", liveRFDETR)
 	if r, _ := h.Run(context.Background(), "test", "-e", "/etc/systemd/system/tt-model-rf-detr.service"); r.Code == 0 {
 		t.Error("uninstall left the unit file")
+	}
+	if r, _ := h.Run(context.Background(), "test", "-e", prefix); r.Code == 0 {
+		t.Errorf("uninstall left %s", prefix)
 	}
 	if s := u.ttModel(t, 3, "service", "status", "--manifest", liveRFDETR); !strings.Contains(s, "not installed") {
 		t.Errorf("service status after uninstall: %q", s)

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"github.com/ttmodel/tt-model/internal/testenv"
 	"os"
 	"os/exec"
@@ -92,24 +93,26 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := t.TempDir() // on the installer's PATH, but holds none of the unit's programs
+	prefix := filepath.Join(t.TempDir(), "detector")
 	t.Setenv("PATH", other+":relative/bin:"+bin+":"+os.Getenv("PATH"))
 	t.Setenv("HF_HOME", "/srv/hf")
 	t.Setenv("HF_HUB_CACHE", "")
-	code, out, stderr := run(t, "service", "install", "--user", "--print", "--manifest", wire, "--profile", "fast", "--start-timeout", "8m")
+	code, out, stderr := run(t, "service", "install", "--user", "--print", "--manifest", wire, "--profile", "fast", "--start-timeout", "8m", "--prefix", prefix)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	self, _ := os.Executable()
 	self, _ = filepath.EvalSymlinks(self)
-	if strings.Contains(out, "relative/bin") || strings.Contains(out, other) {
+	if strings.Contains(out, "relative/bin") || strings.Contains(out, other) || strings.Contains(out, bin) || strings.Contains(out, self) || strings.Contains(out, wire) {
 		t.Errorf("a PATH entry that finds none of the unit's programs reached the unit:\n%s", out)
 	}
 	for _, want := range []string{
 		"Description=tt-model server detector (profile fast)\n",
 		// The hang marker the installer's environment chose is pinned.
-		"ExecStart=" + self + " supervise --manifest " + wire + ` --profile fast --start-timeout 8m0s --hang-marker "/var/lib/pi05/hang marker"` + "\n",
-		// The folder that finds tt-model-server, then the system's; the cache that HF_HOME names.
-		`Environment="PATH=` + bin + `:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"` + "\n", "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
+		// The copies under the prefix, never the build tree's files.
+		"ExecStart=" + prefix + "/bin/tt-model supervise --manifest " + prefix + "/" + manifest.WireFile + ` --profile fast --start-timeout 8m0s --hang-marker "/var/lib/pi05/hang marker"` + "\n",
+		// The prefix's bin (tt-model-server), then the system's; the cache that HF_HOME names.
+		"Environment=PATH=" + prefix + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n", "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
 		"TimeoutStartSec=1500s\n", "Type=notify\n", "WantedBy=default.target\n",
 	} {
 		if !strings.Contains(out, want) {
@@ -119,6 +122,10 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 	testenv.Require(t, "systemd-analyze")
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// verify checks that ExecStart's program is there: install would have copied it.
+	if err := copyPrefix(prefix, "tt-model-detector", []prefixCopy{{self, filepath.Join(prefix, "bin", "tt-model")}}); err != nil {
 		t.Fatal(err)
 	}
 	unit := filepath.Join(t.TempDir(), "tt-model-detector.service")
@@ -352,5 +359,46 @@ func TestDeviceGroup(t *testing.T) {
 	}
 	if g, err := deviceGroup(dir); g != want.Name || err != nil {
 		t.Errorf("device of group 65534: %q, %v; want %q", g, err, want.Name)
+	}
+}
+
+// Install copies tt-model, tt-model-server and the manifest under the
+// prefix and marks it the unit's; uninstall removes only a prefix marked
+// for that unit.
+func TestPrefixCopies(t *testing.T) {
+	src := t.TempDir()
+	for _, f := range []string{"tt-model", "tt-model-server", "tt_kernel_manifest.json"} {
+		if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prefix := filepath.Join(t.TempDir(), "lib", "tt-model-x")
+	argv, copies, left := prefixCopies(prefix, []string{filepath.Join(src, "tt-model"), "supervise", "--manifest", filepath.Join(src, "tt_kernel_manifest.json"), "--hang-marker", "/m"},
+		[]string{"tt-model-server", "tt-smi"}, func(string) string { return "relative:" + src })
+	if want := []string{prefix + "/bin/tt-model", "supervise", "--manifest", prefix + "/tt_kernel_manifest.json", "--hang-marker", "/m"}; !slices.Equal(argv, want) {
+		t.Errorf("ExecStart %q, want %q", argv, want)
+	}
+	if !slices.Equal(left, []string{"tt-smi"}) {
+		t.Errorf("programs left to PATH: %q", left)
+	}
+	if err := copyPrefix(prefix, "tt-model-x", copies); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"bin/tt-model", "bin/tt-model-server", "tt_kernel_manifest.json"} {
+		if b, err := os.ReadFile(filepath.Join(prefix, f)); err != nil || string(b) != filepath.Base(f) {
+			t.Errorf("%s: %q, %v", f, b, err)
+		}
+	}
+	if removed, err := removePrefix(prefix, "tt-model-y"); removed || err == nil || !strings.Contains(err.Error(), "tt-model-x") {
+		t.Errorf("another unit's uninstall: removed %v, %v", removed, err)
+	}
+	if removed, err := removePrefix(prefix, "tt-model-x"); !removed || err != nil {
+		t.Errorf("the unit's uninstall: removed %v, %v", removed, err)
+	}
+	if _, err := os.Stat(prefix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the prefix is still there: %v", err)
+	}
+	if removed, err := removePrefix(src, "tt-model-x"); removed || err != nil {
+		t.Errorf("a folder with no owner file: removed %v, %v", removed, err)
 	}
 }
