@@ -42,12 +42,21 @@ func TestServiceUnitProfileEnv(t *testing.T) {
 	installEnv := []string{"PATH=" + filepath.Dir(tool) + ":/usr/bin:/bin", "HOME=" + home, "HF_HOME=" + filepath.Join(home, "hf")}
 	for _, c := range w.Container.Profiles() {
 		t.Run(c.Name, func(t *testing.T) {
+			prefix := filepath.Join(home, "prefix-"+c.Name)
 			cmd := exec.Command(tool, "service", "install", "--print", "--manifest", wire, "--profile", c.Name,
-				"--hang-marker", filepath.Join(home, "hang_marker"))
+				"--hang-marker", filepath.Join(home, "hang_marker"), "--prefix", prefix)
 			cmd.Env = installEnv
 			unit, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("service install --print: %v", err)
+			}
+			// What install would copy under the prefix, which the unit runs.
+			if err := copyPrefix(prefix, "tt-model-pi05", []prefixCopy{
+				{tool, filepath.Join(prefix, "bin", "tt-model")},
+				{filepath.Join(filepath.Dir(tool), "tt-model-server"), filepath.Join(prefix, "bin", "tt-model-server")},
+				{wire, filepath.Join(prefix, manifest.WireFile)},
+			}); err != nil {
+				t.Fatal(err)
 			}
 			argv, unitEnv := execStart(t, unit)
 			got := runUnit(t, argv, unitEnv, port)

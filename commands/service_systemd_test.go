@@ -126,13 +126,36 @@ func writeRFDETRFixture(t *testing.T, dir string) {
 // programs' lines; `service status` and `uninstall` work on the live unit.
 func testLiveRFDETR(t *testing.T, h *systemdtest.Host) {
 	u := liveUnit{h: h, name: "tt-model-rf-detr"}
-	marker := "/var/lib/tt-model-test/rf-detr/hang_marker"
+	// --run-as tt-model creates the system user, then refuses a cache it
+	// cannot reach, by name, before writing any unit.
+	if out := u.ttModel(t, 1, "service", "install", "--manifest", liveRFDETR, "--name", "tt-model-run-as", "--run-as", "tt-model"); !strings.Contains(out, "cannot pass through /root") {
+		t.Errorf("--run-as with root's cache: %q", out)
+	}
+	h.Must(t, "id", "tt-model")
+	if r, _ := h.Run(context.Background(), "test", "-e", "/etc/systemd/system/tt-model-run-as.service"); r.Code == 0 {
+		t.Error("a refused --run-as install left a unit")
+	}
+	// The unit's own marker, in the state folder systemd makes for it.
+	marker := "/var/lib/tt-model-rf-detr/hang_marker"
 	out := u.ttModel(t, 0, "service", "install", "--manifest", liveRFDETR,
-		"--reset-cmd", "/bin/echo test-reset chips={chips}", "--hang-marker", marker)
+		"--reset-cmd", "/bin/echo test-reset chips={chips}")
 	if !strings.Contains(out, "installed and enabled tt-model-rf-detr.service") {
 		t.Errorf("install said %q", out)
 	}
-	t.Logf("the installed unit:\n%s", h.Must(t, "cat", "/etc/systemd/system/tt-model-rf-detr.service"))
+	unitText := h.Must(t, "cat", "/etc/systemd/system/tt-model-rf-detr.service")
+	t.Logf("the installed unit:\n%s", unitText)
+	// It runs the copies under the prefix, not the files it was installed from.
+	const prefix = "/usr/local/lib/tt-model/tt-model-rf-detr"
+	if !strings.Contains(unitText, "ExecStart="+prefix+"/bin/tt-model supervise --manifest "+prefix+"/"+manifest.WireFile+" ") ||
+		!strings.Contains(unitText, "Environment=PATH="+prefix+"/bin:/usr/local/sbin:") || strings.Contains(unitText, liveBin) || strings.Contains(unitText, liveData) {
+		t.Errorf("the unit does not run its copies under %s", prefix)
+	}
+	// Everything below runs under the sandbox: the weights in root's home
+	// (read-only homes, the cache writable), the marker, the chip locks.
+	if st := u.show(t, "ProtectSystem", "ProtectHome", "PrivateTmp", "NoNewPrivileges", "StateDirectory"); st["ProtectSystem"] != "strict" ||
+		st["ProtectHome"] != "read-only" || st["PrivateTmp"] != "yes" || st["NoNewPrivileges"] != "yes" || st["StateDirectory"] != u.name {
+		t.Errorf("the unit is not sandboxed: %v", st)
+	}
 	u.systemctl(t, 0, "enable", "--now", "--no-block", u.name)
 
 	// Watch the start: while systemd says activating, /health must not be
@@ -237,6 +260,9 @@ func testLiveRFDETR(t *testing.T, h *systemdtest.Host) {
 	u.ttModel(t, 0, "service", "uninstall", "--manifest", liveRFDETR)
 	if r, _ := h.Run(context.Background(), "test", "-e", "/etc/systemd/system/tt-model-rf-detr.service"); r.Code == 0 {
 		t.Error("uninstall left the unit file")
+	}
+	if r, _ := h.Run(context.Background(), "test", "-e", prefix); r.Code == 0 {
+		t.Errorf("uninstall left %s", prefix)
 	}
 	if s := u.ttModel(t, 3, "service", "status", "--manifest", liveRFDETR); !strings.Contains(s, "not installed") {
 		t.Errorf("service status after uninstall: %q", s)

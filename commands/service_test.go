@@ -1,8 +1,10 @@
 package commands
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,24 +86,34 @@ func TestSuperviseUsageErrors(t *testing.T) {
 func TestServiceInstallPrintVerifies(t *testing.T) {
 	wire := wireFixture(t)
 	t.Setenv("PI05_HANG_MARKER", "/var/lib/pi05/hang marker")
-	t.Setenv("PATH", "/opt/tt bin:relative/bin:"+os.Getenv("PATH"))
+	bin := filepath.Join(t.TempDir(), "tt bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "tt-model-server"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir() // on the installer's PATH, but holds none of the unit's programs
+	prefix := filepath.Join(t.TempDir(), "detector")
+	t.Setenv("PATH", other+":relative/bin:"+bin+":"+os.Getenv("PATH"))
 	t.Setenv("HF_HOME", "/srv/hf")
 	t.Setenv("HF_HUB_CACHE", "")
-	code, out, stderr := run(t, "service", "install", "--user", "--print", "--manifest", wire, "--profile", "fast", "--start-timeout", "8m")
+	code, out, stderr := run(t, "service", "install", "--user", "--print", "--manifest", wire, "--profile", "fast", "--start-timeout", "8m", "--prefix", prefix)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	self, _ := os.Executable()
 	self, _ = filepath.EvalSymlinks(self)
-	if strings.Contains(out, "relative/bin") {
-		t.Errorf("a relative PATH entry reached the unit:\n%s", out)
+	if strings.Contains(out, "relative/bin") || strings.Contains(out, other) || strings.Contains(out, bin) || strings.Contains(out, self) || strings.Contains(out, wire) {
+		t.Errorf("a PATH entry that finds none of the unit's programs reached the unit:\n%s", out)
 	}
 	for _, want := range []string{
 		"Description=tt-model server detector (profile fast)\n",
 		// The hang marker the installer's environment chose is pinned.
-		"ExecStart=" + self + " supervise --manifest " + wire + ` --profile fast --start-timeout 8m0s --hang-marker "/var/lib/pi05/hang marker"` + "\n",
-		// Absolute PATH entries only; the cache that HF_HOME names.
-		`Environment="PATH=/opt/tt bin:`, "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
+		// The copies under the prefix, never the build tree's files.
+		"ExecStart=" + prefix + "/bin/tt-model supervise --manifest " + prefix + "/" + manifest.WireFile + ` --profile fast --start-timeout 8m0s --hang-marker "/var/lib/pi05/hang marker"` + "\n",
+		// The prefix's bin (tt-model-server), then the system's; the cache that HF_HOME names.
+		"Environment=PATH=" + prefix + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n", "Environment=HF_HOME=/srv/hf\n", "Environment=HF_HUB_CACHE=/srv/hf/hub\n",
 		"TimeoutStartSec=1500s\n", "Type=notify\n", "WantedBy=default.target\n",
 	} {
 		if !strings.Contains(out, want) {
@@ -113,6 +125,10 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// verify checks that ExecStart's program is there: install would have copied it.
+	if err := copyPrefix(prefix, "tt-model-detector", []prefixCopy{{self, filepath.Join(prefix, "bin", "tt-model")}}); err != nil {
+		t.Fatal(err)
+	}
 	unit := filepath.Join(t.TempDir(), "tt-model-detector.service")
 	if err := os.WriteFile(unit, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
@@ -121,6 +137,43 @@ func TestServiceInstallPrintVerifies(t *testing.T) {
 	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
 	if vout, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(vout)) != "" {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, vout)
+	}
+}
+
+// Units of two models keep their own hang markers: a system unit's in its
+// state folder, a user unit's in ~/.local/state, never pi0.5's
+// ~/.cache/pi05/hang_marker; the system unit's sandbox leaves the marker's
+// folder, the caches and the chip locks writable.
+func TestServiceInstallOwnHangMarker(t *testing.T) {
+	wire := wireFixture(t)
+	t.Setenv("PI05_HANG_MARKER", "")
+	t.Setenv("HF_HOME", "/root/.cache/huggingface")
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("XDG_STATE_HOME", "/home/ops/.local/state")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--name", "tt-model-a"}, []string{
+			" --hang-marker /var/lib/tt-model-a/hang_marker\n",
+			"StateDirectory=tt-model-a\n", "ProtectSystem=strict\n", "ProtectHome=read-only\n",
+			"ReadWritePaths=-/root/.cache/huggingface\n",
+		}},
+		{[]string{"--name", "tt-model-b"}, []string{" --hang-marker /var/lib/tt-model-b/hang_marker\n"}},
+		{[]string{"--name", "tt-model-c", "--user"}, []string{" --hang-marker /home/ops/.local/state/tt-model-c/hang_marker\n"}},
+	} {
+		code, out, stderr := run(t, append([]string{"service", "install", "--print", "--manifest", wire}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", tc.args, code, stderr)
+		}
+		if strings.Contains(out, "pi05") {
+			t.Errorf("%q: the unit names pi0.5's marker:\n%s", tc.args, out)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("%q: unit lacks %q:\n%s", tc.args, want, out)
+			}
+		}
 	}
 }
 
@@ -213,5 +266,140 @@ func TestServiceInstallAPIKeyFile(t *testing.T) {
 		if code, _, stderr := run(t, "service", "install", "--print", "--manifest", wire, "--api-key-file", bad); code != 2 || !strings.Contains(stderr, "--api-key-file") {
 			t.Errorf("--api-key-file %s: exit %d, %s", bad, code, stderr)
 		}
+	}
+}
+
+// --run-as makes a system unit's User= and Group=; a user unit refuses it.
+func TestServiceInstallRunAs(t *testing.T) {
+	wire := wireFixture(t)
+	code, out, stderr := run(t, "service", "install", "--print", "--manifest", wire, "--run-as", "nobody:nogroup")
+	if code != 0 || !strings.Contains(out, "\nUser=nobody\nGroup=nogroup\n") {
+		t.Errorf("exit %d: %s\n%s", code, stderr, out)
+	}
+	for _, args := range [][]string{{"--user", "--run-as", "nobody"}, {"--run-as", ":nogroup"}, {"--run-as", "no body"}} {
+		if code, _, stderr := run(t, append([]string{"service", "install", "--print", "--manifest", wire}, args...)...); code != 2 || !strings.Contains(stderr, "--run-as") && !strings.Contains(stderr, "user or group") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, stderr)
+		}
+	}
+}
+
+// The service user must reach and write each writable path: a folder
+// behind a home it cannot pass through, or one it does not own, is named.
+func TestWritableBy(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{root, filepath.Dir(root)} { // t.TempDir's folders are 0700
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk := func(name string, mode os.FileMode) string {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	closed := mk("home", 0o700)
+	behind := filepath.Join(closed, "cache")
+	if err := os.Mkdir(behind, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	open, shared, mine := mk("open", 0o777), mk("shared", 0o775), mk("mine", 0o755)
+	if err := os.Chown(shared, 0, 65534); err != nil {
+		testenv.Skip(t, "chown needs root: "+err.Error())
+	}
+	if err := os.Chown(mine, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, uid string
+		gids      []string
+		want      string // "" ok, else a part of the error
+	}{
+		{open, "65534", nil, ""},
+		{shared, "65534", []string{"65534"}, ""},
+		{shared, "65534", []string{"100"}, "not writable"},
+		{mine, "65534", nil, ""},
+		{mine, "1000", nil, "not writable"},
+		{behind, "65534", nil, "cannot pass through " + closed},
+		{behind, "0", nil, ""},
+		{filepath.Join(root, "missing"), "65534", nil, ""},
+	} {
+		err := writableBy(tc.path, tc.uid, tc.gids)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s as %s %v: %v, want %q", tc.path, tc.uid, tc.gids, err, tc.want)
+		}
+	}
+}
+
+// deviceGroup is the group of the chips' device files, none when root's or
+// when there are no chips.
+func TestDeviceGroup(t *testing.T) {
+	dir := t.TempDir()
+	if g, err := deviceGroup(filepath.Join(dir, "absent")); g != "" || err != nil {
+		t.Errorf("no device folder: %q, %v", g, err)
+	}
+	dev := filepath.Join(dir, "0")
+	if err := os.WriteFile(dev, nil, 0o660); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		if g, err := deviceGroup(dir); g != "" || err != nil {
+			t.Errorf("root's device: %q, %v", g, err)
+		}
+	}
+	if err := os.Chown(dev, -1, 65534); err != nil {
+		testenv.Skip(t, "chown needs root: "+err.Error())
+	}
+	want, err := user.LookupGroupId("65534")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := deviceGroup(dir); g != want.Name || err != nil {
+		t.Errorf("device of group 65534: %q, %v; want %q", g, err, want.Name)
+	}
+}
+
+// Install copies tt-model, tt-model-server and the manifest under the
+// prefix and marks it the unit's; uninstall removes only a prefix marked
+// for that unit.
+func TestPrefixCopies(t *testing.T) {
+	src := t.TempDir()
+	for _, f := range []string{"tt-model", "tt-model-server", "tt_kernel_manifest.json"} {
+		if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prefix := filepath.Join(t.TempDir(), "lib", "tt-model-x")
+	argv, copies, left := prefixCopies(prefix, []string{filepath.Join(src, "tt-model"), "supervise", "--manifest", filepath.Join(src, "tt_kernel_manifest.json"), "--hang-marker", "/m"},
+		[]string{"tt-model-server", "tt-smi"}, func(string) string { return "relative:" + src })
+	if want := []string{prefix + "/bin/tt-model", "supervise", "--manifest", prefix + "/tt_kernel_manifest.json", "--hang-marker", "/m"}; !slices.Equal(argv, want) {
+		t.Errorf("ExecStart %q, want %q", argv, want)
+	}
+	if !slices.Equal(left, []string{"tt-smi"}) {
+		t.Errorf("programs left to PATH: %q", left)
+	}
+	if err := copyPrefix(prefix, "tt-model-x", copies); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"bin/tt-model", "bin/tt-model-server", "tt_kernel_manifest.json"} {
+		if b, err := os.ReadFile(filepath.Join(prefix, f)); err != nil || string(b) != filepath.Base(f) {
+			t.Errorf("%s: %q, %v", f, b, err)
+		}
+	}
+	if removed, err := removePrefix(prefix, "tt-model-y"); removed || err == nil || !strings.Contains(err.Error(), "tt-model-x") {
+		t.Errorf("another unit's uninstall: removed %v, %v", removed, err)
+	}
+	if removed, err := removePrefix(prefix, "tt-model-x"); !removed || err != nil {
+		t.Errorf("the unit's uninstall: removed %v, %v", removed, err)
+	}
+	if _, err := os.Stat(prefix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the prefix is still there: %v", err)
+	}
+	if removed, err := removePrefix(src, "tt-model-x"); removed || err != nil {
+		t.Errorf("a folder with no owner file: removed %v, %v", removed, err)
 	}
 }

@@ -20,6 +20,7 @@ func TestStatusTimelineAndPage(t *testing.T) {
 	h.tickHeartbeats()
 	h.server("-plan", "exit:75,ready", "-exit-after", "300ms")
 	h.cfg.StatusAddr = "127.0.0.1:" + strconv.Itoa(servertest.FreePort(t))
+	h.cfg.Env = map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}
 	s := h.start()
 	var st Status
 	eventually(t, s, "the second start to be ready", func() bool {
@@ -77,7 +78,8 @@ func TestStatusTimelineAndPage(t *testing.T) {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "style-src 'sha256-") {
 		t.Fatalf("a browser's GET /: %s, CSP %q", resp.Header.Get("Content-Type"), resp.Header.Get("Content-Security-Policy"))
 	}
-	for _, want := range []string{`<meta http-equiv="refresh" content="5">`, `id="state">ready<`, `<dd id="resets">1</dd>`,
+	for _, want := range []string{`<meta http-equiv="refresh" content="5">`, `id="state">ready<`,
+		"<title>ready · Roboflow/rf-detr-base · tt-model supervise</title>", "<h1>Roboflow/rf-detr-base <span", `<dd id="resets">1</dd>`,
 		"exit 75 (hang: the chips are reset before the next start)", "fake-reset: resetting chips 0,1", "chip check passed",
 		`<dd id="chips">0, 1 (locked by this supervisor)</dd>`, "absent"} {
 		if !strings.Contains(page, want) {

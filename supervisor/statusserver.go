@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func statusHandler(b *statusBoard, cfg Config) http.Handler {
 		var buf bytes.Buffer
 		err := page.Execute(&buf, map[string]any{
 			"St": snapshot(), "Now": time.Now(), "Refresh": refresh, "CSS": template.CSS(webui.Style),
-			"Argv": strings.Join(cfg.Argv, " "), "Addr": cfg.StatusAddr,
+			"Argv": strings.Join(cfg.Argv, " "), "Addr": cfg.StatusAddr, "Model": modelName(cfg),
 		})
 		if err != nil {
 			http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
@@ -82,6 +83,19 @@ func statusHandler(b *statusBoard, cfg Config) http.Handler {
 		webui.WritePage(w, csp, buf.Bytes())
 	})
 	return mux
+}
+
+// modelName is what the status page calls the server: the model its
+// HF_MODEL names (both models' servers take their weights repo from it),
+// else its program.
+func modelName(cfg Config) string {
+	if m := cfg.Env["HF_MODEL"]; m != "" {
+		return m
+	}
+	if len(cfg.Argv) > 0 {
+		return filepath.Base(cfg.Argv[0])
+	}
+	return "server"
 }
 
 // wantsHTML: the client lists text/html among what it accepts (a browser

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"text/template"
 	"time"
@@ -31,6 +32,15 @@ type Unit struct {
 	// a user unit names the file; either way the server reads the file
 	// TT_API_KEY_FILE names, and the key is in no argv or environment.
 	APIKeyFile string
+	// WritablePaths are what a system unit's sandbox (ProtectSystem=strict)
+	// leaves writable besides its StateDirectory: the caches, the hang
+	// marker's folder, the chip lock folder. A user unit is not sandboxed.
+	WritablePaths []string
+	// RunAs and Group are a system unit's User= and Group= ("": root, and
+	// Group= the user's own); SupplementaryGroups are its other groups (the
+	// one that owns /dev/tenstorrent).
+	RunAs, Group        string
+	SupplementaryGroups []string
 
 	// Supervisor is the configuration ExecStart's flags give the
 	// supervisor: systemd's timeouts and start limit are derived from it,
@@ -53,6 +63,7 @@ type unitView struct {
 	RestartWindow             time.Duration
 	StartLimitBurst           int
 	EnvironmentLines          []string // NAME=value, sorted by name
+	ProtectHome               string   // "yes", or "read-only" when a writable path is in a home
 }
 
 // Render writes the unit file text.
@@ -74,6 +85,8 @@ func (u Unit) Render() (string, error) {
 		"execLine": execLine,
 		"quote":    systemdQuote,
 		"env":      environmentLine,
+		"path":     readWritePath,
+		"join":     strings.Join,
 	}).ParseFS(templates.FS, "systemd.service.tmpl")
 	if err != nil {
 		return "", fmt.Errorf("parse the unit template: %w", err)
@@ -114,6 +127,27 @@ func (u Unit) Render() (string, error) {
 	if u.APIKeyFile != "" && (!filepath.IsAbs(u.APIKeyFile) || strings.ContainsAny(u.APIKeyFile, " \"'\\%") || controlAt(u.APIKeyFile) >= 0 || !utf8.ValidString(u.APIKeyFile)) {
 		return "", fmt.Errorf("unit %s: API key file %q: want an absolute UTF-8 path without blanks, quotes, backslashes, %% or control characters", u.Name, u.APIKeyFile)
 	}
+	if u.User && (u.RunAs != "" || u.Group != "" || len(u.SupplementaryGroups) > 0) {
+		return "", fmt.Errorf("unit %s: a user unit runs as its user: User=, Group= and SupplementaryGroups= are a system unit's", u.Name)
+	}
+	for _, n := range append([]string{u.RunAs, u.Group}, u.SupplementaryGroups...) {
+		if n != "" && !accountName.MatchString(n) {
+			return "", fmt.Errorf("unit %s: user or group %q: want a name of letters, digits, '_', '-' and '.', not starting with a digit or '-'", u.Name, n)
+		}
+	}
+	v.ProtectHome = "yes"
+	for _, p := range u.WritablePaths {
+		if !filepath.IsAbs(p) || controlAt(p) >= 0 || !utf8.ValidString(p) {
+			return "", fmt.Errorf("unit %s: writable path %q: want an absolute UTF-8 path without control characters", u.Name, p)
+		}
+		// ProtectHome=yes hides these: a writable path under one needs them
+		// readable (read-only), which ReadWritePaths= then opens for writing.
+		for _, h := range []string{"/home", "/root", "/run/user"} {
+			if p == h || strings.HasPrefix(p, h+"/") {
+				v.ProtectHome = "read-only"
+			}
+		}
+	}
 	v.EnvironmentLines = make([]string, 0, len(u.Environment))
 	for _, k := range sortedKeys(u.Environment) {
 		v.EnvironmentLines = append(v.EnvironmentLines, k+"="+u.Environment[k])
@@ -125,15 +159,17 @@ func (u Unit) Render() (string, error) {
 	return b.String(), nil
 }
 
+// accountName is a user or group name systemd takes in User=, Group= and
+// SupplementaryGroups= as is (its valid_user_group_name, relaxed mode).
+var accountName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
 // systemdSeconds writes d as whole seconds ("420s"), rounding up.
 func systemdSeconds(d time.Duration) string {
 	return fmt.Sprintf("%ds", int64(math.Ceil(d.Seconds())))
 }
 
-// execLine quotes each word of an ExecStart= line.
-//
-// Deliberate twin of shellJoin in runner/print.go: shell words and systemd ExecStart words quote
-// differently.
+// execLine quotes each word of an ExecStart= line the way systemd splits it (double quotes with C
+// escapes, "$$" for a literal "$", "%%" for a literal "%"), which is not how a shell does.
 func execLine(argv []string) string {
 	words := make([]string, len(argv))
 	for i, a := range argv {
@@ -165,6 +201,14 @@ func environmentLine(assignment string) string {
 		return s
 	}
 	return `"` + cEscape(s) + `"`
+}
+
+// readWritePath is one ReadWritePaths= entry: "-" so that a path that does
+// not exist yet (a cache before its first pull) does not fail the start,
+// then the path quoted as environmentLine quotes an assignment (systemd
+// unquotes and expands specifiers there too).
+func readWritePath(p string) string {
+	return "-" + environmentLine(p)
 }
 
 // cEscape writes s for the inside of a double-quoted word, in the escapes

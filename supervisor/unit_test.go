@@ -19,15 +19,16 @@ import (
 
 func testUnit(user bool) Unit {
 	return Unit{
-		Name:        "tt-model-pi05",
-		Description: "tt-model pi05 (profile default)",
-		Exec:        []string{os.Args[0], "supervise", "--start-timeout", "7m0s", "--ready-line", "Uvicorn running on http://0.0.0.0:8000", "--", "tt-model-server", "--label", "50% $HOME"},
-		User:        user,
-		Environment: map[string]string{"PATH": "/opt/my tools/bin:/usr/bin", "HF_HOME": "/srv/hf-100%"},
-		APIKeyFile:  "/etc/tt-model/pi05.key",
-		Supervisor:  Defaults(8000),
-		Watchdog:    60 * time.Second,
-		RestartSec:  5 * time.Second,
+		Name:          "tt-model-pi05",
+		Description:   "tt-model pi05 (profile default)",
+		Exec:          []string{os.Args[0], "supervise", "--start-timeout", "7m0s", "--ready-line", "Uvicorn running on http://0.0.0.0:8000", "--", "tt-model-server", "--label", "50% $HOME"},
+		User:          user,
+		Environment:   map[string]string{"PATH": "/opt/my tools/bin:/usr/bin", "HF_HOME": "/srv/hf-100%"},
+		APIKeyFile:    "/etc/tt-model/pi05.key",
+		WritablePaths: []string{"/srv/hf-100%", "/var/cache/tt metal", "/run/lock"},
+		Supervisor:    Defaults(8000),
+		Watchdog:      60 * time.Second,
+		RestartSec:    5 * time.Second,
 	}
 }
 
@@ -69,15 +70,70 @@ func TestUnitRender(t *testing.T) {
 	}
 }
 
+// A system unit is sandboxed, its writable paths each on a ReadWritePaths=
+// line that tolerates a path not there yet; the homes are hidden unless a
+// writable path lies in one. A user unit is not sandboxed (a user manager
+// cannot mount namespaces without user namespaces).
+func TestUnitSandbox(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		user     bool
+		writable []string
+		want     []string
+	}{
+		{"system", false, nil, []string{
+			"ProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\nNoNewPrivileges=yes\n", "\nStateDirectory=tt-model-pi05\n",
+			"ReadWritePaths=-/srv/hf-100%%\nReadWritePaths=-\"/var/cache/tt metal\"\nReadWritePaths=-/run/lock\n",
+		}},
+		{"cache in root's home", false, []string{"/root/.cache/huggingface"}, []string{"ProtectHome=read-only\n", "ReadWritePaths=-/root/.cache/huggingface\n"}},
+		{"cache in a home", false, []string{"/home/ops/.cache/tt-metal"}, []string{"ProtectHome=read-only\n"}},
+		{"not a home", false, []string{"/homestead/cache"}, []string{"ProtectHome=yes\n"}},
+		{"run as", false, nil, []string{"User=tt-model\nGroup=tt-model\n", "\nSupplementaryGroups=tenstorrent video\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := testUnit(tc.user)
+			if tc.writable != nil {
+				u.WritablePaths = tc.writable
+			}
+			if tc.name == "run as" {
+				u.RunAs, u.Group, u.SupplementaryGroups = "tt-model", "tt-model", []string{"tenstorrent", "video"}
+			}
+			text, err := u.Render()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(text, want) {
+					t.Errorf("unit lacks %q:\n%s", want, text)
+				}
+			}
+		})
+	}
+	text, err := testUnit(true).Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"User=", "Group=", "ProtectSystem=", "ProtectHome=", "PrivateTmp=", "NoNewPrivileges=", "StateDirectory=", "ReadWritePaths="} {
+		if strings.Contains(text, key) {
+			t.Errorf("a user unit has %s:\n%s", key, text)
+		}
+	}
+}
+
 func TestUnitRenderRejects(t *testing.T) {
 	for name, u := range map[string]Unit{
-		"relative exec": func() Unit { u := testUnit(false); u.Exec[0] = "tt-model"; return u }(),
-		"bad name":      func() Unit { u := testUnit(false); u.Name = "a/b"; return u }(),
-		"no timeout":    func() Unit { u := testUnit(false); u.Supervisor.StopGrace = 0; return u }(),
-		"no kill wait":  func() Unit { u := testUnit(false); u.Supervisor.KillTimeout = 0; return u }(),
-		"relative key":  func() Unit { u := testUnit(false); u.APIKeyFile = "key"; return u }(),
-		"blank in key":  func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/my key"; return u }(),
-		"line in key":   func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/k\rExecStartPre=/bin/false"; return u }(),
+		"relative exec":          func() Unit { u := testUnit(false); u.Exec[0] = "tt-model"; return u }(),
+		"bad name":               func() Unit { u := testUnit(false); u.Name = "a/b"; return u }(),
+		"no timeout":             func() Unit { u := testUnit(false); u.Supervisor.StopGrace = 0; return u }(),
+		"no kill wait":           func() Unit { u := testUnit(false); u.Supervisor.KillTimeout = 0; return u }(),
+		"relative key":           func() Unit { u := testUnit(false); u.APIKeyFile = "key"; return u }(),
+		"blank in key":           func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/my key"; return u }(),
+		"line in key":            func() Unit { u := testUnit(false); u.APIKeyFile = "/etc/k\rExecStartPre=/bin/false"; return u }(),
+		"user unit with User=":   func() Unit { u := testUnit(true); u.RunAs = "tt-model"; return u }(),
+		"line in user":           func() Unit { u := testUnit(false); u.RunAs = "tt\nExecStartPre=/bin/false"; return u }(),
+		"blank in group":         func() Unit { u := testUnit(false); u.SupplementaryGroups = []string{"a b"}; return u }(),
+		"relative writable path": func() Unit { u := testUnit(false); u.WritablePaths = []string{"cache"}; return u }(),
+		"line in writable path":  func() Unit { u := testUnit(false); u.WritablePaths = []string{"/c\nExecStartPre=/bin/false"}; return u }(),
 	} {
 		if _, err := u.Render(); err == nil {
 			t.Errorf("%s: Render accepted %+v", name, u)
