@@ -19,6 +19,8 @@ type envRules struct {
 	elsewhere map[string]string
 	// noEffect are known variables this server does not use, with why.
 	noEffect map[string]string
+	// chips are the chip settings (chipVars, plus the model's own) this server does not use.
+	chips map[string]bool
 	// refuse is the prefix of the variables refused when nobody reads them (pi0.5: "PI05_": a typo
 	// or a setting of another build); other unknown PI05_* and TT_* ones are named as no effect.
 	refuse string
@@ -30,14 +32,13 @@ var (
 		"PI05_RESET_ON_START": "is read by tt-model supervise, which resets the chips before starting this server " +
 			"(auto: when the hang marker exists; 1: always; 0: never); the server itself opens no chips",
 	}
-	chipVars = map[string]string{
-		"TT_METAL_CACHE":            "there is no tt-metal in this build (its kernels are compiled in)",
-		"TT_METAL_HOME":             "there is no tt-metal in this build (its kernels are compiled in)",
-		"TT_METAL_VISIBLE_DEVICES":  "this build computes on the CPU; the supervisor locks and resets the chips",
-		"TT_VISIBLE_DEVICES":        "this build computes on the CPU; the supervisor locks and resets the chips",
-		"TT_DEVICE_ID":              "this build computes on the CPU; the supervisor locks and resets the chips",
-		"MESH_DEVICE":               "this build computes on the CPU (pi0.5's devices come from TT_MESH_SHAPE / TT_CPU_DEVICES)",
-		"TT_MODEL_FAULT_EXIT_AFTER": "", // refused by main: replaced by TT_MODEL_FAULT=exit:after=N
+	// chipVars are the chip settings a package sets for the chips its profile drives (the kind's
+	// launcher and the manifest): this build computes on the CPU and the supervisor locks and
+	// resets the chips, so the server uses none of them. They are said at start in one line, as
+	// information: a package's own settings are no mistake to warn about.
+	chipVars = map[string]bool{
+		"TT_METAL_CACHE": true, "TT_METAL_HOME": true, "TT_METAL_VISIBLE_DEVICES": true, "TT_VISIBLE_DEVICES": true,
+		"TT_DEVICE_ID": true, "MESH_DEVICE": true,
 	}
 	// mainVars are read by main and the kernels for every model (a bad value is refused there).
 	mainVars = map[string]string{
@@ -56,10 +57,12 @@ func pi05Env(read map[string]bool) envRules {
 		elsewhere: merge(supervisorVars, mainVars, map[string]string{
 			"PI05_PRECISION": "", // main: the kernels' precision
 		}),
-		noEffect: merge(chipVars, map[string]string{
-			"TT_RF_DETR_WEIGHTS": "it locates RF-DETR's weights; this server serves pi0.5",
-			"RFDETR_PRECISION":   "it is RF-DETR's precision; pi0.5's is PI05_PRECISION",
-		})}
+		noEffect: map[string]string{
+			"TT_RF_DETR_WEIGHTS":        "it locates RF-DETR's weights; this server serves pi0.5",
+			"RFDETR_PRECISION":          "it is RF-DETR's precision; pi0.5's is PI05_PRECISION",
+			"TT_MODEL_FAULT_EXIT_AFTER": "", // refused by main: replaced by TT_MODEL_FAULT=exit:after=N
+		},
+		chips: chipVars}
 }
 
 // rfdetrEnv are RF-DETR's rules.
@@ -70,12 +73,14 @@ func rfdetrEnv() envRules {
 			"RFDETR_PRECISION": "", "TT_NUM_THREADS": "", // main and the kernels
 			"PI05_HANG_MARKER": "is read by tt-model supervise: the hang marker it writes on exit 75",
 		}),
-		noEffect: chipVars,
+		noEffect: map[string]string{"TT_MODEL_FAULT_EXIT_AFTER": ""}, // refused by main
+		// RF-DETR runs on one device: the mesh shape the launcher sets is a chip setting too.
+		chips: merge(chipVars, map[string]bool{"TT_MESH_SHAPE": true}),
 	}
 }
 
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
+func merge[V any](ms ...map[string]V) map[string]V {
+	out := map[string]V{}
 	for _, m := range ms {
 		for k, v := range m {
 			out[k] = v
@@ -84,9 +89,17 @@ func merge(ms ...map[string]string) map[string]string {
 	return out
 }
 
-// check returns the notices to say at start for environ's PI05_* and TT_* variables that have no
-// effect here or are read by another program, and refuses unknown ones with the refuse prefix.
-func (r envRules) check(environ []string) ([]string, error) {
+// envReport is what check found: the notices to warn about at start (a setting without effect
+// here, one read by another program), and the chip settings this build does not use, as one line
+// to say at start ("" when there are none).
+type envReport struct {
+	Notices []string
+	Chips   string
+}
+
+// check reports environ's PI05_* and TT_* variables that have no effect here or are read by
+// another program, and refuses unknown ones with the refuse prefix.
+func (r envRules) check(environ []string) (envReport, error) {
 	vals := map[string]string{}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
@@ -97,11 +110,15 @@ func (r envRules) check(environ []string) ([]string, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var notices []string
+	var notices, chips []string
 	var errs []error
 	for _, k := range keys {
 		v := vals[k]
 		if r.read[k] {
+			continue
+		}
+		if r.chips[k] {
+			chips = append(chips, k+"="+v)
 			continue
 		}
 		if note, ok := r.elsewhere[k]; ok {
@@ -133,5 +150,9 @@ func (r envRules) check(environ []string) ([]string, error) {
 			notices = append(notices, fmt.Sprintf("%s=%s has no effect: tt-model-server does not read it", k, v))
 		}
 	}
-	return notices, errors.Join(errs...)
+	rep := envReport{Notices: notices}
+	if len(chips) > 0 {
+		rep.Chips = strings.Join(chips, " ") + ": this build computes on the CPU; tt-model supervise locks and resets the chips"
+	}
+	return rep, errors.Join(errs...)
 }

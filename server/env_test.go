@@ -5,17 +5,25 @@ import (
 	"testing"
 )
 
-// Every PI05_* and TT_* variable is acted on, refused, or named at start with what acts instead.
+// Every PI05_* and TT_* variable is acted on, refused, or named at start with what acts instead;
+// the chip settings a package sets (RF-DETR's: MESH_DEVICE, TT_MESH_SHAPE, TT_METAL_VISIBLE_DEVICES)
+// are named in one line of information, not as notices.
 func TestEnvironmentRules(t *testing.T) {
-	env := []string{"TT_METAL_VISIBLE_DEVICES=0", "PI05_HANG_MARKER=/cache/m", "PI05_RESET_ON_START=auto", "TT_WEIGHTS_REVISION=abc",
+	env := []string{"TT_METAL_VISIBLE_DEVICES=0", "MESH_DEVICE=P150", "TT_MESH_SHAPE=1x1", "PI05_HANG_MARKER=/cache/m", "PI05_RESET_ON_START=auto", "TT_WEIGHTS_REVISION=abc",
 		"PI05_LAYOUT=dp", "TT_SOMETHING=1", "HOME=/root", "TT_WEIGHT_CACHE=/cache/packed-weights", "TT_GEMM_TUNE=auto",
 		"TT_GEMM_PLAN=kc=128,mb=8,nb=4,pf=1"}
-	notices, err := RFDETREnvironment(env)
+	notices, chips, err := RFDETREnvironment(env)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if want := "MESH_DEVICE=P150 TT_MESH_SHAPE=1x1 TT_METAL_VISIBLE_DEVICES=0: this build computes on the CPU"; !strings.HasPrefix(chips, want) {
+		t.Errorf("RF-DETR chip settings %q, want them in one line starting %q", chips, want)
+	}
 	got := strings.Join(notices, "\n")
-	for _, want := range []string{"TT_METAL_VISIBLE_DEVICES=0 has no effect", "PI05_HANG_MARKER=/cache/m is read by tt-model supervise",
+	if strings.Contains(got, "MESH") || strings.Contains(got, "TT_METAL") || strings.Contains(got, "pi0.5's devices") {
+		t.Errorf("a chip setting of the package is a notice:\n%s", got)
+	}
+	for _, want := range []string{"PI05_HANG_MARKER=/cache/m is read by tt-model supervise",
 		"PI05_RESET_ON_START=auto is read by tt-model supervise", "PI05_LAYOUT=dp has no effect: it is a pi0.5 setting",
 		"TT_SOMETHING=1 has no effect"} {
 		if !strings.Contains(got, want) {
@@ -26,14 +34,14 @@ func TestEnvironmentRules(t *testing.T) {
 		strings.Contains(got, "TT_GEMM_") {
 		t.Errorf("a variable RF-DETR reads (or no PI05_/TT_ one) was named:\n%s", got)
 	}
-	if _, err := RFDETREnvironment([]string{"PI05_RESET_ON_START=yes"}); err == nil || !strings.Contains(err.Error(), "PI05_RESET_ON_START") {
+	if _, _, err := RFDETREnvironment([]string{"PI05_RESET_ON_START=yes"}); err == nil || !strings.Contains(err.Error(), "PI05_RESET_ON_START") {
 		t.Errorf("PI05_RESET_ON_START=yes: %v", err)
 	}
 	read := map[string]bool{"PI05_LAYOUT": true}
-	notices, err = pi05Env(read).check([]string{"PI05_LAYOUT=dp", "PI05_PRECISION=fp32", "TT_RF_DETR_WEIGHTS=/w", "MESH_DEVICE=P300x2",
+	rep, err := pi05Env(read).check([]string{"PI05_LAYOUT=dp", "PI05_PRECISION=fp32", "TT_RF_DETR_WEIGHTS=/w", "MESH_DEVICE=P300x2",
 		"TT_WEIGHT_CACHE=off", "TT_GEMM_TUNE=always", "TT_GEMM_PLAN=kc=128,mb=8,nb=4,pf=1"})
-	if err != nil || len(notices) != 2 {
-		t.Errorf("pi0.5: %q, %v; want the RF-DETR weights and MESH_DEVICE named", notices, err)
+	if err != nil || len(rep.Notices) != 1 || !strings.HasPrefix(rep.Chips, "MESH_DEVICE=P300x2:") {
+		t.Errorf("pi0.5: %q, chips %q, %v; want the RF-DETR weights named and MESH_DEVICE in the chip line", rep.Notices, rep.Chips, err)
 	}
 	if _, err := pi05Env(read).check([]string{"PI05_SLO=100"}); err == nil || !strings.Contains(err.Error(), "PI05_SLO=100") {
 		t.Errorf("pi0.5 PI05_SLO=100: %v, want refused", err)

@@ -52,6 +52,7 @@ type PI05 struct {
 	slots   chan struct{} // PI05_HTTP_THREADS: requests being prepared or run at once
 	exit    chan int      // the engine's exit code, once it has an engine
 	notices []string      // settings without effect here, said at start and on /info
+	chips   string        // the chip settings this build does not use, said at start
 
 	mu      sync.Mutex // guards what Load sets while /info and /health read
 	policy  *pi05.Policy
@@ -87,11 +88,11 @@ func NewPI05(opts PI05Options) (*PI05, error) {
 	m := &PI05{opts: opts, srv: srv, cfg: cfg, log: slog.Default(), slots: make(chan struct{}, cfg.HTTPThreads),
 		exit: make(chan int, 1), notices: cfg.Notices, ws: newWSHub()}
 	if opts.Environ != nil {
-		notices, err := pi05Env(read).check(opts.Environ())
+		rep, err := pi05Env(read).check(opts.Environ())
 		if err != nil {
 			return nil, err
 		}
-		m.notices = append(m.notices, notices...)
+		m.notices, m.chips = append(m.notices, rep.Notices...), rep.Chips
 	}
 	return m, nil
 }
@@ -122,6 +123,9 @@ func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 	m.log = log
 	for _, n := range m.notices {
 		log.Warn("configuration notice", "notice", n)
+	}
+	if m.chips != "" {
+		log.Info("chip settings not used by this build", "settings", m.chips)
 	}
 	if m.opts.Fault.Kind == "hang" || m.opts.Fault.Kind == "delay" {
 		log.Warn("test-only fault switch armed", "TT_MODEL_FAULT", m.opts.Fault.String())

@@ -35,6 +35,9 @@ type RFDETROptions struct {
 	// Notices are said at start and on /info: the environment's settings without effect here
 	// (RFDETREnvironment).
 	Notices []string
+	// Chips names the chip settings the package sets that this build does not use, said at start
+	// as information (RFDETREnvironment).
+	Chips string
 }
 
 // RFDETR serves the original RF-DETR package's API: POST /predict on one image.
@@ -58,9 +61,12 @@ func NewRFDETR(opts RFDETROptions) *RFDETR {
 }
 
 // RFDETREnvironment checks the PI05_* and TT_* variables of environ for an RF-DETR server: the
-// notices to say for those without effect, or an error naming a bad value of one the supervisor
-// reads.
-func RFDETREnvironment(environ []string) ([]string, error) { return rfdetrEnv().check(environ) }
+// notices to say for those without effect and the chip settings it does not use, or an error
+// naming a bad value of one the supervisor reads.
+func RFDETREnvironment(environ []string) (notices []string, chips string, err error) {
+	rep, err := rfdetrEnv().check(environ)
+	return rep.Notices, rep.Chips, err
+}
 
 func (m *RFDETR) Name() string { return RFDETRName }
 
@@ -70,6 +76,9 @@ func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.log = log
 	for _, n := range m.opts.Notices {
 		log.Warn("configuration notice", "notice", n)
+	}
+	if m.opts.Chips != "" {
+		log.Info("chip settings not used by this build", "settings", m.opts.Chips)
 	}
 	src, err := rfdetr.FindWeights(m.opts.Getenv)
 	if err != nil {

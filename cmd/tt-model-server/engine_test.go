@@ -320,7 +320,7 @@ func TestPI05EnvironmentIsActedOnOrRefused(t *testing.T) {
 		"TT_MESH_SHAPE": "1x2", "PI05_LAYOUT": "dp", "TT_WEIGHT_CACHE": "off", "TT_GEMM_TUNE": "off"}))
 	r.waitOK(t, "lerobot/pi05_base")
 	log := r.log.String()
-	for _, want := range []string{"TT_METAL_CACHE=/cache has no effect", "PI05_MC_LOOP=v2 describes the chips' programs",
+	for _, want := range []string{"chip settings not used by this build", "TT_METAL_CACHE=/cache: this build computes on the CPU", "PI05_MC_LOOP=v2 describes the chips' programs",
 		"PI05_RESET_ON_START=auto is read by tt-model supervise", "cache=\"none (TT_WEIGHT_CACHE=off)\"", "gemm=\"derived from the L1"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("start log lacks %q:\n%s", want, log)
