@@ -100,23 +100,31 @@ type wsFrame struct {
 // readMessage reads the next message inside a reservation of its own, grown as the message arrives
 // (bodyBuffer): a message being received counts against the budget as one received does. A
 // refusal comes back as the frame's refused, with nothing held; the reader then reads no more.
-func readMessage(ctx context.Context, conn *websocket.Conn) (wsFrame, error) {
+// hint is the size of the connection's previous message: robots send messages of one size, so the
+// buffer is reserved and allocated at that size once instead of doubling up to it (when the budget
+// cannot hold the hint now, the message is read as if there were none).
+func readMessage(ctx context.Context, conn *websocket.Conn, hint int) (wsFrame, error) {
 	typ, r, err := conn.Reader(ctx)
 	if err != nil {
 		return wsFrame{}, err
 	}
 	mem := requestMemory(ctx)
 	buf := bodyBuffer{limit: PI05MaxBodyBytes, mem: mem}
-	chunk := make([]byte, 64<<10)
+	if hint > 0 {
+		_ = buf.grow(min(hint+1, PI05MaxBodyBytes))
+	}
 	for {
-		n, err := r.Read(chunk)
-		if rerr := buf.append(chunk[:n]); rerr != nil {
-			mem.done()
-			// The rest is read and dropped: closing with it unread would reset the connection
-			// and could lose the error frame on its way to the client.
-			_, _ = io.Copy(io.Discard, r)
-			return wsFrame{typ: typ, refused: memoryAPIError(rerr)}, nil
+		if len(buf.buf) == cap(buf.buf) {
+			if rerr := buf.grow(64 << 10); rerr != nil {
+				mem.done()
+				// The rest is read and dropped: closing with it unread would reset the connection
+				// and could lose the error frame on its way to the client.
+				_, _ = io.Copy(io.Discard, r)
+				return wsFrame{typ: typ, refused: memoryAPIError(rerr)}, nil
+			}
 		}
+		n, err := r.Read(buf.buf[len(buf.buf):cap(buf.buf)])
+		buf.buf = buf.buf[:len(buf.buf)+n]
 		if errors.Is(err, io.EOF) {
 			return wsFrame{typ: typ, data: buf.buf, mem: mem}, nil
 		}
@@ -164,11 +172,13 @@ func (m *PI05) serveWebsocket(w http.ResponseWriter, r *http.Request, rec Record
 	go func() {
 		defer close(frames)
 		defer cancel()
+		hint := 0
 		for {
-			f, err := readMessage(ctx, conn)
+			f, err := readMessage(ctx, conn, hint)
 			if err != nil {
 				return
 			}
+			hint = len(f.data)
 			select {
 			case frames <- f:
 			case <-ctx.Done():
