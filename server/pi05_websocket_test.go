@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +283,42 @@ func TestPI05WebsocketAndHTTPShareTheScheduler(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// Messages of changing sizes on one connection are read whole, whatever the previous message's
+// size (the buffer readMessage reserves from it) says: larger, smaller, empty, equal.
+func TestReadMessageSizes(t *testing.T) {
+	sizes := []int{300 << 10, 10, 1 << 20, 0, 1 << 20, 64 << 10, 64<<10 + 1}
+	got := make(chan []byte, len(sizes))
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.CloseNow()
+		conn.SetReadLimit(PI05MaxBodyBytes)
+		hint := 0
+		for range sizes {
+			f, err := readMessage(r.Context(), conn, hint)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- f.data
+			hint = len(f.data)
+		}
+	}))
+	defer ts.Close()
+	conn := dialWS(t, ts.URL)
+	for i, n := range sizes {
+		msg := make([]byte, n)
+		for j := range msg {
+			msg[j] = byte(i + j)
+		}
+		send(t, conn, websocket.MessageBinary, msg)
+		if b, ok := <-got; !ok || !bytes.Equal(b, msg) {
+			t.Fatalf("message %d of %d bytes read as %d bytes (equal: %v)", i, n, len(b), bytes.Equal(b, msg))
+		}
 	}
 }
