@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,19 +30,10 @@ func TestCraftedPackageNameRefused(t *testing.T) {
 	if err := os.WriteFile(wire, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var files []hubtest.File
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		files = append(files, hubtest.File{Path: filepath.ToSlash(rel), Data: data, LFS: len(data) > 1000})
-		return nil
-	})
+	files, err := hubtest.FilesOf(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.AddCommit("acme/crafted", "main", files)
 
 	// What serve and rm would make or delete for that name.

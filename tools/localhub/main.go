@@ -12,11 +12,9 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io/fs"
 	"log"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -64,8 +62,7 @@ func main() {
 	<-stop
 }
 
-// seed serves the files of a folder as commit COMMIT of REPO on main, LFS
-// for weight formats and files of 10 MiB or more.
+// seed serves the files of a folder as commit COMMIT of REPO on main (hubtest.FilesOf).
 func seed(srv *hubtest.Server, spec string) error {
 	ref, dir, ok := strings.Cut(spec, "=")
 	repo, commit, ok2 := strings.Cut(ref, "@")
@@ -75,21 +72,7 @@ func seed(srv *hubtest.Server, spec string) error {
 	if err := hub.ValidateRepoID(repo); err != nil {
 		return err
 	}
-	var files []hubtest.File
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		ext := filepath.Ext(p)
-		lfs := len(data) >= 10<<20 || ext == ".safetensors" || ext == ".bin" || ext == ".pt" || ext == ".pth"
-		files = append(files, hubtest.File{Path: filepath.ToSlash(rel), Data: data, LFS: lfs})
-		return nil
-	})
+	files, err := hubtest.FilesOf(dir)
 	if err != nil {
 		return err
 	}
