@@ -66,12 +66,17 @@ func (b *bodyBuffer) resize(size int) error {
 	return nil
 }
 
-func (b *bodyBuffer) append(p []byte) error {
-	if err := b.grow(len(p)); err != nil {
-		return err
+// readFrom is one Read of r straight into the buffer, which grows by 64 KiB first when full: rerr
+// is the budget's refusal (nothing read), err the reader's.
+func (b *bodyBuffer) readFrom(r io.Reader) (n int, rerr, err error) {
+	if len(b.buf) == cap(b.buf) {
+		if rerr := b.grow(64 << 10); rerr != nil {
+			return 0, rerr, nil
+		}
 	}
-	b.buf = append(b.buf, p...)
-	return nil
+	n, err = r.Read(b.buf[len(b.buf):cap(b.buf)])
+	b.buf = b.buf[:len(b.buf)+n]
+	return n, nil, err
 }
 
 // readBody reads r's whole body, at most limit bytes (limitText names the limit in errors, e.g.
@@ -97,14 +102,16 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, limitText str
 	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	body := http.MaxBytesReader(w, r.Body, limit)
 	start := time.Now()
-	buf := make([]byte, 64<<10)
 	for {
 		// The deadline bounds this read; without a connection to set it on (a test recorder) the
 		// idle bound does not apply.
 		_ = rc.SetReadDeadline(time.Now().Add(lim.Idle))
-		n, err := body.Read(buf)
-		if aerr := out.append(buf[:n]); aerr != nil {
-			return nil, budgetError(w, aerr)
+		_, rerr, err := out.readFrom(body)
+		if rerr != nil {
+			return nil, budgetError(w, rerr)
+		}
+		if err == nil && r.ContentLength > 0 && int64(len(out.buf)) == r.ContentLength {
+			return out.buf, nil // the declared length has arrived: the body ends here (net/http stops it there)
 		}
 		if errors.Is(err, io.EOF) {
 			return out.buf, nil

@@ -114,17 +114,14 @@ func readMessage(ctx context.Context, conn *websocket.Conn, hint int) (wsFrame, 
 		_ = buf.grow(min(hint+1, PI05MaxBodyBytes))
 	}
 	for {
-		if len(buf.buf) == cap(buf.buf) {
-			if rerr := buf.grow(64 << 10); rerr != nil {
-				mem.done()
-				// The rest is read and dropped: closing with it unread would reset the connection
-				// and could lose the error frame on its way to the client.
-				_, _ = io.Copy(io.Discard, r)
-				return wsFrame{typ: typ, refused: memoryAPIError(rerr)}, nil
-			}
+		_, rerr, err := buf.readFrom(r)
+		if rerr != nil {
+			mem.done()
+			// The rest is read and dropped: closing with it unread would reset the connection
+			// and could lose the error frame on its way to the client.
+			_, _ = io.Copy(io.Discard, r)
+			return wsFrame{typ: typ, refused: memoryAPIError(rerr)}, nil
 		}
-		n, err := r.Read(buf.buf[len(buf.buf):cap(buf.buf)])
-		buf.buf = buf.buf[:len(buf.buf)+n]
 		if errors.Is(err, io.EOF) {
 			return wsFrame{typ: typ, data: buf.buf, mem: mem}, nil
 		}
