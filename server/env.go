@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 )
@@ -89,17 +90,33 @@ func merge[V any](ms ...map[string]V) map[string]V {
 	return out
 }
 
-// envReport is what check found: the notices to warn about at start (a setting without effect
-// here, one read by another program), and the chip settings this build does not use, as one line
-// to say at start ("" when there are none).
-type envReport struct {
+// EnvReport is what a server's start says of its environment's PI05_* and TT_* variables:
+// Notices, warnings (a setting without effect here: a mistake, or a setting of another build);
+// Info, settings read by another program (the supervisor), said as information; Chips, the chip
+// settings the package sets for the chips it drives, which this build does not use, in one line
+// ("" when there are none). A package's own settings are no mistake to warn about.
+type EnvReport struct {
 	Notices []string
+	Info    []string
 	Chips   string
+}
+
+// say logs the report at start.
+func (r EnvReport) say(log *slog.Logger) {
+	for _, n := range r.Notices {
+		log.Warn("configuration notice", "notice", n)
+	}
+	for _, n := range r.Info {
+		log.Info("setting read by another program", "setting", n)
+	}
+	if r.Chips != "" {
+		log.Info("chip settings not used by this build", "settings", r.Chips)
+	}
 }
 
 // check reports environ's PI05_* and TT_* variables that have no effect here or are read by
 // another program, and refuses unknown ones with the refuse prefix.
-func (r envRules) check(environ []string) (envReport, error) {
+func (r envRules) check(environ []string) (EnvReport, error) {
 	vals := map[string]string{}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
@@ -110,7 +127,7 @@ func (r envRules) check(environ []string) (envReport, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var notices, chips []string
+	var notices, info, chips []string
 	var errs []error
 	for _, k := range keys {
 		v := vals[k]
@@ -131,7 +148,7 @@ func (r envRules) check(environ []string) (envReport, error) {
 				}
 			}
 			if note != "" {
-				notices = append(notices, fmt.Sprintf("%s=%s %s", k, v, note))
+				info = append(info, fmt.Sprintf("%s=%s %s", k, v, note))
 			}
 			continue
 		}
@@ -150,7 +167,7 @@ func (r envRules) check(environ []string) (envReport, error) {
 			notices = append(notices, fmt.Sprintf("%s=%s has no effect: tt-model-server does not read it", k, v))
 		}
 	}
-	rep := envReport{Notices: notices}
+	rep := EnvReport{Notices: notices, Info: info}
 	if len(chips) > 0 {
 		rep.Chips = strings.Join(chips, " ") + ": this build computes on the CPU; tt-model supervise locks and resets the chips"
 	}

@@ -7,19 +7,24 @@ import (
 
 // Every PI05_* and TT_* variable is acted on, refused, or named at start with what acts instead;
 // the chip settings a package sets (RF-DETR's: MESH_DEVICE, TT_MESH_SHAPE, TT_METAL_VISIBLE_DEVICES)
-// are named in one line of information, not as notices.
+// are named in one line of information, and so are the settings the supervisor reads: neither is a
+// warning.
 func TestEnvironmentRules(t *testing.T) {
 	env := []string{"TT_METAL_VISIBLE_DEVICES=0", "MESH_DEVICE=P150", "TT_MESH_SHAPE=1x1", "PI05_HANG_MARKER=/cache/m", "PI05_RESET_ON_START=auto", "TT_WEIGHTS_REVISION=abc",
 		"PI05_LAYOUT=dp", "TT_SOMETHING=1", "HOME=/root", "TT_WEIGHT_CACHE=/cache/packed-weights", "TT_GEMM_TUNE=auto",
 		"TT_GEMM_PLAN=kc=128,mb=8,nb=4,pf=1"}
-	notices, chips, err := RFDETREnvironment(env)
+	rep, err := RFDETREnvironment(env)
 	if err != nil {
 		t.Fatal(err)
 	}
+	notices, chips := rep.Notices, rep.Chips
 	if want := "MESH_DEVICE=P150 TT_MESH_SHAPE=1x1 TT_METAL_VISIBLE_DEVICES=0: this build computes on the CPU"; !strings.HasPrefix(chips, want) {
 		t.Errorf("RF-DETR chip settings %q, want them in one line starting %q", chips, want)
 	}
-	got := strings.Join(notices, "\n")
+	if n := strings.Join(notices, "\n"); strings.Contains(n, "read by tt-model supervise") {
+		t.Errorf("a setting the supervisor reads is a warning, not information:\n%s", n)
+	}
+	got := strings.Join(append(notices, rep.Info...), "\n")
 	if strings.Contains(got, "MESH") || strings.Contains(got, "TT_METAL") || strings.Contains(got, "pi0.5's devices") {
 		t.Errorf("a chip setting of the package is a notice:\n%s", got)
 	}
@@ -34,11 +39,11 @@ func TestEnvironmentRules(t *testing.T) {
 		strings.Contains(got, "TT_GEMM_") {
 		t.Errorf("a variable RF-DETR reads (or no PI05_/TT_ one) was named:\n%s", got)
 	}
-	if _, _, err := RFDETREnvironment([]string{"PI05_RESET_ON_START=yes"}); err == nil || !strings.Contains(err.Error(), "PI05_RESET_ON_START") {
+	if _, err := RFDETREnvironment([]string{"PI05_RESET_ON_START=yes"}); err == nil || !strings.Contains(err.Error(), "PI05_RESET_ON_START") {
 		t.Errorf("PI05_RESET_ON_START=yes: %v", err)
 	}
 	read := map[string]bool{"PI05_LAYOUT": true}
-	rep, err := pi05Env(read).check([]string{"PI05_LAYOUT=dp", "PI05_PRECISION=fp32", "TT_RF_DETR_WEIGHTS=/w", "MESH_DEVICE=P300x2",
+	rep, err = pi05Env(read).check([]string{"PI05_LAYOUT=dp", "PI05_PRECISION=fp32", "TT_RF_DETR_WEIGHTS=/w", "MESH_DEVICE=P300x2",
 		"TT_WEIGHT_CACHE=off", "TT_GEMM_TUNE=always", "TT_GEMM_PLAN=kc=128,mb=8,nb=4,pf=1"})
 	if err != nil || len(rep.Notices) != 1 || !strings.HasPrefix(rep.Chips, "MESH_DEVICE=P300x2:") {
 		t.Errorf("pi0.5: %q, chips %q, %v; want the RF-DETR weights named and MESH_DEVICE in the chip line", rep.Notices, rep.Chips, err)

@@ -45,14 +45,13 @@ type PI05Options struct {
 // (POST /v1/actions/generations, GET /v1/actions/metadata, JSON or msgpack, and its websocket),
 // and OpenPI's websocket, on the serving engine's devices (models/pi05/serving).
 type PI05 struct {
-	opts    PI05Options
-	srv     pi05.ServerConfig
-	cfg     serving.Config
-	log     *slog.Logger
-	slots   chan struct{} // PI05_HTTP_THREADS: requests being prepared or run at once
-	exit    chan int      // the engine's exit code, once it has an engine
-	notices []string      // settings without effect here, said at start and on /info
-	chips   string        // the chip settings this build does not use, said at start
+	opts  PI05Options
+	srv   pi05.ServerConfig
+	cfg   serving.Config
+	log   *slog.Logger
+	slots chan struct{} // PI05_HTTP_THREADS: requests being prepared or run at once
+	exit  chan int      // the engine's exit code, once it has an engine
+	env   EnvReport     // what the start says of the environment (its notices are on /info too)
 
 	mu      sync.Mutex // guards what Load sets while /info and /health read
 	policy  *pi05.Policy
@@ -86,13 +85,13 @@ func NewPI05(opts PI05Options) (*PI05, error) {
 		return nil, fmt.Errorf("TT_MODEL_FAULT=%s: there are %d devices (0..%d)", opts.Fault, cfg.Devices, cfg.Devices-1)
 	}
 	m := &PI05{opts: opts, srv: srv, cfg: cfg, log: slog.Default(), slots: make(chan struct{}, cfg.HTTPThreads),
-		exit: make(chan int, 1), notices: cfg.Notices, ws: newWSHub()}
+		exit: make(chan int, 1), env: EnvReport{Notices: cfg.Notices, Info: cfg.Info}, ws: newWSHub()}
 	if opts.Environ != nil {
 		rep, err := pi05Env(read).check(opts.Environ())
 		if err != nil {
 			return nil, err
 		}
-		m.notices, m.chips = append(m.notices, rep.Notices...), rep.Chips
+		m.env.Notices, m.env.Info, m.env.Chips = append(m.env.Notices, rep.Notices...), append(m.env.Info, rep.Info...), rep.Chips
 	}
 	return m, nil
 }
@@ -121,12 +120,7 @@ func (m *PI05) Name() string { return m.srv.HFModel }
 func (m *PI05) Load(ctx context.Context, log *slog.Logger) error {
 	start := time.Now()
 	m.log = log
-	for _, n := range m.notices {
-		log.Warn("configuration notice", "notice", n)
-	}
-	if m.chips != "" {
-		log.Info("chip settings not used by this build", "settings", m.chips)
-	}
+	m.env.say(log)
 	if m.opts.Fault.Kind == "hang" || m.opts.Fault.Kind == "delay" {
 		log.Warn("test-only fault switch armed", "TT_MODEL_FAULT", m.opts.Fault.String())
 	}
@@ -407,7 +401,7 @@ func (m *PI05) Info() map[string]any {
 			"HF_MODEL": m.srv.HFModel, "TT_WEIGHTS_REVISION": nilIfEmpty(m.srv.Revision), "PI05_WEIGHTS_DIR": nilIfEmpty(m.srv.WeightsDir),
 			"PI05_LAYOUT": m.cfg.Layout, "devices": m.cfg.Devices, "threads_per_device": m.cfg.Threads,
 		},
-		"notices":  m.notices,
+		"notices":  m.env.Notices,
 		"presets":  presets,
 		"weights":  map[string]any{"dir": nilIfEmpty(dir), "revision": nilIfEmpty(m.revision())},
 		"hardware": "cpu",

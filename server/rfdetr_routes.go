@@ -32,12 +32,8 @@ type RFDETROptions struct {
 	Warmup int
 	// Version is the server binary's version, reported by /info.
 	Version string
-	// Notices are said at start and on /info: the environment's settings without effect here
-	// (RFDETREnvironment).
-	Notices []string
-	// Chips names the chip settings the package sets that this build does not use, said at start
-	// as information (RFDETREnvironment).
-	Chips string
+	// Env is said at start (RFDETREnvironment); its notices are on /info too.
+	Env EnvReport
 }
 
 // RFDETR serves the original RF-DETR package's API: POST /predict on one image.
@@ -60,13 +56,9 @@ func NewRFDETR(opts RFDETROptions) *RFDETR {
 	return &RFDETR{opts: opts}
 }
 
-// RFDETREnvironment checks the PI05_* and TT_* variables of environ for an RF-DETR server: the
-// notices to say for those without effect and the chip settings it does not use, or an error
-// naming a bad value of one the supervisor reads.
-func RFDETREnvironment(environ []string) (notices []string, chips string, err error) {
-	rep, err := rfdetrEnv().check(environ)
-	return rep.Notices, rep.Chips, err
-}
+// RFDETREnvironment checks the PI05_* and TT_* variables of environ for an RF-DETR server: what
+// its start says of them, or an error naming a bad value of one the supervisor reads.
+func RFDETREnvironment(environ []string) (EnvReport, error) { return rfdetrEnv().check(environ) }
 
 func (m *RFDETR) Name() string { return RFDETRName }
 
@@ -74,12 +66,7 @@ func (m *RFDETR) Name() string { return RFDETRName }
 // forwards.
 func (m *RFDETR) Load(ctx context.Context, log *slog.Logger) error {
 	m.log = log
-	for _, n := range m.opts.Notices {
-		log.Warn("configuration notice", "notice", n)
-	}
-	if m.opts.Chips != "" {
-		log.Info("chip settings not used by this build", "settings", m.opts.Chips)
-	}
+	m.opts.Env.say(log)
 	src, err := rfdetr.FindWeights(m.opts.Getenv)
 	if err != nil {
 		return err
@@ -193,7 +180,7 @@ func (m *RFDETR) Info() map[string]any {
 		"labels":     labels,
 		"server":     map[string]any{"name": "tt-model-server", "version": m.opts.Version},
 		"serialized": true,
-		"notices":    m.opts.Notices,
+		"notices":    m.opts.Env.Notices,
 	}
 }
 

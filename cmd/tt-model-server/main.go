@@ -207,14 +207,13 @@ func (c *config) device() string {
 // TT_RF_DETR_WEIGHTS, HF_MODEL) on the native kernels at c's precision; a bad
 // setting is an error naming the variable (exit 2).
 func rfdetrModel(env environment, c config) (server.Model, error) {
-	notices, chips, err := server.RFDETREnvironment(env.list())
+	rep, err := server.RFDETREnvironment(env.list())
 	if err != nil {
 		return nil, err
 	}
 	return server.NewRFDETR(server.RFDETROptions{
-		Notices: notices,
-		Chips:   chips,
-		Getenv:  env.get,
+		Env:    rep,
+		Getenv: env.get,
 		Build: rfdetrnative.Builder(rfdetrnative.Options{RFDETROptions: native.RFDETROptions{Precision: c.precision, Threads: c.threads},
 			CacheDir: c.cacheDir, Tuning: c.tuning}),
 		Device:  c.device(),

@@ -111,6 +111,9 @@ type Config struct {
 	ChipOnly map[string]string
 	// Notices are said at start: settings without effect here and what this build does instead.
 	Notices []string
+	// Info is said at start as information: the chips' program settings a package carries
+	// (ChipOnly), which are no mistake.
+	Info []string
 }
 
 // Env is what FromEnv reads: a variable lookup and the machine's CPUs.
@@ -300,7 +303,7 @@ func FromEnv(env Env) (Config, error) {
 			continue
 		}
 		c.ChipOnly[name] = v
-		c.Notices = append(c.Notices, fmt.Sprintf("%s=%s describes the chips' programs: recorded on /info, no effect on CPU execution", name, v))
+		c.Info = append(c.Info, fmt.Sprintf("%s=%s describes the chips' programs: recorded on /info, no effect on CPU execution", name, v))
 	}
 	return c, r.Err()
 }

@@ -38,7 +38,7 @@ func TestFromEnvDefaultsAndProfiles(t *testing.T) {
 			if c.MaxBatch != 4 || c.Routing != RouteRobot || c.BatchWindow != 0 || c.Hang.After != 10*time.Second {
 				t.Errorf("batch %d, routing %s, window %s, hang %s", c.MaxBatch, c.Routing, c.BatchWindow, c.Hang.After)
 			}
-			if c.ChipOnly["PI05_MEGAKERNEL"] != "mc" || !strings.Contains(strings.Join(c.Notices, "\n"), "PI05_MEGAKERNEL=mc describes the chips' programs") {
+			if c.ChipOnly["PI05_MEGAKERNEL"] != "mc" || !strings.Contains(strings.Join(c.Info, "\n"), "PI05_MEGAKERNEL=mc describes the chips' programs") {
 				t.Errorf("chip-only %v, notices %q", c.ChipOnly, c.Notices)
 			}
 		}},
