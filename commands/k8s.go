@@ -59,6 +59,7 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cacheSize, "cache-size", d.CacheSize.String(), "size of each replica's cache PVC (the weights, the kernel cache, the hang marker)")
 	fs.StringVar(&f.opts.StorageClass, "storage-class", "", "storage class of the cache PVCs (default: the cluster's default)")
 	fs.StringVar(&f.opts.HFTokenSecret, "hf-token-secret", "", "Secret whose key HF_TOKEN the weights job uses (gated or private weights)")
+	fs.StringVar(&f.opts.HFEndpoint, "hf-endpoint", "", "the Hub the weights job pulls from, as HF_ENDPOINT (a mirror or private Hub; default the public Hub)")
 	fs.StringVar(&f.opts.APIKeySecret, "api-key-secret", "", "Secret whose key api-key holds the API key the server then requires (mounted as a file, never in env or args)")
 	fs.StringVar(&f.cpu, "cpu", "", "CPU request of the server, e.g. 4 (default: the threads the profile runs, docs/kubernetes.md)")
 	fs.StringVar(&f.memory, "memory", "", "memory request and limit of the server, e.g. 16Gi (default: the model's measured peak plus headroom)")

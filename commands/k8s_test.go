@@ -105,6 +105,7 @@ func TestK8sBadInput(t *testing.T) {
 		{[]string{"k8s", "render", noDigest}, 2, "container.image.digest is empty"},
 		{[]string{"k8s", "render", "../models/rf-detr/tt-model.yaml"}, 2, "is an authored manifest: render needs a staged package"},
 		{[]string{"k8s", "render", pkg, "--cache-size", "lots"}, 2, `--cache-size "lots"`},
+		{[]string{"k8s", "render", pkg, "--registry", "r.example", "--hf-endpoint", "https://user:tok@hf.example"}, 2, `--hf-endpoint "https://user:tok@hf.example": want an http(s) URL`},
 		{[]string{"k8s", "apply", pkg, "--kubeconfig", dead}, 1, "the API server https://127.0.0.1:1 (kubeconfig " + dead + `, context "x") does not answer`},
 		{[]string{"k8s", "status", "x", "--kubeconfig", wrong}, 1, "the API server " + notKube.URL},
 		{[]string{"k8s", "delete", "x", "--kubeconfig", filepath.Join(dir, "missing")}, 1, "missing (no current context): no such file"},

@@ -7,6 +7,7 @@ package kube
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -68,6 +69,11 @@ type Options struct {
 	// HFTokenSecret names a Secret whose key HF_TOKEN the weights job reads
 	// (gated or private weights).
 	HFTokenSecret string
+	// HFEndpoint is the Hub the weights job pulls from (HF_ENDPOINT, as
+	// huggingface_hub reads it: a mirror or a private Hub); "" = the
+	// public Hub. check refuses anything but an http(s) URL without
+	// userinfo (a token belongs in HFTokenSecret), query or fragment.
+	HFEndpoint string
 
 	// APIKeySecret names a Secret whose key "api-key" holds the API key
 	// tt-model-server then requires (mounted as a file, TT_API_KEY_FILE;
@@ -119,6 +125,12 @@ func (o Options) check() error {
 	}
 	if o.CacheSize.Sign() <= 0 {
 		return fmt.Errorf("--cache-size %s: want a positive size", o.CacheSize.String())
+	}
+	if o.HFEndpoint != "" {
+		u, err := url.Parse(o.HFEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("--hf-endpoint %q: want an http(s) URL such as https://hf-mirror.example, without credentials (use --hf-token-secret), query or fragment", o.HFEndpoint)
+		}
 	}
 	if o.CPU.Sign() < 0 || o.Memory.Sign() < 0 {
 		return fmt.Errorf("--cpu/--memory: want positive quantities")

@@ -378,6 +378,9 @@ func weightsJob(in podInput) corev1.Container {
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: in.opts.HFTokenSecret}, Key: "HF_TOKEN"},
 		}})
 	}
+	if in.opts.HFEndpoint != "" {
+		env = append(env, corev1.EnvVar{Name: "HF_ENDPOINT", Value: in.opts.HFEndpoint})
+	}
 	return corev1.Container{
 		Name:            "weights",
 		Image:           in.image,
@@ -392,6 +395,9 @@ func weightsJob(in podInput) corev1.Container {
 			{Name: volHome, MountPath: builder.ImageHomeDir},
 		},
 		SecurityContext: containerSecurity(in.pkg.Wire.Container.Kind),
+		// A failed pull's last lines (the file, the sha256 it expected)
+		// become the container's termination message, which k8s status shows.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
 

@@ -226,6 +226,7 @@ func TestRenderOptions(t *testing.T) {
 	m, err := Render(pkg, Options{
 		Namespace: "ml", Name: "detector", Registry: "registry.example:5000/team/", ChipResource: "tenstorrent.com/p150a",
 		NoHugepages: true, CacheHostPath: "/srv/tt-model", HFTokenSecret: "hf", ResetCmd: "tt-smi -r {chips}",
+		HFEndpoint: "https://hf-mirror.example",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +261,9 @@ func TestRenderOptions(t *testing.T) {
 	w := pod.InitContainers[0]
 	if len(w.Env) < 3 || w.Env[2].ValueFrom == nil || w.Env[2].ValueFrom.SecretKeyRef.Name != "hf" {
 		t.Errorf("weights job env %+v, want HF_TOKEN from secret hf", w.Env)
+	}
+	if envOf(w)["HF_ENDPOINT"] != "https://hf-mirror.example" || envOf(c)["HF_ENDPOINT"] != "" {
+		t.Errorf("HF_ENDPOINT: weights job %q, server %q; want the mirror in the job only", envOf(w)["HF_ENDPOINT"], envOf(c)["HF_ENDPOINT"])
 	}
 	if !slices.Contains(c.Command, "--reset-cmd") {
 		t.Errorf("command %q lacks --reset-cmd", c.Command)

@@ -192,15 +192,14 @@ func podState(pod *corev1.Pod, server *corev1.ContainerStatus) (state, detail st
 			return "pending", strings.TrimSpace("not scheduled: " + cond.Reason + " " + cond.Message)
 		}
 	}
-	if w := containerStatus(pod.Status.InitContainerStatuses, "weights"); w != nil && w.State.Terminated == nil {
-		if w.State.Waiting != nil {
-			return "pulling weights", w.State.Waiting.Reason
-		}
-		return "pulling weights", ""
+	if w := containerStatus(pod.Status.InitContainerStatuses, "weights"); w != nil && !weightsDone(w) {
+		return weightsState(pod, w)
 	}
 	switch {
 	case server == nil:
 		return strings.ToLower(orDash(string(pod.Status.Phase))), "no container status yet"
+	case server.State.Waiting != nil && imagePullFailing(server.State.Waiting.Reason):
+		return "image pull failing", imagePullDetail(pod, server)
 	case server.State.Waiting != nil:
 		return "waiting", server.State.Waiting.Reason + " " + server.State.Waiting.Message
 	case server.State.Terminated != nil:
@@ -211,6 +210,62 @@ func podState(pod *corev1.Pod, server *corev1.ContainerStatus) (state, detail st
 		return "not ready", "started (its supervisor answered the startup probe), but the server's /health does not say ok: starting, restarting or resetting"
 	}
 	return "starting", ""
+}
+
+// weightsDone: the weights job has exited 0 (the server may start).
+func weightsDone(w *corev1.ContainerStatus) bool {
+	return w.State.Terminated != nil && w.State.Terminated.ExitCode == 0
+}
+
+// weightsState says why the weights job has not finished: its image cannot
+// be pulled, it failed (the end of its output, which names the file, and
+// the command to read the rest), or it is pulling.
+func weightsState(pod *corev1.Pod, w *corev1.ContainerStatus) (state, detail string) {
+	if w.State.Waiting != nil && imagePullFailing(w.State.Waiting.Reason) {
+		return "image pull failing", imagePullDetail(pod, w)
+	}
+	failed := w.State.Terminated
+	if failed == nil && w.LastTerminationState.Terminated != nil && w.LastTerminationState.Terminated.ExitCode != 0 {
+		failed = w.LastTerminationState.Terminated // in back-off before the next try
+	}
+	if failed != nil {
+		msg := lastLines(failed.Message, 3)
+		return "weights job failed", fmt.Sprintf("exit %d after %d tries: %s (kubectl logs %s -c weights -n %s; the server does not start until it succeeds)",
+			failed.ExitCode, w.RestartCount+1, orDash(msg), pod.Name, pod.Namespace)
+	}
+	if w.State.Waiting != nil {
+		return "pulling weights", w.State.Waiting.Reason
+	}
+	return "pulling weights", ""
+}
+
+// imagePullFailing: the kubelet's reasons for an image it cannot pull.
+func imagePullFailing(reason string) bool {
+	switch reason {
+	case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+		return true
+	}
+	return false
+}
+
+// imagePullDetail names the image, the kubelet's reason and what to do.
+func imagePullDetail(pod *corev1.Pod, c *corev1.ContainerStatus) string {
+	return fmt.Sprintf("%s: the node cannot pull %s: %s; push the package's image there (tt-model push PACKAGE --registry HOST/NS) and apply with the same --registry, or give the pods an imagePullSecret for a private registry (kubectl describe pod %s -n %s)",
+		c.State.Waiting.Reason, c.Image, orDash(lastLines(c.State.Waiting.Message, 2)), pod.Name, pod.Namespace)
+}
+
+// lastLines is the last n non-empty lines of s, joined by " | ".
+func lastLines(s string, n int) string {
+	var lines []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }
 
 func orDash(s string) string {

@@ -1,9 +1,10 @@
-// Package kubetest runs a real Kubernetes control plane for tests and for
-// trying `tt-model k8s` by hand: etcd and kube-apiserver, built from their Go
-// modules by scripts/kube-apiserver.sh, on free loopback ports, with all
-// their state in one folder, and on request kube-scheduler. No kubelet or
-// controller manager runs: objects are validated, admitted, defaulted and
-// stored, pods may be bound to Node objects, and no pod is ever started.
+// Package kubetest runs real Kubernetes for tests and for trying `tt-model
+// k8s` by hand, built from the Go modules by scripts/kube-apiserver.sh, with
+// all state in one folder. Two sizes: a control plane (etcd and
+// kube-apiserver on free loopback ports, on request kube-scheduler), where
+// objects are validated, admitted, defaulted and stored and no pod starts;
+// and a node (node.go): the control plane plus the controller manager, a
+// containerd of its own, a kubelet and a registry, where pods run.
 package kubetest
 
 import (
@@ -21,10 +22,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -40,22 +39,14 @@ type Server struct {
 	Kubeconfig string // a kubeconfig for it (token user in system:masters)
 	Dir        string // state, certificates and the two logs
 
-	procs []*proc // started order; stopped in reverse
-}
-
-// proc is one started binary; done closes once it has been waited for.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	procGroup
 }
 
 // Start runs etcd and kube-apiserver from binDir with their state under dir
 // and returns once /readyz says ok. Their output goes to dir/etcd.log and
 // dir/kube-apiserver.log.
 func Start(ctx context.Context, binDir, dir string) (s *Server, err error) {
-	s = &Server{Dir: dir}
+	s = &Server{Dir: dir, procGroup: procGroup{dir: dir}}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -90,6 +81,9 @@ func Start(ctx context.Context, binDir, dir string) (s *Server, err error) {
 		"--service-account-key-file", filepath.Join(dir, "sa.pub"),
 		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
 		"--authorization-mode", "AlwaysAllow",
+		// A test node registers under a name no resolver knows: reach its
+		// kubelet (logs, exec, port-forward) by its address.
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--token-auth-file", filepath.Join(dir, "tokens.csv")); err != nil {
 		return nil, err
 	}
@@ -101,26 +95,6 @@ func Start(ctx context.Context, binDir, dir string) (s *Server, err error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// spawn starts one binary in its own process group, output to dir/name.log.
-func (s *Server) spawn(bin, name string, args ...string) error {
-	log, err := os.Create(filepath.Join(s.Dir, name+".log"))
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	log.Close() // the child holds its own descriptor
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	s.procs = append(s.procs, p)
-	return nil
 }
 
 // waitReady polls /readyz until it answers ok, a process exits, or the
@@ -153,12 +127,8 @@ func (s *Server) waitReady(ctx context.Context, certDir, token string) error {
 			}
 			last = fmt.Errorf("/readyz: HTTP %d %s", resp.StatusCode, bytes.TrimSpace(body))
 		}
-		for _, p := range s.procs {
-			select {
-			case <-p.done:
-				return fmt.Errorf("%s exited (%v) before the API server was ready\n%s", p.name, p.err, s.logTails())
-			default:
-			}
+		if err := s.exited(); err != nil {
+			return fmt.Errorf("%w before the API server was ready\n%s", err, s.logTails())
 		}
 		select {
 		case <-ctx.Done():
@@ -184,35 +154,11 @@ func (s *Server) StartScheduler(bin string) error {
 		"--cert-dir", filepath.Join(s.Dir, "scheduler-certs"))
 }
 
-// logTails is the end of both logs, for an error message.
-func (s *Server) logTails() string {
-	var b bytes.Buffer
-	for _, name := range []string{"etcd", "kube-apiserver"} {
-		data, _ := os.ReadFile(filepath.Join(s.Dir, name+".log"))
-		if len(data) > 3000 {
-			data = data[len(data)-3000:]
-		}
-		fmt.Fprintf(&b, "--- %s.log (end)\n%s\n", name, data)
-	}
-	return b.String()
-}
+// logTails is the end of the etcd and API server logs, for an error message.
+func (s *Server) logTails() string { return s.procGroup.logTails("etcd", "kube-apiserver") }
 
-// Stop ends the API server, then etcd: SIGTERM to each process group,
-// SIGKILL after 10 s.
-func (s *Server) Stop() {
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
-		pgid := -p.cmd.Process.Pid
-		syscall.Kill(pgid, syscall.SIGTERM) //nolint:errcheck // already gone is fine
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(pgid, syscall.SIGKILL) //nolint:errcheck // already gone is fine
-			<-p.done
-		}
-	}
-	s.procs = nil
-}
+// Stop ends what Start (and StartScheduler) started, in reverse order.
+func (s *Server) Stop() { s.stop() }
 
 // writeCredentials writes the service-account signing key pair and a token
 // file whose one user is in system:masters, and returns the token.

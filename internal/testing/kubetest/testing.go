@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/ttmodel/tt-model/internal/testing/kubebin"
@@ -45,4 +46,40 @@ func RunScheduler(t testing.TB, s *Server) {
 	if err := s.StartScheduler(bin); err != nil {
 		t.Fatalf("start kube-scheduler: %v", err)
 	}
+}
+
+// RunNode starts a node for t in a short temporary folder and stops it,
+// undoing its host changes, when t ends. Without what a node needs t skips,
+// or fails where TT_REQUIRE names kube-node.
+func RunNode(t testing.TB) *Node {
+	t.Helper()
+	testenv.Require(t, kubebin.NodeRequirement)
+	dir, err := kubebin.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := kubebin.Node(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not t.TempDir: its path grows with the test's name, and containerd's
+	// socket paths must fit in 108 bytes.
+	state, err := os.MkdirTemp("", "ttk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := StartNode(context.Background(), dir, state, bins)
+	if err != nil {
+		os.RemoveAll(state)
+		t.Fatalf("start the test node: %v", err)
+	}
+	t.Cleanup(func() {
+		n.Stop()
+		if t.Failed() {
+			t.Logf("the node's logs are kept in %s", state)
+			return
+		}
+		os.RemoveAll(state)
+	})
+	return n
 }

@@ -50,6 +50,15 @@ var checks = map[string]func() error{
 		_, err := kubebin.Dir()
 		return err
 	},
+	// The above plus the node: kubelet, controller manager, containerd, CNI, root.
+	kubebin.NodeRequirement: func() error {
+		dir, err := kubebin.Dir()
+		if err != nil {
+			return err
+		}
+		_, err = kubebin.Node(dir)
+		return err
+	},
 }
 
 // Require makes t depend on the named requirement: a known name of this

@@ -1,0 +1,444 @@
+package commands
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ttmodel/tt-model/hub/hubtest"
+	"github.com/ttmodel/tt-model/kube"
+	"github.com/ttmodel/tt-model/internal/testing/kubetest"
+	"github.com/ttmodel/tt-model/internal/testing/servertest"
+	"github.com/ttmodel/tt-model/internal/testing/testenv"
+	"github.com/ttmodel/tt-model/models/rfdetr"
+	"github.com/ttmodel/tt-model/runner/runnertest"
+)
+
+// TestK8sOnANode runs the packages as pods on a real single-node cluster
+// (kubelet, containerd, controller manager, scheduler; internal/testing/
+// kubetest), through the tt-model binary and kubectl only, as a user
+// would: package → push --registry → k8s apply → Ready → requests through
+// the Service (kubectl port-forward) → exit 75 inside the pod → k8s status →
+// k8s delete. The weights come from a local Hub the pods reach on the
+// node's bridge address, through the weights job.
+func TestK8sOnANode(t *testing.T) {
+	if testing.Short() {
+		testenv.Skip(t, "runs pods on a test node: skipped with -short")
+	}
+	testenv.Require(t, "kubectl")
+	testenv.Require(t, "docker") // package's verify step loads the image into the engine
+	node := kubetest.RunNode(t)
+	e := newNodeEnv(t, node)
+	t.Run("rf-detr", func(t *testing.T) { testRFDETROnANode(t, e) })
+	t.Run("broken starts", func(t *testing.T) { testBrokenStartsOnANode(t, e) })
+}
+
+// nodeEnv is what the node tests share: the binaries, a Hub on the node's
+// bridge holding the RF-DETR checkpoint at its pin, and the environment
+// tt-model runs in.
+type nodeEnv struct {
+	node    *kubetest.Node
+	root    string // the repository
+	tt      string // the tt-model binary
+	work    string
+	hub     *hubtest.Server
+	env     []string
+	weights map[string][]byte // the checkpoint's files on the Hub
+}
+
+func newNodeEnv(t *testing.T, node *kubetest.Node) *nodeEnv {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin, "./cmd/tt-model", "./cmd/tt-model-server")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	// The pods reach the host on the bridge address: the Hub listens there.
+	hub, err := hubtest.NewOn(kubetest.BridgeIP+":0", kubetest.BridgeIP+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hub.Close)
+	ckpt := t.TempDir()
+	if err := (rfdetr.RandomCheckpoint{Seed: 11}).Write(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	e := &nodeEnv{node: node, root: root, tt: filepath.Join(bin, "tt-model"), work: t.TempDir(), hub: hub, weights: map[string][]byte{}}
+	var files []hubtest.File
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(ckpt, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.weights[name] = b
+		files = append(files, hubtest.File{Path: name, Data: b, LFS: strings.HasSuffix(name, ".safetensors")})
+	}
+	hub.AddCommitAt("Roboflow/rf-detr-base", "main", runnertest.RFDETRPin, files)
+	e.env = append(os.Environ(), "HF_ENDPOINT="+hub.URL, "HF_HOME="+filepath.Join(e.work, "hf"), "HF_HUB_CACHE=", "HF_HUB_OFFLINE=",
+		"HF_TOKEN=", "XDG_CACHE_HOME="+filepath.Join(e.work, "xdg"), "KUBECONFIG="+node.Kubeconfig)
+	return e
+}
+
+// run runs tt-model (or kubectl, when args[0] is "kubectl") and fails t on
+// an exit other than 0; it returns stdout and stderr together.
+func (e *nodeEnv) run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := e.exec(args...)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (e *nodeEnv) exec(args ...string) (string, error) {
+	bin := e.tt
+	if args[0] == "kubectl" {
+		bin, args = "kubectl", args[1:]
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = e.root, e.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// packageRFDETR packages a copy of models/rf-detr named name whose default
+// profile exits 75 after each prediction (the server's fault switch), and
+// pushes its image to the node's registry. It returns the package folder.
+func (e *nodeEnv) packageRFDETR(t *testing.T, name string) string {
+	t.Helper()
+	yaml := runnertest.EditedManifest(t, e.root, "rf-detr", [2]string{"\nname: rf-detr\n", "\nname: " + name + "\n"})
+	yaml = append(yaml, runnertest.RFDETRHangProfile()...)
+	dir := filepath.Join(e.work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manifestPath := filepath.Join(dir, "tt-model.yaml")
+	if err := os.WriteFile(manifestPath, yaml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeContainersAndImages(t, name) })
+	e.run(t, "package", "--container", manifestPath, "--out", filepath.Join(dir, "build"))
+	pkg := filepath.Join(dir, "build", name)
+	if out := e.run(t, "push", pkg, "--registry", e.node.Registry+"/tt", "--insecure", "--no-hub"); !strings.Contains(out, "@sha256:") {
+		t.Fatalf("push --registry:\n%s", out)
+	}
+	return pkg
+}
+
+// staticPV creates a hostPath PersistentVolume of 2Gi and no class (the
+// node has no provisioner), its folder writable by the pods' uid 1000, as
+// an administrator pre-provisions storage.
+func (e *nodeEnv) staticPV(t *testing.T, name string) {
+	t.Helper()
+	dir := filepath.Join(e.node.Dir, "pv", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
+		},
+	}
+	if _, err := e.node.Client().CoreV1().PersistentVolumes().Create(context.Background(), pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPod polls pod until cond holds, for up to timeout; on a timeout it
+// fails t with the pod's status, its events and the kubelet's log.
+func (e *nodeEnv) waitPod(t *testing.T, ns, pod string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	for {
+		p, err := e.node.Client().CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err == nil && cond(p) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			describe, _ := e.exec("kubectl", "describe", "pod", pod, "-n", ns)
+			logs, _ := e.exec("kubectl", "logs", pod, "-n", ns, "--all-containers", "--tail", "40")
+			t.Fatalf("pod %s/%s: not %s after %s (get: %v)\n%s\n--- logs\n%s\n--- kubelet\n%s", ns, pod, what, timeout, err, describe, logs, e.node.Logs("kubelet"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func serverRestarts(p *corev1.Pod) int32 {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == "server" {
+			return c.RestartCount
+		}
+	}
+	return -1
+}
+
+// portForward runs `kubectl port-forward svc/NAME :PORT` until t ends and
+// returns the local base URL.
+func (e *nodeEnv) portForward(t *testing.T, ns, target string, port int) string {
+	t.Helper()
+	cmd := exec.Command("kubectl", "port-forward", "-n", ns, target, fmt.Sprintf(":%d", port))
+	cmd.Env = e.env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+	found := make(chan string, 1)
+	go func() {
+		for lines.Scan() {
+			if m := re.FindStringSubmatch(lines.Text()); m != nil {
+				found <- m[1]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case p := <-found:
+		return "http://127.0.0.1:" + p
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kubectl port-forward %s: no forwarding after 30s: %s", target, errOut.String())
+		return ""
+	}
+}
+
+// testRFDETROnANode is the RF-DETR loop on the node.
+func testRFDETROnANode(t *testing.T, e *nodeEnv) {
+	const ns = "default"
+	name := fmt.Sprintf("rfk8s%d", os.Getpid()%100000)
+	pkg := e.packageRFDETR(t, name)
+	instance := name + "-hang"
+	pod := instance + "-0"
+	e.staticPV(t, name+"-pv0")
+
+	start := time.Now()
+	out := e.run(t, "k8s", "apply", pkg, "--registry", e.node.Registry+"/tt", "--chips", "none", "--no-hugepages",
+		"--hf-endpoint", e.hub.URL, "--cache-size", "1Gi", "--start-timeout", "5m")
+	if !strings.Contains(out, "StatefulSet default/"+instance+" applied") {
+		t.Fatalf("apply:\n%s", out)
+	}
+	e.waitPod(t, ns, pod, 5*time.Minute, "Ready", podReady)
+	t.Logf("apply → Ready: %.1fs", time.Since(start).Seconds())
+
+	// The weights job pulled the pinned files from the Hub into the PVC.
+	logs := e.run(t, "kubectl", "logs", pod, "-c", "weights")
+	if !strings.Contains(logs, runnertest.RFDETRPin) {
+		t.Errorf("weights job output does not name the pinned revision:\n%s", logs)
+	}
+
+	// /predict through the Service, then the same request to the same
+	// package served on this host: the same detections.
+	base := e.portForward(t, ns, "svc/"+instance, 8000)
+	inPod, err := runnertest.PredictRFDETRDetections(base + "/predict")
+	if err != nil {
+		t.Fatalf("/predict through the Service: %v", err)
+	}
+
+	// The profile's fault switch made the server exit 75 after that
+	// prediction: the supervisor (PID 1) resets and restarts it inside the
+	// pod, so the pod becomes Ready again without a container restart.
+	e.waitPod(t, ns, pod, 3*time.Minute, "restarted by its supervisor and Ready", func(p *corev1.Pod) bool {
+		return podReady(p) && supervisorStarts(e, instance) >= 2
+	})
+	p := e.waitPod(t, ns, pod, time.Second, "Ready", podReady)
+	if r := serverRestarts(p); r != 0 {
+		t.Errorf("the server container restarted %d times: the supervisor should have handled the exit 75 inside it", r)
+	}
+	status := e.run(t, "k8s", "status", instance)
+	if !strings.Contains(status, instance+" in namespace default: 1/1 replicas ready") || !regexp.MustCompile(`(?m)^0\s+`+pod+`\s+Running\s+true\s+0\s+ready\s+supervisor`).MatchString(status) {
+		t.Errorf("k8s status:\n%s", status)
+	}
+
+	host := hostPredict(t, e, pkg, name)
+	if !bytes.Equal(inPod, host) {
+		t.Errorf("detections differ:\n pod  %s\n host %s", inPod, host)
+	}
+
+	out = e.run(t, "k8s", "delete", instance)
+	if !strings.Contains(out, "StatefulSet/"+instance+" deleted") {
+		t.Errorf("delete:\n%s", out)
+	}
+	e.waitGone(t, ns, pod, 2*time.Minute)
+	claim := "cache-" + pod
+	ctx := context.Background()
+	if _, err := e.node.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{}); err != nil {
+		t.Errorf("the cache PVC %s after k8s delete without --volumes: %v", claim, err)
+	}
+	out = e.run(t, "k8s", "delete", instance, "--volumes")
+	if !strings.Contains(out, "PersistentVolumeClaim/"+claim+" deleted") {
+		t.Errorf("delete --volumes:\n%s", out)
+	}
+}
+
+// waitGone polls until pod no longer exists.
+func (e *nodeEnv) waitGone(t *testing.T, ns, pod string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := e.node.Client().CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/%s still there %s after delete (%v)", ns, pod, timeout, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// supervisorStarts is how many times replica 0's supervisor has started
+// the server, from k8s status --json (0 when it cannot be read).
+func supervisorStarts(e *nodeEnv, instance string) int {
+	out, err := e.exec("k8s", "status", instance, "--json")
+	if err != nil {
+		return 0
+	}
+	var st kube.Status
+	if json.Unmarshal([]byte(out), &st) != nil || len(st.Pods) == 0 || st.Pods[0].Supervisor == nil {
+		return 0
+	}
+	return st.Pods[0].Supervisor.Starts
+}
+
+// hostPredict serves pkg on this host (tt-model serve --host), sends it the
+// same request and returns its detections; the server then exits 75 as in
+// the pod, and is stopped.
+func hostPredict(t *testing.T, e *nodeEnv, pkg, name string) []byte {
+	t.Helper()
+	port := strconv.Itoa(servertest.FreePort(t))
+	out := e.run(t, "serve", pkg, "--host", "--port", port, "--timeout", "5m")
+	if !strings.Contains(out, name+" is ready") {
+		t.Fatalf("serve --host:\n%s", out)
+	}
+	defer e.run(t, "stop", name)
+	det, err := runnertest.PredictRFDETRDetections("http://127.0.0.1:" + port + "/predict")
+	if err != nil {
+		t.Fatalf("/predict on the host: %v", err)
+	}
+	return det
+}
+
+// testBrokenStartsOnANode: the two ways a start fails before the server
+// runs, each named by k8s status with what to do: an image the node cannot
+// pull (never pushed to the registry the objects name), and a weights job
+// whose download does not match its sha256 (a Hub serving corrupt bytes),
+// after which the server never starts. Both keep their caches on a host
+// path (--cache-host-path) instead of a PVC.
+func testBrokenStartsOnANode(t *testing.T, e *nodeEnv) {
+	const ns = "default"
+	name := fmt.Sprintf("rfbad%d", os.Getpid()%100000)
+	pkg := e.packageRFDETR(t, name)
+	cache := filepath.Join(e.node.Dir, "hostcache-"+name)
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(cache, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--chips", "none", "--no-hugepages", "--cache-host-path", cache}
+
+	t.Run("image not in the registry", func(t *testing.T) {
+		instance := name + "-nopull"
+		e.run(t, append([]string{"k8s", "apply", pkg, "--name", instance, "--registry", e.node.Registry + "/elsewhere", "--hf-endpoint", e.hub.URL}, common...)...)
+		defer e.run(t, "k8s", "delete", instance)
+		status := waitStatus(t, e, instance, "image pull failing")
+		for _, want := range []string{"the node cannot pull " + e.node.Registry + "/elsewhere/" + name + "@sha256:", "tt-model push PACKAGE --registry HOST/NS"} {
+			if !strings.Contains(status, want) {
+				t.Errorf("k8s status lacks %q:\n%s", want, status)
+			}
+		}
+	})
+
+	t.Run("weights that fail their sha256", func(t *testing.T) {
+		bad, err := hubtest.NewOn(kubetest.BridgeIP+":0", kubetest.BridgeIP+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bad.Close()
+		bad.AddCommitAt("Roboflow/rf-detr-base", "main", runnertest.RFDETRPin, []hubtest.File{
+			{Path: "config.json", Data: e.weights["config.json"]},
+			{Path: "model.safetensors", Data: e.weights["model.safetensors"], LFS: true},
+		})
+		bad.Corrupt(true)
+		instance := name + "-badsha"
+		e.run(t, append([]string{"k8s", "apply", pkg, "--name", instance, "--registry", e.node.Registry + "/tt", "--hf-endpoint", bad.URL}, common...)...)
+		defer e.run(t, "k8s", "delete", instance)
+		status := waitStatus(t, e, instance, "weights job failed")
+		if !strings.Contains(status, "model.safetensors") || !strings.Contains(status, "kubectl logs "+instance+"-0 -c weights") {
+			t.Errorf("k8s status does not name the file and the logs:\n%s", status)
+		}
+		p, err := e.node.Client().CoreV1().Pods(ns).Get(context.Background(), instance+"-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Name == "server" && (c.State.Running != nil || c.State.Terminated != nil || c.RestartCount > 0) {
+				t.Errorf("the server started although its weights failed: %+v", c.State)
+			}
+		}
+	})
+}
+
+// waitStatus polls `k8s status instance` until its replica 0 is in state,
+// for up to three minutes, and returns the output.
+func waitStatus(t *testing.T, e *nodeEnv, instance, state string) string {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		out, _ := e.exec("k8s", "status", instance)
+		if strings.Contains(out, " "+state+" ") {
+			return out
+		}
+		if time.Now().After(deadline) {
+			describe, _ := e.exec("kubectl", "describe", "pod", instance+"-0")
+			t.Fatalf("k8s status %s: not %q after 3m:\n%s\n%s", instance, state, out, describe)
+		}
+		time.Sleep(time.Second)
+	}
+}
