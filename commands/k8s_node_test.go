@@ -263,8 +263,8 @@ func testRFDETROnANode(t *testing.T, e *nodeEnv) {
 	if !strings.Contains(out, "StatefulSet default/"+instance+" applied") {
 		t.Fatalf("apply:\n%s", out)
 	}
-	e.waitPod(t, ns, pod, 5*time.Minute, "Ready", podReady)
-	t.Logf("apply → Ready: %.1fs", time.Since(start).Seconds())
+	ready := e.waitPod(t, ns, pod, 5*time.Minute, "Ready", podReady)
+	logStartPhases(t, ready, start)
 
 	// The weights job pulled the pinned files from the Hub into the PVC.
 	logs := e.run(t, "kubectl", "logs", pod, "-c", "weights")
@@ -283,9 +283,11 @@ func testRFDETROnANode(t *testing.T, e *nodeEnv) {
 	// The profile's fault switch made the server exit 75 after that
 	// prediction: the supervisor (PID 1) resets and restarts it inside the
 	// pod, so the pod becomes Ready again without a container restart.
+	predicted := time.Now()
 	e.waitPod(t, ns, pod, 3*time.Minute, "restarted by its supervisor and Ready", func(p *corev1.Pod) bool {
 		return podReady(p) && supervisorStarts(e, instance) >= 2
 	})
+	t.Logf("timing: exit 75 → Ready again in the pod: %.1fs (polled every 0.5s, readiness probe period included)", time.Since(predicted).Seconds())
 	p := e.waitPod(t, ns, pod, time.Second, "Ready", podReady)
 	if r := serverRestarts(p); r != 0 {
 		t.Errorf("the server container restarted %d times: the supervisor should have handled the exit 75 inside it", r)
@@ -357,11 +359,55 @@ func hostPredict(t *testing.T, e *nodeEnv, pkg, name string) []byte {
 		t.Fatalf("serve --host:\n%s", out)
 	}
 	defer e.run(t, "stop", name)
-	det, err := runnertest.PredictRFDETRDetections("http://127.0.0.1:" + port + "/predict")
+	base := "http://127.0.0.1:" + port
+	det, err := runnertest.PredictRFDETRDetections(base + "/predict")
 	if err != nil {
 		t.Fatalf("/predict on the host: %v", err)
 	}
+	predicted := time.Now()
+	// The server exits 75 after that prediction; its supervisor resets and
+	// restarts it: /health goes down, then answers ok again.
+	down := false
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		ok := healthOK(base + "/health")
+		if !ok {
+			down = true
+		}
+		if ok && down {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the host server did not come back after its exit 75 (down seen: %v)", down)
+		}
+	}
+	t.Logf("timing: exit 75 → Ready again on the host (tt-model serve --host): %.1fs (polled every 0.1s)", time.Since(predicted).Seconds())
 	return det
+}
+
+// logStartPhases logs where apply → Ready went, from the pod's own
+// timestamps (whole seconds): scheduling and the image pull until the
+// weights job started, the job, and the server's start until Ready.
+func logStartPhases(t *testing.T, p *corev1.Pod, applied time.Time) {
+	t.Helper()
+	var jobStart, jobEnd, serverStart, readyAt time.Time
+	for _, c := range p.Status.InitContainerStatuses {
+		if c.Name == "weights" && c.State.Terminated != nil {
+			jobStart, jobEnd = c.State.Terminated.StartedAt.Time, c.State.Terminated.FinishedAt.Time
+		}
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == "server" && c.State.Running != nil {
+			serverStart = c.State.Running.StartedAt.Time
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			readyAt = c.LastTransitionTime.Time
+		}
+	}
+	t.Logf("timing: apply → Ready %.1fs: apply → weights job start (scheduling, image pull) %s, weights job %s, server start → Ready %s",
+		time.Since(applied).Seconds(), jobStart.Sub(applied).Round(time.Second),
+		jobEnd.Sub(jobStart), readyAt.Sub(serverStart))
 }
 
 // testBrokenStartsOnANode: the two ways a start fails before the server
