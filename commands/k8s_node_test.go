@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,7 @@ func TestK8sOnANode(t *testing.T) {
 	e := newNodeEnv(t, node)
 	t.Run("rf-detr", func(t *testing.T) { testRFDETROnANode(t, e) })
 	t.Run("broken starts", func(t *testing.T) { testBrokenStartsOnANode(t, e) })
+	t.Run("pi05", func(t *testing.T) { testPI05OnANode(t, e) })
 }
 
 // nodeEnv is what the node tests share: the binaries, a Hub on the node's
@@ -487,4 +489,114 @@ func waitStatus(t *testing.T, e *nodeEnv, instance, state string) string {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// testPI05OnANode serves pi0.5 (the tiny test checkpoint, its weights pulled
+// from the Hub by the weights job) with the multi-robot profile on the node:
+// Ready, /health, and SGLang's /v1/actions/generations through the Service
+// answering what the same package answers on this host.
+func testPI05OnANode(t *testing.T, e *nodeEnv) {
+	const ns = "default"
+	name := fmt.Sprintf("pi05k8s%d", os.Getpid()%100000)
+	var files []hubtest.File
+	for src, dst := range map[string]string{
+		"kernels/pi05/testdata/tiny/model.safetensors": "model.safetensors",
+		"kernels/pi05/testdata/tiny/config.json":       "config.json",
+		"models/pi05/spm/testdata/bpe_tiny.model":      "tokenizer.model",
+	} {
+		b, err := os.ReadFile(filepath.Join(e.root, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, hubtest.File{Path: dst, Data: b, LFS: strings.HasSuffix(dst, ".safetensors") || strings.HasSuffix(dst, ".model")})
+	}
+	e.hub.AddCommitAt("lerobot/pi05_base", "main", runnertest.PI05Pin, files)
+
+	yaml := runnertest.EditedManifest(t, e.root, "pi05", [2]string{"\nname: pi05\n", "\nname: " + name + "\n"})
+	dir := filepath.Join(e.work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manifestPath := filepath.Join(dir, "tt-model.yaml")
+	if err := os.WriteFile(manifestPath, yaml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeContainersAndImages(t, name) })
+	e.run(t, "package", "--container", manifestPath, "--out", filepath.Join(dir, "build"))
+	pkg := filepath.Join(dir, "build", name)
+	e.run(t, "push", pkg, "--registry", e.node.Registry+"/tt", "--insecure", "--no-hub")
+	e.staticPV(t, name+"-pv0")
+
+	instance := name + "-multi-robot"
+	pod := instance + "-0"
+	start := time.Now()
+	// The profile's four CPU devices share the node's two cores: a request
+	// of one CPU lets the pod be scheduled beside the others.
+	e.run(t, "k8s", "apply", pkg, "--profile", "multi-robot", "--registry", e.node.Registry+"/tt", "--chips", "none", "--no-hugepages",
+		"--hf-endpoint", e.hub.URL, "--cache-size", "1Gi", "--cpu", "1", "--memory", "6Gi", "--start-timeout", "5m")
+	defer e.run(t, "k8s", "delete", instance, "--volumes")
+	ready := e.waitPod(t, ns, pod, 5*time.Minute, "Ready", podReady)
+	logStartPhases(t, ready, start)
+
+	base := e.portForward(t, ns, "svc/"+instance, 8000)
+	if !healthOK(base + "/health") {
+		t.Errorf("/health through the Service is not ok")
+	}
+	inPod := generations(t, base)
+
+	port := strconv.Itoa(servertest.FreePort(t))
+	out := e.run(t, "serve", pkg, "--profile", "multi-robot", "--host", "--port", port, "--timeout", "5m")
+	if !strings.Contains(out, name+" is ready") {
+		t.Fatalf("serve --host:\n%s", out)
+	}
+	defer e.run(t, "stop", name)
+	if host := generations(t, "http://127.0.0.1:"+port); !bytes.Equal(inPod, host) {
+		t.Errorf("/v1/actions/generations differs:\n pod  %.300s\n host %.300s", inPod, host)
+	}
+}
+
+// generations sends the pi0.5 golden request (runner/testdata) to SGLang's
+// action API at base and returns the answer's data.
+func generations(t *testing.T, base string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "runner", "testdata", "pi05", "request_golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Request struct {
+			Images   []json.RawMessage `json:"images"`
+			Tokens   json.RawMessage   `json:"tokens"`
+			Noise    json.RawMessage   `json:"noise"`
+			NumSteps int               `json:"num_steps"`
+		} `json:"request"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]json.RawMessage{}
+	for i, img := range g.Request.Images {
+		images[fmt.Sprintf("cam%d", i)] = img
+	}
+	body, err := json.Marshal(map[string]any{
+		"model":      "lerobot/pi05_base",
+		"input":      map[string]any{"tokens": g.Request.Tokens, "observation": map[string]any{"images": images, "noise": g.Request.Noise}},
+		"parameters": map[string]any{"num_inference_steps": g.Request.NumSteps},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Post(base+"/v1/actions/generations", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("/v1/actions/generations: %v", err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	var answer struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &answer) != nil || len(answer.Data) < 10 {
+		t.Fatalf("/v1/actions/generations at %s: HTTP %d: %.500s", base, resp.StatusCode, out)
+	}
+	return answer.Data
 }
