@@ -556,7 +556,8 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 }
 
 // generations sends the pi0.5 golden request (runner/testdata) to SGLang's
-// action API at base and returns the answer's data.
+// action API at base and returns the answer's action (its values, as the
+// server wrote them).
 func generations(t *testing.T, base string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "runner", "testdata", "pi05", "request_golden.json"))
@@ -593,10 +594,12 @@ func generations(t *testing.T, base string) []byte {
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	var answer struct {
-		Data json.RawMessage `json:"data"`
+		Data []struct {
+			Action json.RawMessage `json:"action"`
+		} `json:"data"`
 	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &answer) != nil || len(answer.Data) < 10 {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &answer) != nil || len(answer.Data) != 1 || len(answer.Data[0].Action) < 10 {
 		t.Fatalf("/v1/actions/generations at %s: HTTP %d: %.500s", base, resp.StatusCode, out)
 	}
-	return answer.Data
+	return answer.Data[0].Action
 }
