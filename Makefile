@@ -5,7 +5,7 @@ BIN     := bin
 # layout): never part of the module's own packages.
 PKGS    = $(shell $(GO) list -e ./... | grep -v '/build/')
 
-.PHONY: build test demo demo-pi05 bench lint fuzz clean
+.PHONY: build test demo demo-pi05 k8s-demo bench lint fuzz clean
 
 # tt-model is linked statically (no cgo): the images of the Python kinds run
 # it as their supervisor on any base. tt-model-server needs cgo (the kernels).
@@ -61,6 +61,11 @@ endif
 
 demo-pi05: build
 	./scripts/demo-pi05.sh
+
+# make k8s-demo: RF-DETR as a pod on a single-node Kubernetes this machine runs for the demo (root;
+# docs/kubernetes.md, "Trying it on a local cluster"); everything is stopped and undone at the end.
+k8s-demo: build
+	./scripts/k8s-demo.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
