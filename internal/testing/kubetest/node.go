@@ -20,7 +20,7 @@ import (
 )
 
 // The node's fixed names and addresses. One node runs per machine at a time
-// (lockPath), so fixed names are safe and teardown can tell what is its own.
+// (lockFile), so fixed names are safe and teardown can tell what is its own.
 const (
 	// NodeName is the Node object the kubelet registers.
 	NodeName = "tt-kubetest"
@@ -33,7 +33,9 @@ const (
 	cniNetwork = "ttknet"
 	// ruleComment tags the FORWARD rules the node adds.
 	ruleComment = "tt-kubetest"
-	lockPath    = "/run/tt-kubetest.lock"
+	// lockFile, in the binaries' folder (the cache scripts/kube-apiserver.sh
+	// fills), serialises nodes: test binaries of several packages run at once.
+	lockFile = ".node.lock"
 	// lockWait bounds the wait for another test's node to finish.
 	lockWait = 30 * time.Minute
 	// nodeReadyTimeout bounds the kubelet's registration (about 5 s idle).
@@ -69,7 +71,7 @@ type Node struct {
 // process's node runs.
 func StartNode(ctx context.Context, binDir, dir string, bins kubebin.NodeBinaries) (n *Node, err error) {
 	n = &Node{bins: bins, runtime: procGroup{dir: dir}, sock: filepath.Join(dir, "containerd", "containerd.sock")}
-	if n.lock, err = lockMachine(ctx); err != nil {
+	if n.lock, err = lockMachine(ctx, filepath.Join(binDir, lockFile)); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -106,7 +108,7 @@ func StartNode(ctx context.Context, binDir, dir string, bins kubebin.NodeBinarie
 
 // lockMachine takes the machine-wide node lock, waiting for another node
 // (another test binary's) to stop.
-func lockMachine(ctx context.Context) (*os.File, error) {
+func lockMachine(ctx context.Context, lockPath string) (*os.File, error) {
 	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("node lock: %w", err)
