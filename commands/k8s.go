@@ -55,7 +55,7 @@ func (f *renderFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.opts.StopGrace, "stop-grace", d.StopGrace, "the supervisor's SIGTERM-to-SIGKILL grace; the pod's termination grace is this plus 15s")
 	fs.StringVar(&f.opts.ResetCmd, "reset-cmd", "", "the supervisor's chip reset command (default: its own, tt-smi -r {chips})")
 	fs.Int32Var(&f.opts.StatusPort, "status-port", d.StatusPort, "port of the supervisor's status endpoint (the liveness probe)")
-	fs.StringVar(&f.opts.CacheHostPath, "cache-host-path", "", "keep the caches and hang markers in this host folder (writable by uid 1000) instead of a PVC per replica")
+	fs.StringVar(&f.opts.CacheHostPath, "cache-host-path", "", "keep the caches and hang markers in this host folder instead of a PVC per replica (make it group 1000, setgid and group-writable: chgrp 1000 DIR && chmod 2775 DIR)")
 	fs.StringVar(&f.cacheSize, "cache-size", d.CacheSize.String(), "size of each replica's cache PVC (the weights, the kernel cache, the hang marker)")
 	fs.StringVar(&f.opts.StorageClass, "storage-class", "", "storage class of the cache PVCs (default: the cluster's default)")
 	fs.StringVar(&f.opts.HFTokenSecret, "hf-token-secret", "", "Secret whose key HF_TOKEN the weights job uses (gated or private weights)")

@@ -150,17 +150,11 @@ func (e *nodeEnv) packageRFDETR(t *testing.T, name string) string {
 }
 
 // staticPV creates a hostPath PersistentVolume of 2Gi and no class (the
-// node has no provisioner), its folder writable by the pods' uid 1000, as
-// an administrator pre-provisions storage.
+// node has no provisioner), as an administrator pre-provisions storage.
 func (e *nodeEnv) staticPV(t *testing.T, name string) {
 	t.Helper()
 	dir := filepath.Join(e.node.Dir, "pv", name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, 1000, 1000); err != nil {
-		t.Fatal(err)
-	}
+	cacheFolder(t, dir)
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeSpec{
@@ -171,6 +165,25 @@ func (e *nodeEnv) staticPV(t *testing.T, name string) {
 		},
 	}
 	if _, err := e.node.Client().CoreV1().PersistentVolumes().Create(context.Background(), pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cacheFolder makes dir as docs/kubernetes.md asks of a volume Kubernetes
+// applies no fsGroup to (host paths, hostPath PVs): group 1000, setgid,
+// group-writable. The kubelet creates the sub-folders the pods mount (hf,
+// cache) as root with the folder's mode, so they inherit group 1000 and
+// stay writable by the pods' uid 1000 — as fsGroup arranges on volumes
+// that support it.
+func cacheFolder(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o775|os.ModeSetgid); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -287,9 +300,10 @@ func testRFDETROnANode(t *testing.T, e *nodeEnv) {
 	// pod, so the pod becomes Ready again without a container restart.
 	predicted := time.Now()
 	e.waitPod(t, ns, pod, 3*time.Minute, "restarted by its supervisor and Ready", func(p *corev1.Pod) bool {
-		return podReady(p) && supervisorStarts(e, instance) >= 2
+		starts, state := supervisorState(e, instance)
+		return podReady(p) && starts >= 2 && state == "ready"
 	})
-	t.Logf("timing: exit 75 → Ready again in the pod: %.1fs (polled every 0.5s, readiness probe period included)", time.Since(predicted).Seconds())
+	t.Logf("timing: exit 75 → Ready again in the pod: %.1fs (its supervisor ready again, polled every 0.5s)", time.Since(predicted).Seconds())
 	p := e.waitPod(t, ns, pod, time.Second, "Ready", podReady)
 	if r := serverRestarts(p); r != 0 {
 		t.Errorf("the server container restarted %d times: the supervisor should have handled the exit 75 inside it", r)
@@ -336,18 +350,18 @@ func (e *nodeEnv) waitGone(t *testing.T, ns, pod string, timeout time.Duration) 
 	}
 }
 
-// supervisorStarts is how many times replica 0's supervisor has started
-// the server, from k8s status --json (0 when it cannot be read).
-func supervisorStarts(e *nodeEnv, instance string) int {
+// supervisorState is replica 0's supervisor's count of server starts and
+// its state, from k8s status --json (0 and "" when it cannot be read).
+func supervisorState(e *nodeEnv, instance string) (starts int, state string) {
 	out, err := e.exec("k8s", "status", instance, "--json")
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	var st kube.Status
 	if json.Unmarshal([]byte(out), &st) != nil || len(st.Pods) == 0 || st.Pods[0].Supervisor == nil {
-		return 0
+		return 0, ""
 	}
-	return st.Pods[0].Supervisor.Starts
+	return st.Pods[0].Supervisor.Starts, st.Pods[0].State
 }
 
 // hostPredict serves pkg on this host (tt-model serve --host), sends it the
@@ -423,12 +437,7 @@ func testBrokenStartsOnANode(t *testing.T, e *nodeEnv) {
 	name := fmt.Sprintf("rfbad%d", os.Getpid()%100000)
 	pkg := e.packageRFDETR(t, name)
 	cache := filepath.Join(e.node.Dir, "hostcache-"+name)
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(cache, 1000, 1000); err != nil {
-		t.Fatal(err)
-	}
+	cacheFolder(t, cache)
 	common := []string{"--chips", "none", "--no-hugepages", "--cache-host-path", cache}
 
 	t.Run("image not in the registry", func(t *testing.T) {

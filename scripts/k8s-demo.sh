@@ -63,7 +63,10 @@ hf=${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}
 cache=$state/cache
 mkdir -p "$cache/hf/hub"
 cp -a "$hf/hub/models--Roboflow--rf-detr-base" "$cache/hf/hub/"
-chown -R 1000:1000 "$cache" # the pods run as uid 1000
+# The pods run as uid 1000, group 1000: the weights theirs, and the folder setgid and group-writable,
+# so the sub-folders the kubelet creates in it as root stay theirs to write (docs/kubernetes.md).
+chown -R 1000:1000 "$cache"
+chgrp 1000 "$cache" && chmod 2775 "$cache"
 
 step "package models/rf-detr as $pkg and push its image to the node's registry $registry"
 sed "s/^name: rf-detr\$/name: $pkg/" models/rf-detr/tt-model.yaml >"$state/tt-model.yaml"
