@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ import (
 	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/kube"
+	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
@@ -49,6 +51,7 @@ func TestK8sOnANode(t *testing.T) {
 	t.Run("rf-detr", func(t *testing.T) { testRFDETROnANode(t, e) })
 	t.Run("broken starts", func(t *testing.T) { testBrokenStartsOnANode(t, e) })
 	t.Run("pi05", func(t *testing.T) { testPI05OnANode(t, e) })
+	t.Run("replicas, rolling update, kubelet restart", func(t *testing.T) { testFleetOnANode(t, e) })
 }
 
 // nodeEnv is what the node tests share: the binaries, a Hub on the node's
@@ -128,12 +131,12 @@ func (e *nodeEnv) exec(args ...string) (string, error) {
 // packageRFDETR packages a copy of models/rf-detr named name whose default
 // profile exits 75 after each prediction (the server's fault switch), and
 // pushes its image to the node's registry. It returns the package folder.
-func (e *nodeEnv) packageRFDETR(t *testing.T, name string) string {
+func (e *nodeEnv) packageRFDETR(t *testing.T, name string, edits ...[2]string) string {
 	t.Helper()
-	yaml := runnertest.EditedManifest(t, e.root, "rf-detr", [2]string{"\nname: rf-detr\n", "\nname: " + name + "\n"})
+	yaml := runnertest.EditedManifest(t, e.root, "rf-detr", append(edits, [2]string{"\nname: rf-detr\n", "\nname: " + name + "\n"})...)
 	yaml = append(yaml, runnertest.RFDETRHangProfile()...)
-	dir := filepath.Join(e.work, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := os.MkdirTemp(e.work, name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	manifestPath := filepath.Join(dir, "tt-model.yaml")
@@ -503,7 +506,7 @@ func waitStatus(t *testing.T, e *nodeEnv, instance, state string) string {
 // testPI05OnANode serves pi0.5 (the tiny test checkpoint, its weights pulled
 // from the Hub by the weights job) with the multi-robot profile on the node:
 // Ready, /health, and SGLang's /v1/actions/generations through the Service
-// answering what the same package answers on this host.
+// within the golden's tolerance of PyTorch's answer to the same request.
 func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	const ns = "default"
 	name := fmt.Sprintf("pi05k8s%d", os.Getpid()%100000)
@@ -521,7 +524,11 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	}
 	e.hub.AddCommitAt("lerobot/pi05_base", "main", runnertest.PI05Pin, files)
 
-	yaml := runnertest.EditedManifest(t, e.root, "pi05", [2]string{"\nname: pi05\n", "\nname: " + name + "\n"})
+	// The multi-robot profile as shipped, but for its SLO: a loaded 2-core
+	// test machine cannot promise 100 ms, and the server refuses to start
+	// on an SLO no robot fits.
+	yaml := runnertest.EditedManifest(t, e.root, "pi05", [2]string{"\nname: pi05\n", "\nname: " + name + "\n"},
+		[2]string{`PI05_SLO_MS: "100"`, `PI05_SLO_MS: "2000"`}, [2]string{`PI05_SLO_P99_MS: "110"`, `PI05_SLO_P99_MS: "2200"`})
 	dir := filepath.Join(e.work, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -551,23 +558,26 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	if !healthOK(base + "/health") {
 		t.Errorf("/health through the Service is not ok")
 	}
-	inPod := generations(t, base)
-
-	port := strconv.Itoa(servertest.FreePort(t))
-	out := e.run(t, "serve", pkg, "--profile", "multi-robot", "--host", "--port", port, "--timeout", "5m")
-	if !strings.Contains(out, name+" is ready") {
-		t.Fatalf("serve --host:\n%s", out)
+	got, want := generations(t, base)
+	if len(got) != len(want) || len(got) == 0 || len(got[0]) != len(want[0]) {
+		t.Fatalf("actions %dx?, golden %dx%d", len(got), len(want), len(want[0]))
 	}
-	defer e.run(t, "stop", name)
-	if host := generations(t, "http://127.0.0.1:"+port); !bytes.Equal(inPod, host) {
-		t.Errorf("/v1/actions/generations differs:\n pod  %.300s\n host %.300s", inPod, host)
+	worst := 0.0
+	for r := range want {
+		for c := range want[r] {
+			if d := math.Abs(got[r][c] - want[r][c]); d > worst || math.IsNaN(d) {
+				worst = d
+			}
+		}
+	}
+	if !(worst <= runnertest.PI05GoldenTolerance) {
+		t.Errorf("/v1/actions/generations through the Service differs from the golden by %g, want <= %g", worst, runnertest.PI05GoldenTolerance)
 	}
 }
 
 // generations sends the pi0.5 golden request (runner/testdata) to SGLang's
-// action API at base and returns the answer's action (its values, as the
-// server wrote them).
-func generations(t *testing.T, base string) []byte {
+// action API at base and returns the answer's actions and the golden's.
+func generations(t *testing.T, base string) (got, want [][]float64) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "runner", "testdata", "pi05", "request_golden.json"))
 	if err != nil {
@@ -580,6 +590,7 @@ func generations(t *testing.T, base string) []byte {
 			Noise    json.RawMessage   `json:"noise"`
 			NumSteps int               `json:"num_steps"`
 		} `json:"request"`
+		ActionsBF16 [][]float64 `json:"actions_bf16"`
 	}
 	if err := json.Unmarshal(b, &g); err != nil {
 		t.Fatal(err)
@@ -604,11 +615,116 @@ func generations(t *testing.T, base string) []byte {
 	out, _ := io.ReadAll(resp.Body)
 	var answer struct {
 		Data []struct {
-			Action json.RawMessage `json:"action"`
+			Action struct {
+				Values [][]float64 `json:"values"`
+			} `json:"action"`
 		} `json:"data"`
 	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &answer) != nil || len(answer.Data) != 1 || len(answer.Data[0].Action) < 10 {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &answer) != nil || len(answer.Data) != 1 {
 		t.Fatalf("/v1/actions/generations at %s: HTTP %d: %.500s", base, resp.StatusCode, out)
 	}
-	return answer.Data[0].Action
+	return answer.Data[0].Action.Values, g.ActionsBF16
+}
+
+// testFleetOnANode: two replicas, each with its own PVC (static PVs) and so
+// its own hang marker; a rolling update to a re-packaged image (a new
+// digest) that keeps both caches (the weights job finds the pin complete:
+// no download from the Hub); and a node restart (the kubelet stopped and
+// started) after which both pods are Ready again without a container
+// restart.
+func testFleetOnANode(t *testing.T, e *nodeEnv) {
+	const ns = "default"
+	ctx := context.Background()
+	name := fmt.Sprintf("rffleet%d", os.Getpid()%100000)
+	instance := name + "-hang"
+	pkg := e.packageRFDETR(t, name)
+	for i := range 2 {
+		e.staticPV(t, fmt.Sprintf("%s-pv%d", name, i))
+	}
+	apply := func(pkg string) {
+		e.run(t, "k8s", "apply", pkg, "--replicas", "2", "--registry", e.node.Registry+"/tt", "--chips", "none", "--no-hugepages",
+			"--hf-endpoint", e.hub.URL, "--cache-size", "1Gi", "--cpu", "500m", "--start-timeout", "5m")
+	}
+	apply(pkg)
+	defer e.run(t, "k8s", "delete", instance, "--volumes")
+	pods := []string{instance + "-0", instance + "-1"}
+	for _, p := range pods {
+		e.waitPod(t, ns, p, 5*time.Minute, "Ready", podReady)
+	}
+	claims := map[string]string{} // claim → its UID
+	volumes := map[string]bool{}
+	for _, p := range pods {
+		c, err := e.node.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, "cache-"+p, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims[c.Name], volumes[c.Spec.VolumeName] = string(c.UID), true
+	}
+	if len(volumes) != 2 {
+		t.Fatalf("the two replicas' claims are bound to %v, want two volumes", volumes)
+	}
+	var st kube.Status
+	if err := json.Unmarshal([]byte(e.run(t, "k8s", "status", instance, "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range st.Pods {
+		if r.Supervisor == nil || r.Supervisor.HangMarker == nil || r.Supervisor.HangMarker.Path != "/cache/hang_marker" {
+			t.Errorf("replica %d: supervisor %+v, want the hang marker on its own /cache", r.Ordinal, r.Supervisor)
+		}
+	}
+	downloads := func() int {
+		n := 0
+		for _, r := range e.hub.Requests() {
+			if r.Host == "storage" && r.Method == http.MethodGet {
+				n++
+			}
+		}
+		return n
+	}
+	before := downloads()
+
+	// A re-packaged image: its card changed, so its digest did.
+	pkg2 := e.packageRFDETR(t, name, [2]string{"one image in, scored boxes out", "one image in, scored boxes out (v2)"})
+	w1, w2 := readWire(t, pkg), readWire(t, pkg2)
+	if w1 == w2 {
+		t.Fatalf("the re-packaged image has the same digest %s", w1)
+	}
+	e.run(t, "push", pkg2, "--registry", e.node.Registry+"/tt", "--insecure", "--no-hub")
+	apply(pkg2)
+	for _, p := range pods {
+		e.waitPod(t, ns, p, 5*time.Minute, "Ready on the new image", func(pod *corev1.Pod) bool {
+			return podReady(pod) && strings.HasSuffix(pod.Spec.Containers[0].Image, "@"+w2)
+		})
+	}
+	for claim, uid := range claims {
+		c, err := e.node.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+		if err != nil || string(c.UID) != uid {
+			t.Errorf("claim %s after the rolling update: %v (uid %v, was %s)", claim, err, c.UID, uid)
+		}
+	}
+	if n := downloads() - before; n != 0 {
+		t.Errorf("the rolling update downloaded %d files from the Hub: the weights job should have found them in the kept caches", n)
+	}
+
+	e.node.StopKubelet()
+	time.Sleep(3 * time.Second)
+	if err := e.node.StartKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		pod := e.waitPod(t, ns, p, 3*time.Minute, "Ready after the kubelet restart", podReady)
+		if r := serverRestarts(pod); r != 0 {
+			t.Errorf("%s: the server container restarted %d times across the kubelet restart", p, r)
+		}
+	}
+}
+
+// readWire is the image digest of the package at dir.
+func readWire(t *testing.T, dir string) string {
+	t.Helper()
+	w, err := manifest.ReadWire(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Container.Image.Digest
 }

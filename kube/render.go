@@ -3,6 +3,7 @@ package kube
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"strings"
@@ -172,7 +173,12 @@ func Render(pkg *runner.Package, opts Options) (*Manifests, error) {
 		},
 	}
 	if opts.CacheHostPath == "" {
-		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{cacheClaim(opts, labels)}
+		// A StatefulSet's claim templates are immutable: their labels leave
+		// out the version (the image digest), or every re-packaged image's
+		// rolling update would be refused by the API server.
+		claimLabels := maps.Clone(labels)
+		delete(claimLabels, labelVersion)
+		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{cacheClaim(opts, claimLabels)}
 	}
 	m.StatefulSet = sts
 	if m.PodSecurity, err = podSecurityOf(&sts.Spec.Template.ObjectMeta, &sts.Spec.Template.Spec); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -468,5 +469,29 @@ func TestRenderAPIKeySecret(t *testing.T) {
 		if e.Name == "TT_API_KEY_FILE" {
 			t.Error("TT_API_KEY_FILE without --api-key-secret")
 		}
+	}
+}
+
+// TestRenderClaimTemplateOutlivesTheImage: a StatefulSet's claim templates
+// cannot change, so a re-packaged image (another digest) must render the
+// same ones, or the rolling update to it is refused ("field is immutable",
+// seen on the test node before the version label left the template).
+func TestRenderClaimTemplateOutlivesTheImage(t *testing.T) {
+	other := "sha256:" + strings.Repeat("f", 64)
+	a := stagedPackage(t, "rf-detr", nil)
+	b := stagedPackage(t, "rf-detr", func(w *manifest.Wire) { w.Container.Image.Digest = other })
+	ma, err := Render(a, Options{Registry: testRegistry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := Render(b, Options{Registry: testRegistry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ma.StatefulSet.Spec.Template.Labels[labelVersion] == mb.StatefulSet.Spec.Template.Labels[labelVersion] {
+		t.Fatal("the two digests render the same version label: the test no longer compares two builds")
+	}
+	if !reflect.DeepEqual(ma.StatefulSet.Spec.VolumeClaimTemplates, mb.StatefulSet.Spec.VolumeClaimTemplates) {
+		t.Errorf("claim templates differ between two builds:\n%+v\n%+v", ma.StatefulSet.Spec.VolumeClaimTemplates, mb.StatefulSet.Spec.VolumeClaimTemplates)
 	}
 }

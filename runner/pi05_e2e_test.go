@@ -20,12 +20,6 @@ import (
 	"github.com/ttmodel/tt-model/runner/runnertest"
 )
 
-// pi05GoldenTolerance is the largest |served - golden| accepted per action
-// value: the server runs bf16 GEMMs with fp32 accumulation and the golden is
-// PyTorch's bf16 run of the same request (the parity tests' tolerance,
-// models/pi05 TestPolicyMatchesReference).
-const pi05GoldenTolerance = 2e-2
-
 // pi05Golden is runner/testdata/pi05/request_golden.json, written by
 // tools/reference/pi05.py request on kernels/pi05/testdata/tiny.
 type pi05Golden struct {
@@ -194,9 +188,9 @@ func compareActions(t *testing.T, route string, got, want [][]float64) {
 			}
 		}
 	}
-	if !(worst <= pi05GoldenTolerance) {
+	if !(worst <= runnertest.PI05GoldenTolerance) {
 		t.Errorf("%s: actions differ from the golden by %g at [%d][%d] (%g vs %g), want <= %g",
-			route, worst, at[0], at[1], got[at[0]][at[1]], want[at[0]][at[1]], pi05GoldenTolerance)
+			route, worst, at[0], at[1], got[at[0]][at[1]], want[at[0]][at[1]], runnertest.PI05GoldenTolerance)
 	}
 }
 
