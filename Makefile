@@ -101,11 +101,11 @@ local-hub:
 # Each target 60 s: the manifest decoder, the /predict request body (JSON, multipart) and image paths.
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecode -fuzztime 60s
-	$(GO) test ./server -run '^$$' -fuzz FuzzPredictBody -fuzztime 60s -fuzzminimizetime 2s
-	$(GO) test ./server -run '^$$' -fuzz FuzzPredictMultipart -fuzztime 60s -fuzzminimizetime 2s
-	$(GO) test ./server -run '^$$' -fuzz FuzzPredictImage -fuzztime 60s -fuzzminimizetime 2s
-	$(GO) test ./server -run '^$$' -fuzz FuzzPI05MsgpackAction -fuzztime 60s -fuzzminimizetime 2s
-	$(GO) test ./server -run '^$$' -fuzz FuzzMsgpackNumpy -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server/rfdetr -run '^$$' -fuzz FuzzPredictBody -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server/rfdetr -run '^$$' -fuzz FuzzPredictMultipart -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server/rfdetr -run '^$$' -fuzz FuzzPredictImage -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server/pi05 -run '^$$' -fuzz FuzzPI05MsgpackAction -fuzztime 60s -fuzzminimizetime 2s
+	$(GO) test ./server/pi05 -run '^$$' -fuzz FuzzMsgpackNumpy -fuzztime 60s -fuzzminimizetime 2s
 
 clean:
 	rm -rf $(BIN) build

@@ -190,7 +190,7 @@ func checkServerArgs(args []string) error {
 	fs := flag.NewFlagSet("tt-model-server", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var f api.Flags
-	f.Bind(fs, api.Kinds())
+	f.Bind(fs, api.Kinds(), nil) // the help text is not shown: only the flags matter
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
 	if err := fs.Parse(args); err != nil {

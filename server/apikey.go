@@ -18,7 +18,7 @@ func requireKey(key string, h http.HandlerFunc) http.HandlerFunc {
 		got := sha256.Sum256([]byte(presentedKey(r)))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tt-model-server"`)
-			writeDetail(w, http.StatusUnauthorized, "Unauthorized: this server requires its API key (Authorization: Bearer KEY)")
+			WriteDetail(w, http.StatusUnauthorized, "Unauthorized: this server requires its API key (Authorization: Bearer KEY)")
 			return
 		}
 		h(w, r)

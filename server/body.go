@@ -27,27 +27,35 @@ var DefaultBodyLimits = BodyLimits{Idle: 10 * time.Second, MinRate: 64 << 10, Gr
 
 type bodyLimitsKey struct{}
 
-// bodyError is a body that could not be read, with the status to answer; clientGone marks a
+// BodyError is a body that could not be read, with the status to answer; clientGone marks a
 // client that went away (no answer is written); budget is the memory budget's refusal (a 503 with
 // Retry-After, or a 413 for a body that could never fit), answered as it is.
-type bodyError struct {
-	status     int
-	detail     string
-	clientGone bool
-	budget     *apiError
+type BodyError struct {
+	Status     int
+	Detail     string
+	ClientGone bool
+	Budget     *APIError
 }
 
-// bodyBuffer gathers a body inside the request's reservation: a new buffer's size is reserved
+// BodyBuffer gathers a body inside the request's reservation: a new buffer's size is reserved
 // before it is allocated, and the old one given back once copied, so the budget holds what the
 // buffers hold.
-type bodyBuffer struct {
+type BodyBuffer struct {
 	buf   []byte
 	limit int
-	mem   *reservation
+	mem   *Reservation
 }
 
-// grow makes room for n more bytes, doubling (never past limit: the reader bounds the body).
-func (b *bodyBuffer) grow(n int) error {
+// NewBodyBuffer is an empty buffer for a body of at most limit bytes, reserved in mem.
+func NewBodyBuffer(limit int, mem *Reservation) *BodyBuffer {
+	return &BodyBuffer{limit: limit, mem: mem}
+}
+
+// Bytes is what was read so far.
+func (b *BodyBuffer) Bytes() []byte { return b.buf }
+
+// Grow makes room for n more bytes, doubling (never past limit: the reader bounds the body).
+func (b *BodyBuffer) Grow(n int) error {
 	need := len(b.buf) + n
 	if need <= cap(b.buf) {
 		return nil
@@ -56,7 +64,7 @@ func (b *bodyBuffer) grow(n int) error {
 }
 
 // resize moves the body into a buffer of size bytes, reserved first.
-func (b *bodyBuffer) resize(size int) error {
+func (b *BodyBuffer) resize(size int) error {
 	if err := b.mem.Reserve(int64(size)); err != nil {
 		return err
 	}
@@ -66,11 +74,11 @@ func (b *bodyBuffer) resize(size int) error {
 	return nil
 }
 
-// readFrom is one Read of r straight into the buffer, which grows by 64 KiB first when full: rerr
+// ReadChunk is one Read of r straight into the buffer, which grows by 64 KiB first when full: rerr
 // is the budget's refusal (nothing read), err the reader's.
-func (b *bodyBuffer) readFrom(r io.Reader) (n int, rerr, err error) {
+func (b *BodyBuffer) ReadChunk(r io.Reader) (n int, rerr, err error) {
 	if len(b.buf) == cap(b.buf) {
-		if rerr := b.grow(64 << 10); rerr != nil {
+		if rerr := b.Grow(64 << 10); rerr != nil {
 			return 0, rerr, nil
 		}
 	}
@@ -79,20 +87,20 @@ func (b *bodyBuffer) readFrom(r io.Reader) (n int, rerr, err error) {
 	return n, nil, err
 }
 
-// readBody reads r's whole body, at most limit bytes (limitText names the limit in errors, e.g.
+// ReadBody reads r's whole body, at most limit bytes (limitText names the limit in errors, e.g.
 // "33554432 bytes (32 MiB)"), within the server's BodyLimits, inside mem: a declared
 // Content-Length is reserved before a byte is read, a body without one as it arrives (its buffer
 // doubling from the first read), so bodies being received count against the memory budget like
 // bodies received.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, limitText string, mem *reservation) ([]byte, *bodyError) {
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, limitText string, mem *Reservation) ([]byte, *BodyError) {
 	if r.ContentLength > limit {
-		return nil, &bodyError{status: http.StatusRequestEntityTooLarge, detail: fmt.Sprintf("request body is %d bytes; the limit is %s", r.ContentLength, limitText)}
+		return nil, &BodyError{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("request body is %d bytes; the limit is %s", r.ContentLength, limitText)}
 	}
 	lim, _ := r.Context().Value(bodyLimitsKey{}).(BodyLimits)
 	if lim == (BodyLimits{}) {
 		lim = DefaultBodyLimits
 	}
-	out := bodyBuffer{limit: int(limit), mem: mem}
+	out := NewBodyBuffer(int(limit), mem)
 	if r.ContentLength > 0 {
 		if err := out.resize(int(r.ContentLength)); err != nil {
 			return nil, budgetError(w, err)
@@ -106,7 +114,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, limitText str
 		// The deadline bounds this read; without a connection to set it on (a test recorder) the
 		// idle bound does not apply.
 		_ = rc.SetReadDeadline(time.Now().Add(lim.Idle))
-		_, rerr, err := out.readFrom(body)
+		_, rerr, err := out.ReadChunk(body)
 		if rerr != nil {
 			return nil, budgetError(w, rerr)
 		}
@@ -120,38 +128,38 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, limitText str
 			var tooBig *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooBig):
-				return nil, &bodyError{status: http.StatusRequestEntityTooLarge, detail: "request body exceeds the limit of " + limitText}
+				return nil, &BodyError{Status: http.StatusRequestEntityTooLarge, Detail: "request body exceeds the limit of " + limitText}
 			case errors.Is(err, os.ErrDeadlineExceeded):
-				return nil, &bodyError{status: http.StatusRequestTimeout, detail: fmt.Sprintf("request body: no data for %s after %d bytes; send the whole body without pauses", lim.Idle, len(out.buf))}
+				return nil, &BodyError{Status: http.StatusRequestTimeout, Detail: fmt.Sprintf("request body: no data for %s after %d bytes; send the whole body without pauses", lim.Idle, len(out.buf))}
 			case r.Context().Err() != nil:
-				return nil, &bodyError{clientGone: true}
+				return nil, &BodyError{ClientGone: true}
 			}
-			return nil, &bodyError{status: http.StatusBadRequest, detail: "cannot read request body: " + err.Error()}
+			return nil, &BodyError{Status: http.StatusBadRequest, Detail: "cannot read request body: " + err.Error()}
 		}
 		if el := time.Since(start); el > lim.Grace && float64(len(out.buf)) < float64(lim.MinRate)*el.Seconds() {
-			return nil, &bodyError{status: http.StatusRequestTimeout, detail: fmt.Sprintf("request body: %d bytes in %s is below the minimum rate of %d bytes/s", len(out.buf), el.Round(time.Millisecond), lim.MinRate)}
+			return nil, &BodyError{Status: http.StatusRequestTimeout, Detail: fmt.Sprintf("request body: %d bytes in %s is below the minimum rate of %d bytes/s", len(out.buf), el.Round(time.Millisecond), lim.MinRate)}
 		}
 	}
 }
 
 // budgetError is the budget's refusal of a body not read to its end: the connection is closed
 // after the answer rather than drained of the rest.
-func budgetError(w http.ResponseWriter, err error) *bodyError {
+func budgetError(w http.ResponseWriter, err error) *BodyError {
 	w.Header().Set("Connection", "close")
-	aerr := memoryAPIError(err)
-	return &bodyError{status: aerr.status, detail: aerr.detail, budget: aerr}
+	aerr := MemoryAPIError(err)
+	return &BodyError{Status: aerr.Status, Detail: aerr.Detail, Budget: aerr}
 }
 
-// write answers a body error (nothing when the client is gone).
-func (e *bodyError) write(w http.ResponseWriter) {
+// Write answers a body error (nothing when the client is gone).
+func (e *BodyError) Write(w http.ResponseWriter) {
 	switch {
-	case e.clientGone:
+	case e.ClientGone:
 		return
-	case e.budget != nil:
-		e.budget.write(w)
+	case e.Budget != nil:
+		e.Budget.Write(w)
 		return
-	case e.status == http.StatusRequestTimeout:
+	case e.Status == http.StatusRequestTimeout:
 		w.Header().Set("Connection", "close")
 	}
-	writeDetail(w, e.status, e.detail)
+	WriteDetail(w, e.Status, e.Detail)
 }

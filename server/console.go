@@ -52,7 +52,7 @@ func (s *Server) consoleStatus(w http.ResponseWriter, _ *http.Request, _ Recorde
 
 func (s *Server) consoleStats(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, s.stats(time.Now()))
+	WriteJSON(w, http.StatusOK, s.stats(time.Now()))
 }
 
 // consoleAsset serves /console/NAME; /console/ itself is the console.
@@ -64,7 +64,7 @@ func (s *Server) consoleAsset(w http.ResponseWriter, r *http.Request, _ Recorder
 	}
 	body, ctype, ok := console.Asset(name)
 	if !ok {
-		writeDetail(w, http.StatusNotFound, "Not Found")
+		WriteDetail(w, http.StatusNotFound, "Not Found")
 		return
 	}
 	w.Header().Set("Content-Type", ctype)
@@ -78,7 +78,7 @@ func (s *Server) writePage(w http.ResponseWriter, render func(*bytes.Buffer) err
 	var b bytes.Buffer
 	if err := render(&b); err != nil {
 		s.log.Error("console page", "err", err)
-		writeDetail(w, http.StatusInternalServerError, err.Error())
+		WriteDetail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	webui.WritePage(w, consoleCSP, b.Bytes())

@@ -11,38 +11,53 @@ import (
 // Every PI05_* and TT_* variable a profile can set is acted on, or refused at start, or named at
 // start as having no effect on this build (and what acts instead): none is accepted silently.
 
-// envRules say what a model's server does with the PI05_* and TT_* variables of its environment.
-type envRules struct {
-	// read are the variables the model's configuration reads (pi0.5: recorded while NewPI05 runs).
-	read map[string]bool
-	// elsewhere are read by another part of the program (main, the kernels, the supervisor); a
+// EnvRules say what a model's server does with the PI05_* and TT_* variables of its environment;
+// each model package writes its own from the sets every model shares (SupervisorVars, ChipVars,
+// MainVars).
+type EnvRules struct {
+	// Read are the variables the model's configuration reads (pi0.5: recorded while its
+	// constructor runs).
+	Read map[string]bool
+	// Elsewhere are read by another part of the program (main, the kernels, the supervisor); a
 	// non-empty note is said at start.
-	elsewhere map[string]string
-	// noEffect are known variables this server does not use, with why.
-	noEffect map[string]string
-	// chips are the chip settings (chipVars, plus the model's own) this server does not use.
-	chips map[string]bool
-	// refuse is the prefix of the variables refused when nobody reads them (pi0.5: "PI05_": a typo
+	Elsewhere map[string]string
+	// NoEffect are known variables this server does not use, with why.
+	NoEffect map[string]string
+	// Chips are the chip settings (ChipVars, plus the model's own) this server does not use.
+	Chips map[string]bool
+	// Refuse is the prefix of the variables refused when nobody reads them (pi0.5: "PI05_": a typo
 	// or a setting of another build); other unknown PI05_* and TT_* ones are named as no effect.
-	refuse string
+	Refuse string
+	// Foreign maps the prefix of another model's variables to why one of them has no effect here
+	// (RF-DETR: "PI05_"), said for each such variable nobody reads.
+	Foreign map[string]string
 }
 
-// The supervisor's, main's and the kernels' variables, and those of chips, the same for every model.
-var (
-	supervisorVars = map[string]string{
+// The supervisor's, main's and the kernels' variables, and those of chips, are the same for every
+// model; each call returns a fresh map, for a model's rules to merge.
+
+// SupervisorVars are the variables tt-model supervise reads, with what it does with them.
+func SupervisorVars() map[string]string {
+	return map[string]string{
 		"PI05_RESET_ON_START": "is read by tt-model supervise, which resets the chips before starting this server " +
 			"(auto: when the hang marker exists; 1: always; 0: never); the server itself opens no chips",
 	}
-	// chipVars are the chip settings a package sets for the chips its profile drives (the kind's
-	// launcher and the manifest): this build computes on the CPU and the supervisor locks and
-	// resets the chips, so the server uses none of them. They are said at start in one line, as
-	// information: a package's own settings are no mistake to warn about.
-	chipVars = map[string]bool{
+}
+
+// ChipVars are the chip settings a package sets for the chips its profile drives (the kind's
+// launcher and the manifest): this build computes on the CPU and the supervisor locks and resets
+// the chips, so the server uses none of them. They are said at start in one line, as information:
+// a package's own settings are no mistake to warn about.
+func ChipVars() map[string]bool {
+	return map[string]bool{
 		"TT_METAL_CACHE": true, "TT_METAL_HOME": true, "TT_METAL_VISIBLE_DEVICES": true, "TT_VISIBLE_DEVICES": true,
 		"TT_DEVICE_ID": true, "MESH_DEVICE": true,
 	}
-	// mainVars are read by main and the kernels for every model (a bad value is refused there).
-	mainVars = map[string]string{
+}
+
+// MainVars are read by main and the kernels for every model (a bad value is refused there).
+func MainVars() map[string]string {
+	return map[string]string{
 		"TT_ISA":          "", // the kernels: a cap on the kernel family
 		"TT_MODEL_FAULT":  "", // the test-only fault switch
 		"TT_WEIGHT_CACHE": "", // the packed-weights cache folder (or off)
@@ -50,37 +65,10 @@ var (
 		"TT_GEMM_PLAN":    "", // a GEMM blocking plan used as is
 		RequestMemoryEnv:  "", // the request memory budget
 	}
-)
-
-// pi05Env are pi0.5's rules: what NewPI05 reads, plus these.
-func pi05Env(read map[string]bool) envRules {
-	return envRules{read: read, refuse: "PI05_",
-		elsewhere: merge(supervisorVars, mainVars, map[string]string{
-			"PI05_PRECISION": "", // main: the kernels' precision
-		}),
-		noEffect: map[string]string{
-			"TT_RF_DETR_WEIGHTS":        "it locates RF-DETR's weights; this server serves pi0.5",
-			"RFDETR_PRECISION":          "it is RF-DETR's precision; pi0.5's is PI05_PRECISION",
-			"TT_MODEL_FAULT_EXIT_AFTER": "", // refused by main: replaced by TT_MODEL_FAULT=exit:after=N
-		},
-		chips: chipVars}
 }
 
-// rfdetrEnv are RF-DETR's rules.
-func rfdetrEnv() envRules {
-	return envRules{
-		read: map[string]bool{"TT_RF_DETR_WEIGHTS": true, "TT_WEIGHTS_REVISION": true},
-		elsewhere: merge(supervisorVars, mainVars, map[string]string{
-			"RFDETR_PRECISION": "", "TT_NUM_THREADS": "", // main and the kernels
-			"PI05_HANG_MARKER": "is read by tt-model supervise: the hang marker it writes on exit 75",
-		}),
-		noEffect: map[string]string{"TT_MODEL_FAULT_EXIT_AFTER": ""}, // refused by main
-		// RF-DETR runs on one device: the mesh shape the launcher sets is a chip setting too.
-		chips: merge(chipVars, map[string]bool{"TT_MESH_SHAPE": true}),
-	}
-}
-
-func merge[V any](ms ...map[string]V) map[string]V {
+// Merge is the union of ms; a later map's value wins.
+func Merge[V any](ms ...map[string]V) map[string]V {
 	out := map[string]V{}
 	for _, m := range ms {
 		for k, v := range m {
@@ -101,8 +89,8 @@ type EnvReport struct {
 	Chips   string
 }
 
-// say logs the report at start.
-func (r EnvReport) say(log *slog.Logger) {
+// Say logs the report at start.
+func (r EnvReport) Say(log *slog.Logger) {
 	for _, n := range r.Notices {
 		log.Warn("configuration notice", "notice", n)
 	}
@@ -114,9 +102,9 @@ func (r EnvReport) say(log *slog.Logger) {
 	}
 }
 
-// check reports environ's PI05_* and TT_* variables that have no effect here or are read by
-// another program, and refuses unknown ones with the refuse prefix.
-func (r envRules) check(environ []string) (EnvReport, error) {
+// Check reports environ's PI05_* and TT_* variables that have no effect here or are read by
+// another program, and refuses unknown ones with the Refuse prefix.
+func (r EnvRules) Check(environ []string) (EnvReport, error) {
 	vals := map[string]string{}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
@@ -131,14 +119,14 @@ func (r envRules) check(environ []string) (EnvReport, error) {
 	var errs []error
 	for _, k := range keys {
 		v := vals[k]
-		if r.read[k] {
+		if r.Read[k] {
 			continue
 		}
-		if r.chips[k] {
+		if r.Chips[k] {
 			chips = append(chips, k+"="+v)
 			continue
 		}
-		if note, ok := r.elsewhere[k]; ok {
+		if note, ok := r.Elsewhere[k]; ok {
 			if k == "PI05_RESET_ON_START" {
 				switch v {
 				case "auto", "1", "0", "always", "never":
@@ -152,17 +140,17 @@ func (r envRules) check(environ []string) (EnvReport, error) {
 			}
 			continue
 		}
-		if why, ok := r.noEffect[k]; ok {
+		if why, ok := r.NoEffect[k]; ok {
 			if why != "" {
 				notices = append(notices, fmt.Sprintf("%s=%s has no effect: %s", k, v, why))
 			}
 			continue
 		}
 		switch {
-		case r.refuse != "" && strings.HasPrefix(k, r.refuse):
+		case r.Refuse != "" && strings.HasPrefix(k, r.Refuse):
 			errs = append(errs, fmt.Errorf("%s=%s: this server reads no such variable (a typo, or a setting of another build?); see docs/pi05.md for the variables it takes", k, v))
-		case strings.HasPrefix(k, "PI05_"):
-			notices = append(notices, fmt.Sprintf("%s=%s has no effect: it is a pi0.5 setting and this server serves RF-DETR", k, v))
+		case foreign(r.Foreign, k) != "":
+			notices = append(notices, fmt.Sprintf("%s=%s has no effect: %s", k, v, foreign(r.Foreign, k)))
 		case strings.HasPrefix(k, "TT_"):
 			notices = append(notices, fmt.Sprintf("%s=%s has no effect: tt-model-server does not read it", k, v))
 		}
@@ -172,4 +160,15 @@ func (r envRules) check(environ []string) (EnvReport, error) {
 		rep.Chips = strings.Join(chips, " ") + ": this build computes on the CPU; tt-model supervise locks and resets the chips"
 	}
 	return rep, errors.Join(errs...)
+}
+
+// foreign is why k, a variable of another model (its prefix in prefixes), has no effect here; ""
+// for none.
+func foreign(prefixes map[string]string, k string) string {
+	for p, why := range prefixes {
+		if strings.HasPrefix(k, p) {
+			return why
+		}
+	}
+	return ""
 }

@@ -81,28 +81,28 @@ func (b *memBudget) inUse() int64 {
 
 type memBudgetKey struct{}
 
-// reservation is one request's share of the budget: what it reserved and not yet gave back. It
+// Reservation is one request's share of the budget: what it reserved and not yet gave back. It
 // implements imagemem.Budget for the decoders. A nil reservation (no budget: tests that call the
 // decoders directly) takes everything. Not safe for concurrent use: one request, one goroutine at
 // a time.
-type reservation struct {
+type Reservation struct {
 	b    *memBudget
 	held int64
 }
 
-// requestMemory is a request's share of the server's budget, holding nothing yet (nil outside a
-// server: no budget). The handler defers done, so that whatever happens, a panic too, the request
+// RequestMemory is a request's share of the server's budget, holding nothing yet (nil outside a
+// server: no budget). The handler defers Done, so that whatever happens, a panic too, the request
 // gives back all it took.
-func requestMemory(ctx context.Context) *reservation {
+func RequestMemory(ctx context.Context) *Reservation {
 	b, _ := ctx.Value(memBudgetKey{}).(*memBudget)
 	if b == nil {
 		return nil
 	}
-	return &reservation{b: b}
+	return &Reservation{b: b}
 }
 
 // Reserve takes n more bytes for the request.
-func (r *reservation) Reserve(n int64) error {
+func (r *Reservation) Reserve(n int64) error {
 	if r == nil {
 		return nil
 	}
@@ -116,7 +116,7 @@ func (r *reservation) Reserve(n int64) error {
 }
 
 // Release gives back n bytes the request no longer holds.
-func (r *reservation) Release(n int64) {
+func (r *Reservation) Release(n int64) {
 	if r == nil {
 		return
 	}
@@ -125,8 +125,8 @@ func (r *reservation) Release(n int64) {
 	r.b.give(n)
 }
 
-// done gives back everything: the request is answered.
-func (r *reservation) done() {
+// Done gives back everything: the request is answered.
+func (r *Reservation) Done() {
 	if r != nil {
 		r.Release(r.held)
 	}
@@ -151,15 +151,15 @@ func (e *memoryError) Error() string {
 		mib(e.need), mib(e.used), mib(e.limit), RequestMemoryEnv, memoryRetryAfter)
 }
 
-// memoryAPIError answers a memoryError (wrapped or not): 413 when the request can never fit, else
+// MemoryAPIError answers a memoryError (wrapped or not): 413 when the request can never fit, else
 // 503 with Retry-After. Other errors give nil.
-func memoryAPIError(err error) *apiError {
+func MemoryAPIError(err error) *APIError {
 	var me *memoryError
 	if !errors.As(err, &me) {
 		return nil
 	}
 	if me.never() {
-		return &apiError{status: http.StatusRequestEntityTooLarge, detail: me.Error()}
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Detail: me.Error()}
 	}
-	return &apiError{status: http.StatusServiceUnavailable, detail: me.Error(), retryAfter: memoryRetryAfter}
+	return &APIError{Status: http.StatusServiceUnavailable, Detail: me.Error(), RetryAfter: memoryRetryAfter}
 }

@@ -1,8 +1,10 @@
-// Package server is the model server's HTTP layer, shared by every model:
-// /health, /info, /v1/models and /metrics (api.Common), bounded body reading, per-request
-// panic recovery, JSON errors in FastAPI's shape ({"detail": …}), graceful
-// shutdown. Each model plugs in through the Model interface from its own
-// route file (rfdetr_routes.go, …); this file and server.go know no model.
+// Package server is the model server's HTTP core, shared by every model:
+// /health, /info, /v1/models and /metrics (api.Common), the web console's shell, bounded body
+// reading inside a request memory budget, per-request panic recovery, JSON errors in FastAPI's
+// shape ({"detail": …}), the API key, the test-only fault switch, the start report of the
+// environment, and graceful shutdown. It knows no model: each model's HTTP layer is a package of
+// its own (server/pi05, server/rfdetr) that plugs in through the Model interface and binds its
+// handlers to its kind's route table (BindRoutes); none of them is imported here.
 package server
 
 import (
@@ -33,7 +35,7 @@ type Model interface {
 	// ModelCards lists what GET /v1/models reports.
 	ModelCards() []ModelCard
 	// Routes are the model's own endpoints: a served model's come from its
-	// kind's route table (bindRoutes). Their handlers run only once the
+	// kind's route table (BindRoutes). Their handlers run only once the
 	// model is loaded, concurrently: a model serialises (or schedules) its
 	// own device use, after a request's body has been read and checked.
 	Routes() []Route
@@ -70,12 +72,12 @@ type MetricsSource interface {
 // RouteHandler serves one model route; rec takes the request's stage times.
 type RouteHandler func(w http.ResponseWriter, r *http.Request, rec Recorder)
 
-// bindRoutes pairs every route of kind's table (api.ModelRoutes) with the
+// BindRoutes pairs every route of kind's table (api.ModelRoutes) with the
 // handler of the same name. A route without a handler, or a handler without
 // a route, is a programming error that would make the card and /info list
 // something the server does not serve (or hide something it does): it
 // panics, so any test that builds the model fails.
-func bindRoutes(kind string, handlers map[string]RouteHandler) []Route {
+func BindRoutes(kind string, handlers map[string]RouteHandler) []Route {
 	table, err := api.ModelRoutes(kind)
 	if err != nil {
 		panic(err)

@@ -115,6 +115,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Ready reports whether the model is loaded.
 func (s *Server) Ready() bool { return s.ready.Load() }
 
+// MarkLoaded makes the model's routes answer without Run loading it: for a model its caller
+// loaded, served through Handler alone (tests).
+func (s *Server) MarkLoaded() { s.ready.Store(true) }
+
 // Routes are the routes this server answers, in the order it registered
 // them: api.Common, then the model's. GET /info lists them.
 func (s *Server) Routes() []api.Route { return append([]api.Route(nil), s.table...) }
@@ -183,7 +187,7 @@ func (s *Server) routes() http.Handler {
 			}
 		}
 		if methods == nil {
-			writeDetail(w, http.StatusNotFound, "Not Found")
+			WriteDetail(w, http.StatusNotFound, "Not Found")
 			return
 		}
 		e := methods[r.Method]
@@ -197,7 +201,7 @@ func (s *Server) routes() http.Handler {
 			}
 			sort.Strings(allowed)
 			w.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+			WriteDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 			return
 		}
 		e.serve(w, r)
@@ -257,9 +261,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// statusClientClosed labels requests whose client went away before its
+// StatusClientClosed labels requests whose client went away before its
 // answer (nginx's 499): their own outcome on /metrics, never a 500.
-const statusClientClosed = 499
+const StatusClientClosed = 499
 
 // instrument adds metrics, an access log line and panic recovery: a panic
 // in one request is logged with its stack and answered 500; the server
@@ -275,13 +279,13 @@ func (s *Server) instrument(name string, h http.HandlerFunc) http.HandlerFunc {
 				}
 				s.log.Error("request panicked", "route", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				if sw.status == 0 {
-					writeDetail(sw, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
+					WriteDetail(sw, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
 				}
 			}
 			d := time.Since(start)
 			status := sw.status
 			if r.Context().Err() != nil {
-				status = statusClientClosed
+				status = StatusClientClosed
 				s.metrics.disconnects.WithLabelValues(name).Inc()
 			}
 			s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
@@ -303,7 +307,7 @@ func (s *Server) modelRoute(rt Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready.Load() {
 			w.Header().Set("Retry-After", "5")
-			writeDetail(w, http.StatusServiceUnavailable, s.model.Name()+" is starting: weights are loading and warming up")
+			WriteDetail(w, http.StatusServiceUnavailable, s.model.Name()+" is starting: weights are loading and warming up")
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w}
@@ -358,7 +362,7 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 	if n := s.testWeights(); n != "" {
 		body["weights"] = n
 	}
-	writeJSON(w, code, body)
+	WriteJSON(w, code, body)
 }
 
 // testWeights is the model's notice of generated test weights, "" when it has none.
@@ -397,11 +401,11 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ Recorder) {
 			w["notice"], w["test_weights"] = n, true
 		}
 	}
-	writeJSON(w, http.StatusOK, info)
+	WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request, _ Recorder) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": s.model.ModelCards()})
+	WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": s.model.ModelCards()})
 }
 
 // Run serves on ln, loads the model in the background, and returns when ctx

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,6 +37,7 @@ type echoModel struct {
 }
 
 func (m *echoModel) Name() string { return "echo" }
+
 func (m *echoModel) Load(ctx context.Context, _ *slog.Logger) error {
 	select {
 	case <-m.release:
@@ -46,47 +46,27 @@ func (m *echoModel) Load(ctx context.Context, _ *slog.Logger) error {
 	}
 	return m.loadErr
 }
-func (m *echoModel) Device() string       { return "test device" }
+
+func (m *echoModel) Device() string { return "test device" }
+
 func (m *echoModel) Info() map[string]any { return map[string]any{"model": "echo"} }
+
 func (m *echoModel) ModelCards() []ModelCard {
 	return []ModelCard{{ID: "test/echo", Object: "model", OwnedBy: "tt-model"}}
 }
+
 func (m *echoModel) Close() error { m.closed.Store(true); return nil }
+
 func (m *echoModel) Routes() []Route {
 	return []Route{
 		{Route: api.Route{Method: http.MethodPost, Path: "/echo", Name: "echo", What: "answers ok", Counts: true}, Handler: func(w http.ResponseWriter, r *http.Request, _ Recorder) {
-			writeJSON(w, http.StatusOK, map[string]string{"ok": "yes"})
+			WriteJSON(w, http.StatusOK, map[string]string{"ok": "yes"})
 		}},
 		{Route: api.Route{Method: http.MethodPost, Path: "/boom", Name: "boom", What: "panics"}, Handler: func(http.ResponseWriter, *http.Request, Recorder) {
 			var m map[string]int
 			m["x"]++ // nil map write: a real runtime panic
 		}},
 	}
-}
-
-func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func post(t *testing.T, url, body string) (int, string) {
-	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// startRun runs s on a free port and returns its base URL and Run's result.
-func startRun(t *testing.T, ctx context.Context, s *Server) (string, chan error) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, ln) }()
-	return "http://" + ln.Addr().String(), done
 }
 
 func waitReady(t *testing.T, s *Server) {
@@ -101,15 +81,15 @@ func waitReady(t *testing.T, s *Server) {
 
 func TestStartingThenReadyThenGracefulStop(t *testing.T) {
 	m := &echoModel{release: make(chan struct{})}
-	s := New(m, Options{Log: discardLog()})
+	s := New(m, Options{Log: servertest.DiscardLog()})
 	ctx, cancel := context.WithCancel(context.Background())
-	base, done := startRun(t, ctx, s)
+	base, done := servertest.Run(t, ctx, s.Run)
 
 	code, body := servertest.GetJSON(t, base+"/health")
 	if code != 200 || body["status"] != "starting" || body["model"] != "echo" || body["device"] != nil {
 		t.Fatalf("health while starting: %d %v", code, body)
 	}
-	if code, b := post(t, base+"/echo", "{}"); code != 503 || !strings.Contains(b, "echo is starting") {
+	if code, b := servertest.Post(t, base+"/echo", "{}"); code != 503 || !strings.Contains(b, "echo is starting") {
 		t.Fatalf("model route while starting: %d %s", code, b)
 	}
 	close(m.release)
@@ -133,7 +113,7 @@ func TestStartingThenReadyThenGracefulStop(t *testing.T) {
 func TestLoadFailureEndsRun(t *testing.T) {
 	m := &echoModel{release: make(chan struct{}), loadErr: errors.New("no weights here")}
 	close(m.release)
-	_, done := startRun(t, context.Background(), New(m, Options{Log: discardLog()}))
+	_, done := servertest.Run(t, context.Background(), New(m, Options{Log: servertest.DiscardLog()}).Run)
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "load echo: no weights here") {
 		t.Fatalf("Run = %v", err)
 	}
@@ -142,7 +122,7 @@ func TestLoadFailureEndsRun(t *testing.T) {
 func TestRoutingPanicsAndMetrics(t *testing.T) {
 	m := &echoModel{release: make(chan struct{})}
 	close(m.release)
-	s := New(m, Options{Log: discardLog()})
+	s := New(m, Options{Log: servertest.DiscardLog()})
 	s.ready.Store(true)
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
@@ -179,7 +159,7 @@ func TestRoutingPanicsAndMetrics(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if code, b := post(t, ts.URL+"/echo", "{}"); code != 200 {
+			if code, b := servertest.Post(t, ts.URL+"/echo", "{}"); code != 200 {
 				t.Errorf("echo: %d %s", code, b)
 			}
 		}()
@@ -202,11 +182,11 @@ func TestRoutingPanicsAndMetrics(t *testing.T) {
 func TestFaultSwitchExitsAfterN(t *testing.T) {
 	m := &echoModel{release: make(chan struct{})}
 	close(m.release)
-	s := New(m, Options{Log: discardLog(), Fault: Fault{Kind: "exit", After: 2}})
-	base, done := startRun(t, context.Background(), s)
+	s := New(m, Options{Log: servertest.DiscardLog(), Fault: Fault{Kind: "exit", After: 2}})
+	base, done := servertest.Run(t, context.Background(), s.Run)
 	waitReady(t, s)
 	for i := 0; i < 2; i++ {
-		if code, b := post(t, base+"/echo", "{}"); code != 200 {
+		if code, b := servertest.Post(t, base+"/echo", "{}"); code != 200 {
 			t.Fatalf("prediction %d: %d %s (the answer must still be sent)", i+1, code, b)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"os/signal"
@@ -27,7 +26,6 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/journallog"
 	"github.com/ttmodel/tt-model/internal/version"
-	"github.com/ttmodel/tt-model/models/rfdetr/rfdetrnative"
 	"github.com/ttmodel/tt-model/native"
 	"github.com/ttmodel/tt-model/native/packcache"
 	"github.com/ttmodel/tt-model/server"
@@ -65,38 +63,12 @@ type environment struct {
 	list func() []string
 }
 
-// servedModel is one model this binary serves: its precision variable,
-// default and choices, and how its server.Model is built.
-type servedModel struct {
-	precisionVar string
-	precisionDef native.Precision
-	precisions   []native.Precision
-	build        func(env environment, c config) (server.Model, error)
-}
-
-// servedModels are the models this binary serves, by kind: the one list
-// that --model's help, the precision checks and serve read, so a model added
-// here is named by --help and served by --model.
-func servedModels() map[string]servedModel {
-	return map[string]servedModel{
-		api.KindRFDETR: {"RFDETR_PRECISION", native.FP32, []native.Precision{native.FP32, native.BF16}, rfdetrModel},
-		api.KindPI05:   {"PI05_PRECISION", native.BF16, []native.Precision{native.BF16, native.FP32, native.Ref}, pi05Model},
-	}
-}
-
-// servedKinds are the keys of servedModels, sorted.
-func servedKinds() []string {
-	kinds := slices.Collect(maps.Keys(servedModels()))
-	slices.Sort(kinds)
-	return kinds
-}
-
 func run(ctx context.Context, args []string, env environment, stdout, stderr io.Writer) int {
 	getenv := env.get
 	fs := flag.NewFlagSet("tt-model-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var fl api.Flags
-	fl.Bind(fs, servedKinds())
+	fl.Bind(fs, slices.Sorted(slices.Values(servedKinds())), weightsVars())
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: tt-model-server [flags]\n\n"+
 			"Example:\n  TT_RF_DETR_WEIGHTS=/srv/rf-detr tt-model-server --port 8000\n"+
@@ -149,7 +121,7 @@ func (c *config) resolve(getenv func(string) string, level, apiKeyFile string) e
 	if p, err := strconv.Atoi(c.port); err != nil || p < 0 || p > 65535 {
 		return fmt.Errorf("--port %q: want a port number", c.port)
 	}
-	kind, err := server.SelectModel(c.model, getenv)
+	kind, err := selectModel(c.model, getenv)
 	if err != nil && c.model != "" && c.model != "auto" {
 		return err // an explicit --model must be known
 	}
@@ -158,12 +130,12 @@ func (c *config) resolve(getenv func(string) string, level, apiKeyFile string) e
 	}
 	c.kind = kind
 	// The served model's precision; before the model is known, every model's variable is checked.
-	for k, m := range servedModels() {
+	for _, m := range servedModels() {
 		p, err := native.ParsePrecision(m.precisionVar, getenv(m.precisionVar), m.precisionDef, m.precisions...)
 		if err != nil {
 			return err
 		}
-		if k == kind {
+		if m.kind == kind {
 			c.precision, c.precisionVar = p, m.precisionVar
 		}
 	}
@@ -193,32 +165,14 @@ func (c *config) resolve(getenv func(string) string, level, apiKeyFile string) e
 	if c.fault, err = server.ParseFault(getenv("TT_MODEL_FAULT")); err != nil {
 		return err
 	}
-	if kind == api.KindRFDETR && (c.fault.Kind == "hang" || c.fault.Kind == "delay") {
-		return fmt.Errorf("TT_MODEL_FAULT=%s needs the pi0.5 serving engine's devices; RF-DETR takes exit:after=N", getenv("TT_MODEL_FAULT"))
+	if m, ok := servedModelOf(kind); ok && !m.deviceFaults && (c.fault.Kind == "hang" || c.fault.Kind == "delay") {
+		return fmt.Errorf("TT_MODEL_FAULT=%s needs the pi0.5 serving engine's devices; %s takes exit:after=N", getenv("TT_MODEL_FAULT"), m.name)
 	}
 	return nil
 }
 
 func (c *config) device() string {
 	return fmt.Sprintf("cpu %s, %s, %d threads", native.DetectCPU().BestISA, c.precision, c.threads)
-}
-
-// rfdetrModel builds the RF-DETR server from its environment (RFDETR_*,
-// TT_RF_DETR_WEIGHTS, HF_MODEL) on the native kernels at c's precision; a bad
-// setting is an error naming the variable (exit 2).
-func rfdetrModel(env environment, c config) (server.Model, error) {
-	rep, err := server.RFDETREnvironment(env.list())
-	if err != nil {
-		return nil, err
-	}
-	return server.NewRFDETR(server.RFDETROptions{
-		Env:    rep,
-		Getenv: env.get,
-		Build: rfdetrnative.Builder(rfdetrnative.Options{RFDETROptions: native.RFDETROptions{Precision: c.precision, Threads: c.threads},
-			CacheDir: c.cacheDir, Tuning: c.tuning}),
-		Device:  c.device(),
-		Version: version.Version,
-	}), nil
 }
 
 // cacheString says where packed weights are kept.
@@ -273,7 +227,8 @@ func requestMemoryString(n int64) string {
 }
 
 func serve(ctx context.Context, c config, env environment, log *slog.Logger) int {
-	m, err := servedModels()[c.kind].build(env, c)
+	entry, _ := servedModelOf(c.kind) // resolve made c.kind one of them
+	m, err := entry.build(env, c)
 	if err != nil {
 		log.Error(c.kind+" settings", "err", err)
 		return 2

@@ -280,7 +280,7 @@ func TestFlags(t *testing.T) {
 // route tables (api.Kinds) list the same models, and each name the help gives
 // is one --model takes.
 func TestHelpNamesEveryModel(t *testing.T) {
-	kinds := servedKinds()
+	kinds := slices.Sorted(slices.Values(servedKinds()))
 	if want := slices.Sorted(slices.Values(api.Kinds())); !slices.Equal(kinds, want) {
 		t.Fatalf("servedModels serves %q, the route tables (api.Kinds) list %q", kinds, want)
 	}
@@ -306,5 +306,38 @@ func TestHelpNamesEveryModel(t *testing.T) {
 	}
 	if !strings.Contains(help, "Example:\n  ") {
 		t.Errorf("--help has no example:\n%s", help)
+	}
+}
+
+// --model, or the environment when it is auto, picks a model of the registry (servedModels).
+func TestSelectModel(t *testing.T) {
+	cases := []struct {
+		flag    string
+		env     map[string]string
+		want    string
+		wantErr string
+	}{
+		{"rf-detr", nil, api.KindRFDETR, ""},
+		{"auto", map[string]string{"TT_RF_DETR_WEIGHTS": "/w"}, api.KindRFDETR, ""},
+		{"", map[string]string{"HF_MODEL": "Roboflow/rf-detr-base"}, api.KindRFDETR, ""},
+		{"", map[string]string{"HF_MODEL": "/hf/hub/models--Roboflow--rf-detr-base/snapshots/abc"}, api.KindRFDETR, ""},
+		{"", map[string]string{"HF_MODEL": "lerobot/pi05_base"}, api.KindPI05, ""},
+		{"pi0.5", nil, api.KindPI05, ""},
+		{"auto", map[string]string{"PI05_WEIGHTS_DIR": "/w"}, api.KindPI05, ""},
+		{"", map[string]string{"HF_MODEL": "openai/whisper-small"}, "", "does not name a model this server knows"},
+		{"", nil, "", "no model to serve"},
+		{"yolo", nil, "", `--model "yolo"`},
+	}
+	for _, c := range cases {
+		got, err := selectModel(c.flag, func(k string) string { return c.env[k] })
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%q %v: error %v, want %q", c.flag, c.env, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%q %v: %q %v", c.flag, c.env, got, err)
+		}
 	}
 }

@@ -24,7 +24,13 @@ const (
 )
 
 // Kinds lists the model kinds, in a fixed order.
-func Kinds() []string { return []string{KindPI05, KindRFDETR} }
+func Kinds() []string {
+	var kinds []string
+	for _, t := range modelTables() {
+		kinds = append(kinds, t.kind)
+	}
+	return kinds
+}
 
 // Route is one endpoint.
 type Route struct {
@@ -67,16 +73,17 @@ func Common() []Route {
 	}
 }
 
-// ModelRoutes are the routes of one model kind, beyond Common; an error for
-// a kind this server does not serve.
-func ModelRoutes(kind string) ([]Route, error) {
-	switch kind {
-	case KindRFDETR:
-		return []Route{
-			{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, What: "one PNG or JPEG in (base64 JSON, the file as the body, or multipart field `image`), scored boxes with COCO labels out"},
-		}, nil
-	case KindPI05:
-		return []Route{
+// modelTable is one model kind's routes, beyond Common.
+type modelTable struct {
+	kind   string
+	routes []Route
+}
+
+// modelTables are the route tables of the model kinds, in Kinds' order: a model the server
+// serves is one entry here (and one in tt-model-server's registry of models).
+func modelTables() []modelTable {
+	return []modelTable{
+		{KindPI05, []Route{
 			{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, What: "camera images, prompt and state in (JSON), an action chunk out"},
 			{Method: http.MethodPost, Path: "/v1/actions/generations", Name: "actions_generations", Counts: true, What: "SGLang's action API (JSON or msgpack-numpy): observation in, actions out; real-time chunking, prefix cache"},
 			{Method: http.MethodGet, Path: "/v1/actions/metadata", Name: "actions_metadata", What: "SGLang's action API metadata: cameras and robot camera keys, image size, state and action dims, horizon, websocket capabilities"},
@@ -84,7 +91,20 @@ func ModelRoutes(kind string) ([]Route, error) {
 			{Method: http.MethodGet, Path: "/openpi/policy", Name: "openpi_policy", Stream: true, Counts: true, What: "OpenPI's policy websocket (msgpack-numpy): metadata first, observation in, actions out"},
 			{Method: http.MethodGet, Path: "/", Name: "openpi_policy_root", Stream: true, Counts: true, What: "the OpenPI policy websocket where stock OpenPI clients connect (ws://host:port)"},
 			{Method: http.MethodGet, Path: "/healthz", Name: "openpi_healthz", Open: true, What: "OpenPI's health check: `OK`"},
-		}, nil
+		}},
+		{KindRFDETR, []Route{
+			{Method: http.MethodPost, Path: "/predict", Name: "predict", Counts: true, What: "one PNG or JPEG in (base64 JSON, the file as the body, or multipart field `image`), scored boxes with COCO labels out"},
+		}},
+	}
+}
+
+// ModelRoutes are the routes of one model kind, beyond Common; an error for
+// a kind this server does not serve.
+func ModelRoutes(kind string) ([]Route, error) {
+	for _, t := range modelTables() {
+		if t.kind == kind {
+			return t.routes, nil
+		}
 	}
 	return nil, fmt.Errorf("model %q: the server serves %v", kind, Kinds())
 }

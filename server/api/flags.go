@@ -19,11 +19,16 @@ type Flags struct {
 	Verify, Version bool
 }
 
-// Bind declares the flags on fs; kinds are the models --model can name.
-func (f *Flags) Bind(fs *flag.FlagSet, kinds []string) {
+// Bind declares the flags on fs; kinds are the models --model can name, weightsVars the variables
+// --model auto picks one by (tt-model-server's registry of the models it serves gives both).
+func (f *Flags) Bind(fs *flag.FlagSet, kinds, weightsVars []string) {
 	fs.StringVar(&f.Host, "host", "0.0.0.0", "address to listen on")
 	fs.StringVar(&f.Port, "port", "8000", "port to listen on")
-	fs.StringVar(&f.Model, "model", "auto", "model to serve: "+strings.Join(kinds, ", ")+", or auto (from TT_RF_DETR_WEIGHTS, PI05_WEIGHTS_DIR or HF_MODEL)")
+	auto := "HF_MODEL"
+	if len(weightsVars) > 0 {
+		auto = strings.Join(weightsVars, ", ") + " or " + auto
+	}
+	fs.StringVar(&f.Model, "model", "auto", "model to serve: "+strings.Join(kinds, ", ")+", or auto (from "+auto+")")
 	fs.StringVar(&f.APIKeyFile, "api-key-file", "", "file holding the API key every route but /health and /healthz requires (Authorization: Bearer KEY); default: "+APIKeyEnv+", else none")
 	fs.BoolVar(&f.Verify, "verify", false, "print the configuration and CPU features, open no weights, exit 0 (image builds)")
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")

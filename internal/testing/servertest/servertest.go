@@ -1,7 +1,8 @@
 // Package servertest is what tests need to talk to a server they started on
-// this machine: a free port to start it on, GET requests whose failure to
-// get an answer fails the test, the lines of its /metrics or log text that
-// mention a name, and a docker-registry started for the test to push to.
+// this machine: a free port to start it on (or a server's Run on one), GET and
+// POST requests whose failure to get an answer fails the test, the lines of
+// its /metrics or log text that mention a name, a client that stalls, and a
+// docker-registry started for the test to push to.
 package servertest
 
 import (
