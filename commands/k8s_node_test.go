@@ -524,11 +524,8 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	}
 	e.hub.AddCommitAt("lerobot/pi05_base", "main", runnertest.PI05Pin, files)
 
-	// The multi-robot profile as shipped, but for its SLO: a loaded 2-core
-	// test machine cannot promise 100 ms, and the server refuses to start
-	// on an SLO no robot fits.
-	yaml := runnertest.EditedManifest(t, e.root, "pi05", [2]string{"\nname: pi05\n", "\nname: " + name + "\n"},
-		[2]string{`PI05_SLO_MS: "100"`, `PI05_SLO_MS: "2000"`}, [2]string{`PI05_SLO_P99_MS: "110"`, `PI05_SLO_P99_MS: "2200"`})
+	// The multi-robot profile as shipped, but for its SLO (runnertest.PI05TestSLO).
+	yaml := runnertest.EditedManifest(t, e.root, "pi05", append([][2]string{{"\nname: pi05\n", "\nname: " + name + "\n"}}, runnertest.PI05TestSLO[:]...)...)
 	dir := filepath.Join(e.work, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

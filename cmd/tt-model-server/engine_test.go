@@ -359,6 +359,11 @@ func TestPI05Profiles(t *testing.T) {
 			}
 			env["PI05_WEIGHTS_DIR"], env["PI05_TOKENIZER"], env["PI05_PRECISION"] = pi05TinyDir, pi05Tokenizer, "fp32"
 			env["PI05_HANG_MARKER"] = filepath.Join(t.TempDir(), "marker") // the profile's /cache is a container mount
+			if name == "multi-robot" {
+				// What the profile does, not how fast this CPU is: an SLO a loaded 2-core
+				// test machine keeps (the shipped 100 ms is refused there, rightly).
+				env["PI05_SLO_MS"], env["PI05_SLO_P99_MS"] = "2000", "2200"
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			r := start(t, ctx, env)

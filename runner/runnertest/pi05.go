@@ -20,6 +20,16 @@ import (
 // TestPolicyMatchesReference).
 const PI05GoldenTolerance = 2e-2
 
+// PI05TestSLO are the manifest edits that give the multi-robot profile an SLO
+// (p50 2 s, p99 2.2 s) a loaded 2-core test machine can keep with the tiny
+// checkpoint: at the shipped 100 ms the server, rightly, refuses to start
+// where no robot fits (a busy Zen 3 predicts 275-530 ms), and the tests are
+// about what the profile does, not how fast this CPU is.
+var PI05TestSLO = [2][2]string{
+	{`PI05_SLO_MS: "100"`, `PI05_SLO_MS: "2000"`},
+	{`PI05_SLO_P99_MS: "110"`, `PI05_SLO_P99_MS: "2200"`},
+}
+
 // PI05Pin is the weights revision models/pi05/tt-model.yaml pins.
 const PI05Pin = "b211f3d44c36b6acfcf7ae94a64e8e96f75a64ba"
 
@@ -46,7 +56,8 @@ type PI05Package struct {
 func PackagePI05(t testing.TB, root, bin, name string) *PI05Package {
 	t.Helper()
 	pin := "\n  revision: " + PI05Pin + "\n" // the revision the checkpoint below is stored as
-	yaml := EditedManifest(t, root, "pi05", [2]string{"\nname: pi05\n", "\nname: " + name + "\n"}, [2]string{pin, pin})
+	edits := append([][2]string{{"\nname: pi05\n", "\nname: " + name + "\n"}, {pin, pin}}, PI05TestSLO[:]...)
+	yaml := EditedManifest(t, root, "pi05", edits...)
 
 	work, home := t.TempDir(), t.TempDir()
 	p := &PI05Package{Bin: bin, Name: name, HFHome: filepath.Join(home, "hf")}
