@@ -88,7 +88,7 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	codeDir := filepath.Join(j.stagingDir, "code")
+	codeDir := j.staged.CodeTree()
 	files, err := kindContextFiles(rc, tool.HostPath, codeDir, inputsDir)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -144,7 +145,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	m, p := j.m, j.p
 
 	p.stage("staging code/")
-	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch, output: j.output}, filepath.Join(j.stagingDir, "code")); err != nil {
+	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch, output: j.output}, j.staged.CodeTree()); err != nil {
 		return nil, err
 	}
 	if j.code.RecordedOnly {
@@ -174,7 +175,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("config digest: %w", err)
 	}
 	p.stage("writing the OCI layout")
-	layoutDir := filepath.Join(j.stagingDir, "image")
+	layoutDir := j.staged.LayoutPath()
 	if err := linkBlobs(layoutDir, b.blobFiles); err != nil {
 		return nil, err
 	}
@@ -191,7 +192,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if b.runtime != nil {
 		wire.Container.Runtime = b.runtime
 	}
-	warnings, err := writeWireAndCard(j.stagingDir, wire)
+	warnings, err := writeWireAndCard(j.staged, wire)
 	if err != nil {
 		return nil, err
 	}
@@ -227,8 +228,9 @@ type job struct {
 	profile    manifest.Profile
 	launch     manifest.Launch
 	epoch      time.Time
-	stagingDir string // becomes <out>/<name>/
-	scratch    string // removed at the end
+	stagingDir string            // becomes <out>/<name>/
+	staged     *builtpkg.Package // the package at stagingDir
+	scratch    string            // removed at the end
 	output     ownOutput
 	code       stagedCode
 	// baseRef is --base, else runtime.base ("" when neither).
@@ -280,6 +282,7 @@ func newJob(ctx context.Context, opts Options) (*job, error) {
 	if j.stagingDir, err = ownedTempDir(j.outDir, partialPrefix(m.Name)); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
+	j.staged = builtpkg.At(j.stagingDir)
 	if j.scratch, err = ownedTempDir(os.TempDir(), scratchPrefix); err != nil {
 		os.RemoveAll(j.stagingDir)
 		return nil, fmt.Errorf("create scratch directory: %w", err)
@@ -368,19 +371,19 @@ type built struct {
 // writeWireAndCard writes tt_kernel_manifest.json, then README.md rendered
 // from the file just written, so `tt-model card` on the staged package gives
 // the same README. It returns the card's warnings.
-func writeWireAndCard(dir string, wire *manifest.Wire) ([]string, error) {
-	if err := wire.WriteFile(filepath.Join(dir, manifest.WireFile)); err != nil {
+func writeWireAndCard(pkg *builtpkg.Package, wire *manifest.Wire) ([]string, error) {
+	if err := wire.WriteFile(pkg.Path); err != nil {
 		return nil, err
 	}
-	written, err := manifest.ReadWire(dir)
+	written, err := builtpkg.Read(pkg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	readme, warnings, err := RenderCard(written)
+	readme, warnings, err := RenderCard(written.Wire)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte(readme), 0o644); err != nil {
+	if err := os.WriteFile(pkg.CardPath(), []byte(readme), 0o644); err != nil {
 		return nil, fmt.Errorf("write README.md: %w", err)
 	}
 	return warnings, nil
