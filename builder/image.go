@@ -12,13 +12,15 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/ttmodel/tt-model/builder/kind"
 )
 
 // Image-side directories the runtime writes to or mounts over.
 const (
-	ImageHomeDir  = "/home/tt"
-	ImageCacheDir = "/cache" // TT_METAL_CACHE, a host directory under serve
-	ImageHFDir    = "/hf"    // HF_HOME, the host's Hugging Face cache under serve
+	ImageHomeDir  = kind.HomeDir // the tt account's home
+	ImageCacheDir = "/cache"     // TT_METAL_CACHE, a host directory under serve
+	ImageHFDir    = "/hf"        // HF_HOME, the host's Hugging Face cache under serve
 	defaultPATH   = "/usr/local/bin:/usr/bin:/bin"
 	historyStamp  = "tt-model package"
 )

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/ttmodel/tt-model/builder/kind"
 )
 
 // assembleKindImage is the daemonless build of a Python kind's context:
@@ -47,8 +49,8 @@ func assembleKindImage(c *kindContext, base *baseImage, tool binary, codeDir str
 	}
 	plans = append(plans, scripts.done())
 
-	code := fs.plan("code/ at " + codeImageDir)
-	if err := addTree(code, codeDir, codeImageDir); err != nil {
+	code := fs.plan("code/ at " + kind.CodeDir)
+	if err := addTree(code, codeDir, kind.CodeDir); err != nil {
 		return builtImage{}, err
 	}
 	plans = append(plans, code.done())

@@ -13,6 +13,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/engine"
+
+	"github.com/ttmodel/tt-model/builder/kind"
 )
 
 // builtThroughEngine names the engine build path in the wire manifest.
@@ -34,7 +36,8 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	install, err := kindRenderers[m.Kind].installSteps(inputs.in)
+	renderer, _ := kind.For(m.Kind)
+	install, err := renderer.InstallSteps(inputs.in)
 	if err != nil {
 		return nil, err
 	}

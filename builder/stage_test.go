@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/builder/kind"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -263,12 +264,12 @@ func TestStagedLinksReachImageAndContext(t *testing.T) {
 	}
 
 	l := newRootfs(&baseImage{Tree: newFSTree()}).plan("code/")
-	if err := addTree(l, code, codeImageDir); err != nil {
+	if err := addTree(l, code, kind.CodeDir); err != nil {
 		t.Fatal(err)
 	}
 	var inLayer bool
 	for _, e := range l.entries {
-		if e.Path == codeImageDir+"/pkg/alias.py" {
+		if e.Path == kind.CodeDir+"/pkg/alias.py" {
 			inLayer = e.Type == tar.TypeSymlink && e.Linkname == "mod.py"
 		}
 	}
