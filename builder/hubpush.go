@@ -16,6 +16,8 @@ import (
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
+
+	"github.com/ttmodel/tt-model/builder/card"
 )
 
 // HubPushOptions are the inputs of PushHub.
@@ -97,8 +99,8 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 		return nil, fmt.Errorf("--repo %q: want org/name", repo)
 	}
 	if opts.Publish {
-		card := w.Container.Card
-		if card == nil || strings.TrimSpace(card.Performance) == "" || strings.TrimSpace(card.Limitations) == "" {
+		authored := w.Container.Card
+		if authored == nil || strings.TrimSpace(authored.Performance) == "" || strings.TrimSpace(authored.Limitations) == "" {
 			return nil, fmt.Errorf("%s: --publish lists the model in the tt-model catalog, which needs card.performance and card.limitations in tt-model.yaml", dir)
 		}
 	}
@@ -152,7 +154,7 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 			return nil, err
 		}
 	}
-	card, warnings, err := RenderHubCard(w, repo, opts.Publish)
+	text, warnings, err := card.RenderHub(w, repo, opts.Publish)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +162,7 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 		p.stage("warning: %s", wn)
 	}
 	readme := filepath.Join(scratch, builtpkg.CardFile)
-	if err := os.WriteFile(readme, []byte(card), 0o644); err != nil {
+	if err := os.WriteFile(readme, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
 	files := []hub.LocalFile{{Path: builtpkg.CardFile, Local: readme}, {Path: builtpkg.WireFile, Local: wireFile}}
@@ -289,4 +291,11 @@ func packageFiles(dir, sub string) ([]hub.LocalFile, error) {
 		return nil, fmt.Errorf("list %s/%s: %w", dir, sub, err)
 	}
 	return out, nil
+}
+
+// stringField is a string value of the wire manifest's built block ("" when
+// absent).
+func stringField(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
 }

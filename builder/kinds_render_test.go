@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,6 +11,25 @@ import (
 	"github.com/ttmodel/tt-model/builder/kind"
 	"github.com/ttmodel/tt-model/manifest"
 )
+
+var update = flag.Bool("update", false, "rewrite the build context goldens under testdata/")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test ./builder -run Golden -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the rendered text:\n%s", file, got)
+	}
+}
 
 // TestKindContextGoldens renders the build context of upstream's example
 // manifests (testdata/kinds/upstream: container-example.yaml as published,

@@ -28,6 +28,8 @@ import (
 	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
+
+	"github.com/ttmodel/tt-model/builder/card"
 )
 
 // Verify modes.
@@ -388,6 +390,10 @@ func writeWireAndCard(pkg *builtpkg.Package, wire *manifest.Wire) ([]string, err
 	}
 	return warnings, nil
 }
+
+// RenderCard renders the model card Package writes beside the manifest
+// (card.Render).
+func RenderCard(w *manifest.Wire) (string, []string, error) { return card.Render(w) }
 
 // newResult summarises a finished package.
 func newResult(dir string, digest, configDigest v1.Hash, j *job, b *built, warnings []string) (*Result, error) {

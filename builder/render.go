@@ -319,3 +319,7 @@ func jsonArray(a []string) string {
 	_ = enc.Encode(a)
 	return strings.TrimSpace(buf.String())
 }
+
+// oneLine collapses whitespace: a step's name in a script comment and a
+// label's value must be one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
