@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // builtDaemonless names the daemonless build path in results and cards.
@@ -33,7 +35,7 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	search, err := newLibSearch("/")
+	search, err := oci.NewLibSearch("/")
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	for k, v := range shared {
 		env[k] = v
 	}
-	if extra := closure.extraLibraryPath(); len(extra) > 0 {
+	if extra := closure.ExtraLibraryPath(); len(extra) > 0 {
 		env["LD_LIBRARY_PATH"] = strings.Join(extra, ":")
 	}
 	record := j.record(base.Ref, base.Digest, builtDaemonless)

@@ -15,6 +15,8 @@ import (
 	"github.com/ttmodel/tt-model/internal/engine"
 
 	"github.com/ttmodel/tt-model/builder/kind"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // builtThroughEngine names the engine build path in the wire manifest.
@@ -104,7 +106,7 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	}
 
 	var img v1.Image
-	var layers []layerBlob
+	var layers []oci.LayerBlob
 	var tag string
 	if eng != nil {
 		if img, tag, builtWith, err = buildInEngine(ctx, eng.c, j, files, rc); err != nil {
@@ -185,7 +187,7 @@ func buildInEngine(ctx context.Context, c *client.Client, j *job, files contextF
 	if err != nil {
 		return nil, "", "", err
 	}
-	img := ociTyped{exported}
+	img := oci.OCITyped{Image: exported}
 	digest, err := img.Digest()
 	if err != nil {
 		return nil, "", "", err

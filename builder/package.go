@@ -30,6 +30,8 @@ import (
 	"github.com/ttmodel/tt-model/manifest"
 
 	"github.com/ttmodel/tt-model/builder/card"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // Verify modes.
@@ -181,7 +183,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err := linkBlobs(layoutDir, b.blobFiles); err != nil {
 		return nil, err
 	}
-	if err := writeLayout(layoutDir, b.image, b.tag); err != nil {
+	if err := oci.WriteLayout(layoutDir, b.image, b.tag); err != nil {
 		return nil, err
 	}
 
@@ -353,7 +355,7 @@ type built struct {
 	image v1.Image
 	tag   string
 	// layers are ours (the base's are not listed).
-	layers     []layerBlob
+	layers     []oci.LayerBlob
 	baseRef    string
 	verifiedIn string
 	builtWith  string
@@ -424,18 +426,18 @@ type placedBinary struct {
 }
 
 // closureOf merges the ELF closures of the binaries.
-func closureOf(search *libSearch, bins []placedBinary) (elfClosure, []BinaryInfo, error) {
-	var merged elfClosure
+func closureOf(search *oci.LibSearch, bins []placedBinary) (oci.Closure, []BinaryInfo, error) {
+	var merged oci.Closure
 	seen := map[string]bool{}
 	var infos []BinaryInfo
 	for _, b := range bins {
-		c, err := search.resolveELFClosure(b.bin.HostPath, b.imagePath)
+		c, err := search.ResolveELFClosure(b.bin.HostPath, b.imagePath)
 		if err != nil {
-			return elfClosure{}, nil, err
+			return oci.Closure{}, nil, err
 		}
 		if c.Interpreter != nil {
 			if merged.Interpreter != nil && merged.Interpreter.ImagePath != c.Interpreter.ImagePath {
-				return elfClosure{}, nil, fmt.Errorf("%s wants the loader %s, another binary %s", b.bin.HostPath, c.Interpreter.ImagePath, merged.Interpreter.ImagePath)
+				return oci.Closure{}, nil, fmt.Errorf("%s wants the loader %s, another binary %s", b.bin.HostPath, c.Interpreter.ImagePath, merged.Interpreter.ImagePath)
 			}
 			merged.Interpreter = c.Interpreter
 		}
@@ -447,7 +449,7 @@ func closureOf(search *libSearch, bins []placedBinary) (elfClosure, []BinaryInfo
 		}
 		sum, size, err := fileSHA256(b.bin.HostPath)
 		if err != nil {
-			return elfClosure{}, nil, err
+			return oci.Closure{}, nil, err
 		}
 		infos = append(infos, BinaryInfo{ImagePath: b.imagePath, From: b.bin.From, Size: size, SHA256: sum, Static: c.Static()})
 	}
@@ -518,7 +520,7 @@ func replaceDir(staged, final string) error {
 // imageSizes adds up the image's layers: ours from what building them
 // counted, the others' compressed sizes from the manifest and their tar
 // sizes from baseUncompressed, or by reading them when it is -1.
-func imageSizes(img v1.Image, ours []layerBlob, baseUncompressed int64) (compressed, uncompressed int64, err error) {
+func imageSizes(img v1.Image, ours []oci.LayerBlob, baseUncompressed int64) (compressed, uncompressed int64, err error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return 0, 0, err
@@ -588,4 +590,10 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// imageTag is the name of a package's image: tt-model/<name>:<digest[:12]>,
+// the tag upstream's retag_to_digest gives, so a tag always names content.
+func imageTag(name string, digest v1.Hash) string {
+	return fmt.Sprintf("tt-model/%s:%s", name, shortHex(digest.Hex))
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // TestPackageReproducible: the same inputs and SOURCE_DATE_EPOCH give the
@@ -206,7 +208,7 @@ func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
 	base := testBaseImage(t)
 	baseDigest, _ := base.Digest()
 	layoutDir := filepath.Join(dir, "base-layout")
-	if err := writeLayout(layoutDir, base, "base:1"); err != nil {
+	if err := oci.WriteLayout(layoutDir, base, "base:1"); err != nil {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(dir, "base.tar")

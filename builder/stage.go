@@ -17,6 +17,8 @@ import (
 
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // codeIgnore is upstream's CODE_IGNORE (build.py): dropped from inside an
@@ -284,7 +286,7 @@ func (s *stager) copy(r *fslink.Root, rel, field string) (isDir bool, err error)
 		}
 		// The parent is resolved inside dest, so nothing is ever written
 		// through a link an earlier entry staged to somewhere outside it.
-		parent, err := resolveIn(s.dest, path.Dir(e.Rel))
+		parent, err := oci.ResolveIn(s.dest, path.Dir(e.Rel))
 		if err != nil {
 			return err
 		}
