@@ -41,25 +41,16 @@ type imageSpec struct {
 	Epoch      time.Time
 }
 
-// builtImage is the assembled image and its layers, ours only.
-type builtImage struct {
-	Image  v1.Image
-	Layers []oci.LayerBlob
-	Tree   *oci.Tree // the image's file system
-}
-
-// assembleImage stacks our layers on the base: accounts and writable
+// goServerLayers plans our layers on the base: accounts and writable
 // directories, the shared-library closure (when a binary is dynamic), then
-// tt-model and tt-model-server (the layer that changes most goes last). Each
-// layer gets a history entry; the config gets the entrypoint, env, user,
-// port and labels; every time stamp is the epoch.
-func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
-	fs := oci.NewRootfs(spec.Base.Tree)
+// tt-model and tt-model-server (the layer that changes most goes last).
+// stackLayers gives each a history entry and the image its config.
+func goServerLayers(fs *oci.Rootfs, spec imageSpec) ([]*oci.LayerPlan, error) {
 	var plans []*oci.LayerPlan
 
 	accounts, err := accountsLayer(fs, spec.Base, "the tt user (uid 1000) and its writable /home/tt, /cache, /hf", 0o755)
 	if err != nil {
-		return builtImage{}, err
+		return nil, err
 	}
 	plans = append(plans, accounts)
 
@@ -67,12 +58,12 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 		libs := fs.Plan(fmt.Sprintf("the shared libraries of the binaries (%d) and the loader", len(spec.Closure.Libraries)))
 		if in := spec.Closure.Interpreter; in != nil {
 			if err := addHostFile(libs, in.ImagePath, in.HostPath); err != nil {
-				return builtImage{}, err
+				return nil, err
 			}
 		}
 		for _, l := range spec.Closure.Libraries {
 			if err := addHostFile(libs, l.ImagePath, l.HostPath); err != nil {
-				return builtImage{}, err
+				return nil, err
 			}
 		}
 		plans = append(plans, libs.Done())
@@ -86,16 +77,7 @@ func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
 		p.Add(oci.HostFileEntry(b.imagePath, 0o755, b.bin.HostPath))
 		plans = append(plans, p.Done())
 	}
-
-	layers, err := buildLayers(plans, spec.Epoch)
-	if err != nil {
-		return builtImage{}, err
-	}
-	img, err := stackLayers(spec.Base, layers, spec.Epoch, func(c v1.Config) v1.Config { return imageConfig(c, spec) }, progress)
-	if err != nil {
-		return builtImage{}, err
-	}
-	return builtImage{Image: img, Layers: layers, Tree: fs.Tree}, nil
+	return plans, nil
 }
 
 // stackLayers puts our built layers on the base, each with a history entry,

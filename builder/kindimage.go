@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -20,23 +19,19 @@ import (
 	"github.com/ttmodel/tt-model/builder/oci"
 )
 
-// assembleKindImage is the daemonless build of a Python kind's context:
-// the Dockerfile's steps as layers on the base, nothing run. The account
-// step is computed from the base's files (as accountsShell would change
-// them); the COPY steps become one layer each, the one that changes most
-// (code/) last. Every time stamp is the epoch, so equal inputs give equal
+// kindLayers plans the daemonless build of a Python kind's context: the
+// Dockerfile's steps as layers on the base, nothing run. The account step is
+// computed from the base's files (as accountsShell would change them); the
+// COPY steps become one layer each, the one that changes most (code/) last.
+// stackLayers stamps every time with the epoch, so equal inputs give equal
 // digests.
-func assembleKindImage(c *kindContext, base *baseImage, tool binary, codeDir string, epoch time.Time, p *progress) (builtImage, error) {
-	if !base.Tree.IsFile("/bin/bash") {
-		return builtImage{}, fmt.Errorf("base %s has no /bin/bash: kind %s runs bash scripts (serve-<profile>.sh, verify.sh); base it on an image with bash and Python", base.Ref, c.Kind)
-	}
-	fs := oci.NewRootfs(base.Tree)
+func kindLayers(fs *oci.Rootfs, c *kindContext, base *baseImage, tool binary, codeDir string) ([]*oci.LayerPlan, error) {
 	var plans []*oci.LayerPlan
 
 	// HOME is writable by any uid: `serve` runs the container as the host's.
 	accounts, err := accountsLayer(fs, base, "the tt user (uid 1000), HOME, /cache and /hf", 0o1777)
 	if err != nil {
-		return builtImage{}, err
+		return nil, err
 	}
 	plans = append(plans, accounts)
 
@@ -53,19 +48,9 @@ func assembleKindImage(c *kindContext, base *baseImage, tool binary, codeDir str
 
 	code := fs.Plan("code/ at " + kind.CodeDir)
 	if err := addTree(code, codeDir, kind.CodeDir); err != nil {
-		return builtImage{}, err
+		return nil, err
 	}
-	plans = append(plans, code.Done())
-
-	layers, err := buildLayers(plans, epoch)
-	if err != nil {
-		return builtImage{}, err
-	}
-	img, err := stackLayers(base, layers, epoch, func(cfg v1.Config) v1.Config { return kindImageConfig(cfg, c.Config) }, p)
-	if err != nil {
-		return builtImage{}, err
-	}
-	return builtImage{Image: img, Layers: layers, Tree: fs.Tree}, nil
+	return append(plans, code.Done()), nil
 }
 
 // kindImageConfig applies the Dockerfile's ENV, LABEL, EXPOSE, USER, WORKDIR,

@@ -1,11 +1,14 @@
 // Package builder turns a tt-model.yaml of any kind into a staged package
-// (code/, an OCI image layout, the model card and the wire manifest),
-// verifies the image, renders cards, and pushes images to OCI registries.
-// tt-go-server images and Python kinds with nothing to install are built
-// with go-containerregistry and no daemon; a kind that installs packages at
-// build time is built through the Docker engine's build API. The shape follows
-// go-containerregistry: stage → layers → image → sinks (layout, engine,
-// registry), each sink its own file.
+// (builtpkg: code/, an OCI image layout, the model card and the wire
+// manifest), verifies the image, and pushes packages to OCI registries and
+// the Hub. tt-go-server images and Python kinds with nothing to install are
+// built with go-containerregistry and no daemon; a kind that installs
+// packages at build time is built through the Docker engine's build API.
+// Package is a pipeline of steps, each its own function: stage → layers →
+// image → verify → write. Below it, cut by noun: builder/kind (the Python
+// kinds' renderers), builder/card (the model cards) and builder/oci (tar
+// layers, rootfs, ELF closure, layout); the base and layer caches, the
+// engine build and the pushes stay here, each in its own file.
 package builder
 
 import (
@@ -138,7 +141,9 @@ func skippedSummary(skipped []string) string {
 // context (daemonless when nothing runs at build time, else through the
 // Docker engine). Everything is made in a temporary directory beside the
 // output and renamed into place only after verify passed, so a failure
-// leaves the previous package intact.
+// leaves the previous package intact. The steps, in order: stage code/,
+// prepare the kind's image (inputs, binaries, base, labels), build our
+// layers, put them on the base as the image, verify it, write the package.
 func Package(ctx context.Context, opts Options) (*Result, error) {
 	start := time.Now()
 	j, err := newJob(ctx, opts)
@@ -146,11 +151,61 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer j.cleanup()
-	m, p := j.m, j.p
-
-	p.stage("staging code/")
-	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch, output: j.output}, j.staged.CodeTree()); err != nil {
+	if err := stage(ctx, j); err != nil {
 		return nil, err
+	}
+	r, err := prepare(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	layers, err := buildOurLayers(j, r)
+	if err != nil {
+		return nil, err
+	}
+	img, tag, err := r.image(ctx, layers)
+	if err != nil {
+		return nil, err
+	}
+	verifiedIn, err := r.verify(ctx, img, tag)
+	if err != nil {
+		return nil, err
+	}
+	b := r.built(img, tag, layers, verifiedIn)
+	res, err := write(j, b)
+	if err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	res.ElapsedSeconds = res.Elapsed.Seconds()
+	j.p.stage("wrote %s (image %s, %s compressed, %s uncompressed)", res.Dir, b.tag, humanBytes(res.Compressed), humanBytes(res.Uncompressed))
+	return res, nil
+}
+
+// recipe is a kind's image once prepared: what its layers are, how they
+// become the image, and how the image is verified. tt-go-server's
+// (gopackage.go) and the Python kinds' (kindpackage.go) implement it.
+type recipe interface {
+	// layers plans our layers on the base; none when the Docker engine
+	// builds the image.
+	layers() ([]*oci.LayerPlan, error)
+	// image makes the image from the built layers and names it.
+	image(ctx context.Context, layers []oci.LayerBlob) (img v1.Image, tag string, err error)
+	// verify runs the checks in the image and says where they ran.
+	verify(ctx context.Context, img v1.Image, tag string) (verifiedIn string, err error)
+	// built is what the recipe made, for the package's files and summary.
+	built(img v1.Image, tag string, layers []oci.LayerBlob, verifiedIn string) *built
+	// close releases what prepare opened (the engine connection).
+	close()
+}
+
+// stage copies the manifest's code into the package's code/.
+func stage(ctx context.Context, j *job) error {
+	m, p := j.m, j.p
+	p.stage("staging code/")
+	var err error
+	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch, output: j.output}, j.staged.CodeTree()); err != nil {
+		return err
 	}
 	if j.code.RecordedOnly {
 		p.stage("source.code: %d path(s) of %s recorded, not staged: kind %s ships no tt-metal and the tree is not a local checkout",
@@ -159,17 +214,31 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if line := skippedSummary(j.code.Skipped); line != "" {
 		p.stage("%s", line)
 	}
+	return nil
+}
 
-	var b *built
-	if m.Kind == manifest.KindGoServer {
-		b, err = packageGoServer(ctx, j)
-	} else {
-		b, err = packageKind(ctx, j)
+// prepare resolves what the kind's image is made of.
+func prepare(ctx context.Context, j *job) (recipe, error) {
+	if j.m.Kind == manifest.KindGoServer {
+		return prepareGoServer(ctx, j)
 	}
-	if err != nil {
+	return prepareKind(ctx, j)
+}
+
+// buildOurLayers writes the recipe's planned layers as blobs (none for an
+// image the engine builds).
+func buildOurLayers(j *job, r recipe) ([]oci.LayerBlob, error) {
+	plans, err := r.layers()
+	if err != nil || len(plans) == 0 {
 		return nil, err
 	}
+	return buildLayers(plans, j.epoch)
+}
 
+// write lays out the package in the staging directory (the OCI layout, the
+// wire manifest, the card) and renames it into place.
+func write(j *job, b *built) (*Result, error) {
+	m, p := j.m, j.p
 	digest, err := b.image.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("image digest: %w", err)
@@ -192,7 +261,7 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	b.record["image_digest"] = digest.String()
 	hostname, _ := os.Hostname()
 	wire := m.ToWire(manifest.WireInfo{ImageTag: b.tag, Digest: digest.String(), TTMetalVersion: j.code.TTMetal.SCMVersion,
-		ToolVersion: opts.ToolVersion, CreatedAt: j.builtAt(), Hostname: hostname, Built: b.record})
+		ToolVersion: j.opts.ToolVersion, CreatedAt: j.builtAt(), Hostname: hostname, Built: b.record})
 	if b.runtime != nil {
 		wire.Container.Runtime = b.runtime
 	}
@@ -215,9 +284,6 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err := replaceDir(j.stagingDir, final); err != nil {
 		return nil, err
 	}
-	res.Elapsed = time.Since(start)
-	res.ElapsedSeconds = res.Elapsed.Seconds()
-	p.stage("wrote %s (image %s, %s compressed, %s uncompressed)", final, b.tag, humanBytes(res.Compressed), humanBytes(res.Uncompressed))
 	return res, nil
 }
 

@@ -239,8 +239,7 @@ func tail(s string, n int) string {
 
 // verifyImage runs the verify steps where the mode says, with env
 // (KEY=VALUE) on top of the image's.
-func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, statements, env []string, scratch string, p *progress) (string, error) {
-	img := bi.Image
+func verifyImage(ctx context.Context, mode string, img v1.Image, tree *oci.Tree, tag string, statements, env []string, scratch string, p *progress) (string, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return "", err
@@ -251,7 +250,7 @@ func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, st
 			pathEnv = v
 		}
 	}
-	steps, err := verifySteps(statements, bi.Tree, pathEnv)
+	steps, err := verifySteps(statements, tree, pathEnv)
 	if err != nil {
 		return "", err
 	}
