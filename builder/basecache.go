@@ -9,9 +9,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/ttmodel/tt-model/internal/atomicfile"
-
 	"github.com/ttmodel/tt-model/builder/oci"
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // baseScan is what the builder reads of a base, kept in the build cache by

@@ -17,9 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/ttmodel/tt-model/internal/atomicfile"
-
 	"github.com/ttmodel/tt-model/builder/oci"
+	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
 // The build cache under the user's cache folder (~/.cache/tt-model):

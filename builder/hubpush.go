@@ -12,12 +12,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ttmodel/tt-model/builder/card"
 	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
-
-	"github.com/ttmodel/tt-model/builder/card"
 )
 
 // HubPushOptions are the inputs of PushHub.

@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/ttmodel/tt-model/builder/kind"
-
 	"github.com/ttmodel/tt-model/builder/oci"
 )
 

@@ -15,7 +15,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/ttmodel/tt-model/builder/kind"
-
 	"github.com/ttmodel/tt-model/builder/oci"
 )
 

@@ -12,11 +12,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/moby/client"
 
-	"github.com/ttmodel/tt-model/internal/engine"
-
 	"github.com/ttmodel/tt-model/builder/kind"
-
 	"github.com/ttmodel/tt-model/builder/oci"
+	"github.com/ttmodel/tt-model/internal/engine"
 )
 
 // builtThroughEngine names the engine build path in the wire manifest.

@@ -28,13 +28,11 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/ttmodel/tt-model/builder/card"
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
-
-	"github.com/ttmodel/tt-model/builder/card"
-
-	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // Verify modes.

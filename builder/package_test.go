@@ -11,10 +11,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
-
-	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // TestPackageReproducible: the same inputs and SOURCE_DATE_EPOCH give the

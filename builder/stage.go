@@ -15,10 +15,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
-
-	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // codeIgnore is upstream's CODE_IGNORE (build.py): dropped from inside an

@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/ttmodel/tt-model/builder/kind"
-	"github.com/ttmodel/tt-model/manifest"
-
 	"github.com/ttmodel/tt-model/builder/oci"
+	"github.com/ttmodel/tt-model/manifest"
 )
 
 func writeFiles(t *testing.T, root string, files map[string]string) {
