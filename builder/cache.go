@@ -126,8 +126,8 @@ func pruneCache(dir string) {
 	}
 }
 
-// cachedBuildLayer is buildLayer through the layer cache in dir ("" = no
-// cache): equal inputs give the stored blob, byte for byte what buildLayer
+// cachedBuildLayer is oci.BuildLayer through the layer cache in dir ("" = no
+// cache): equal inputs give the stored blob, byte for byte what oci.BuildLayer
 // would write, without compressing again.
 func cachedBuildLayer(dir string, entries []oci.Entry, epoch time.Time, description string) (oci.LayerBlob, error) {
 	if dir == "" {

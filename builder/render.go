@@ -288,7 +288,7 @@ func dockerfile(m *manifest.Manifest, c *kindContext, meta renderMeta) string {
 	return b.String()
 }
 
-// accountsShell is the engine build's account step; assembleKindImage does
+// accountsShell is the engine build's account step; kindLayers does
 // the same from the base's files (accountFiles).
 func accountsShell() string {
 	uid, gid := strconv.Itoa(ImageUID), strconv.Itoa(ImageGID)

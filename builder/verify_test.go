@@ -102,7 +102,7 @@ func TestFSTreeResolve(t *testing.T) {
 		t.Error("isDir/isFile do not follow the links")
 	}
 
-	// The same tree unpacked on disk resolves the same way through resolveIn
+	// The same tree unpacked on disk resolves the same way through oci.ResolveIn
 	// (one resolver, fslink.Follow, behind both), except that a missing
 	// component is kept: it names a path about to be created.
 	root := t.TempDir()
@@ -126,10 +126,10 @@ func TestFSTreeResolve(t *testing.T) {
 	} {
 		got, err := oci.ResolveIn(root, tc.in)
 		if want := filepath.Join(root, tc.want); got != want || err != nil {
-			t.Errorf("resolveIn(%q) = %q, %v; want %q", tc.in, got, err, want)
+			t.Errorf("oci.ResolveIn(%q) = %q, %v; want %q", tc.in, got, err, want)
 		}
 	}
 	if _, err := oci.ResolveIn(root, "/loop/x"); err == nil {
-		t.Error("resolveIn(/loop/x): want an error for a symlink loop")
+		t.Error("oci.ResolveIn(/loop/x): want an error for a symlink loop")
 	}
 }

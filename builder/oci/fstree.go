@@ -11,10 +11,11 @@ import (
 // and the target of every symlink, so the builder can ask what a path means
 // inside the image ("/bin/sh" through a usrmerge /bin -> usr/bin).
 type Tree struct {
-	Types map[string]byte
-	Links map[string]string
+	Types map[string]byte   // the tar type of every path
+	Links map[string]string // the target of every symlink
 }
 
+// NewTree is a tree holding only the root directory.
 func NewTree() *Tree {
 	return &Tree{Types: map[string]byte{"/": tar.TypeDir}, Links: map[string]string{}}
 }

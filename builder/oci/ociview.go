@@ -12,8 +12,8 @@ import (
 // OCITyped shows a Docker-typed image (an engine export) with OCI media
 // types, changing only descriptors: the config blob keeps its bytes, so its
 // digest stays the engine's image id and `serve` finds the built image in
-// the engine current instead of loading it again. (toOCI, for bases, may
-// rewrite the config: our layers change it anyway.)
+// the engine current instead of loading it again. (The builder's toOCI,
+// for bases, may rewrite the config: our layers change it anyway.)
 type OCITyped struct{ v1.Image }
 
 var ociLayerType = map[types.MediaType]types.MediaType{

@@ -43,14 +43,17 @@ type Entry struct {
 	Source   string // for regular files read from the host
 }
 
+// DirEntry is a directory.
 func DirEntry(p string, mode int64, uid, gid int) Entry {
 	return Entry{Path: p, Type: tar.TypeDir, Mode: mode, UID: uid, GID: gid}
 }
 
+// FileEntry is a regular file given inline.
 func FileEntry(p string, mode int64, data []byte) Entry {
 	return Entry{Path: p, Type: tar.TypeReg, Mode: mode, Data: data}
 }
 
+// HostFileEntry is a regular file read from the host at source.
 func HostFileEntry(p string, mode int64, source string) Entry {
 	return Entry{Path: p, Type: tar.TypeReg, Mode: mode, Source: source}
 }
