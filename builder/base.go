@@ -21,10 +21,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-)
 
-// imagePlatform is the only platform this version builds.
-var imagePlatform = v1.Platform{OS: "linux", Architecture: "amd64"}
+	"github.com/ttmodel/tt-model/builder/oci"
+)
 
 // baseImage is the image our layers go on top of, already converted to OCI
 // media types, with what the builder needs to know of its file system.
@@ -35,7 +34,7 @@ type baseImage struct {
 	// Tree is the base's flattened file system, so our layers add a parent
 	// directory only when the base lacks it and never turn a base symlink
 	// (/lib64 -> usr/lib64) into a directory.
-	Tree   *fsTree
+	Tree   *oci.Tree
 	Passwd []byte // /etc/passwd of the base, nil when it has none
 	Group  []byte // /etc/group of the base, nil when it has none
 	// Uncompressed is the size of the base's layers as tars.
@@ -60,7 +59,7 @@ func (b *baseImage) Scratch() bool { return b.Digest == "" }
 func loadBase(ctx context.Context, field, ref, at, cacheDir string) (*baseImage, error) {
 	if ref == "" || ref == "scratch" {
 		img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-		return &baseImage{Ref: "scratch", Image: img, Tree: newFSTree()}, nil
+		return &baseImage{Ref: "scratch", Image: img, Tree: oci.NewTree()}, nil
 	}
 	img, err := openBase(ctx, at, filepath.Join(cacheDir, "layers"), cacheDir)
 	if err != nil {
@@ -74,15 +73,15 @@ func loadBase(ctx context.Context, field, ref, at, cacheDir string) (*baseImage,
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: config: %w", field, ref, err)
 	}
-	if cf.OS != "" && (cf.OS != imagePlatform.OS || cf.Architecture != imagePlatform.Architecture) {
+	if cf.OS != "" && (cf.OS != oci.Platform.OS || cf.Architecture != oci.Platform.Architecture) {
 		return nil, fmt.Errorf("%s %q is %s/%s; this version builds %s/%s images only",
-			field, ref, cf.OS, cf.Architecture, imagePlatform.OS, imagePlatform.Architecture)
+			field, ref, cf.OS, cf.Architecture, oci.Platform.OS, oci.Platform.Architecture)
 	}
-	oci, err := toOCI(img)
+	typed, err := toOCI(img)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", field, ref, err)
 	}
-	b := &baseImage{Ref: ref, Image: oci, Digest: digest.String(), Tree: newFSTree()}
+	b := &baseImage{Ref: ref, Image: typed, Digest: digest.String(), Tree: oci.NewTree()}
 	if l, ok := img.(layoutImage); ok {
 		b.LayoutDir = l.dir
 	}
@@ -127,7 +126,7 @@ func openBase(ctx context.Context, ref, cacheDir, saveDir string) (v1.Image, err
 		absent = why
 	}
 	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
-		remote.WithPlatform(imagePlatform))
+		remote.WithPlatform(oci.Platform))
 	if err != nil {
 		return nil, fmt.Errorf("%s, and pulling %s failed: %w", absent, r, err)
 	}
@@ -168,7 +167,7 @@ func pickImage(idx v1.ImageIndex, where string) (v1.Image, error) {
 	for _, d := range im.Manifests {
 		switch {
 		case d.MediaType.IsImage():
-			if len(im.Manifests) == 1 || d.Platform == nil || d.Platform.Satisfies(imagePlatform) {
+			if len(im.Manifests) == 1 || d.Platform == nil || d.Platform.Satisfies(oci.Platform) {
 				images = append(images, d)
 			}
 		case d.MediaType.IsIndex() && len(im.Manifests) == 1:
@@ -290,9 +289,9 @@ func (b *baseImage) scanTree() error {
 		}
 		// The flattened stream names every path by its real location, so
 		// no parent needs resolving.
-		b.Tree.types[p] = hdr.Typeflag
+		b.Tree.Types[p] = hdr.Typeflag
 		if hdr.Typeflag == tar.TypeSymlink {
-			b.Tree.links[p] = hdr.Linkname
+			b.Tree.Links[p] = hdr.Linkname
 		}
 		switch p {
 		case "/etc/passwd", "/etc/group":

@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
@@ -32,9 +33,9 @@ func (b *baseImage) scanCached() error {
 		if data, err := os.ReadFile(file); err == nil {
 			var s baseScan
 			if json.Unmarshal(data, &s) == nil && s.Types != nil {
-				b.Tree.types, b.Tree.links = s.Types, s.Links
-				if b.Tree.links == nil {
-					b.Tree.links = map[string]string{}
+				b.Tree.Types, b.Tree.Links = s.Types, s.Links
+				if b.Tree.Links == nil {
+					b.Tree.Links = map[string]string{}
 				}
 				b.Passwd, b.Group, b.Uncompressed = s.Passwd, s.Group, s.Uncompressed
 				now := time.Now()
@@ -47,7 +48,7 @@ func (b *baseImage) scanCached() error {
 		return err
 	}
 	if file != "" {
-		data, err := json.Marshal(baseScan{Types: b.Tree.types, Links: b.Tree.links, Passwd: b.Passwd, Group: b.Group, Uncompressed: b.Uncompressed})
+		data, err := json.Marshal(baseScan{Types: b.Tree.Types, Links: b.Tree.Links, Passwd: b.Passwd, Group: b.Group, Uncompressed: b.Uncompressed})
 		if err == nil {
 			_ = atomicfile.Write(file, data) // the cache is an optimisation
 		}
@@ -58,7 +59,7 @@ func (b *baseImage) scanCached() error {
 
 // blobFiles maps the blobs of an image that already lie on this machine
 // (the base's OCI layout, the layer cache) to their files.
-func blobFiles(base *baseImage, ours []layerBlob) map[string]string {
+func blobFiles(base *baseImage, ours []oci.LayerBlob) map[string]string {
 	out := map[string]string{}
 	if base != nil && base.LayoutDir != "" {
 		if layers, err := base.Image.Layers(); err == nil {

@@ -4,17 +4,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/internal/atomicfile"
 )
 
@@ -42,10 +45,10 @@ func userCacheDir(sub string) string {
 // layerKey is everything a layer's compressed bytes depend on: each
 // entry's header fields and content, the epoch, the gzip level and the
 // compressor (Go's version).
-func layerKey(entries []entry, epoch time.Time) (string, error) {
+func layerKey(entries []oci.Entry, epoch time.Time) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "tt-model layer v1\x00%s\x00%d\x00%d\x00", runtime.Version(), gzipLevel, epoch.Unix())
-	for _, e := range sortedEntries(entries) {
+	fmt.Fprintf(h, "tt-model layer v1\x00%s\x00%d\x00%d\x00", runtime.Version(), oci.GzipLevel, epoch.Unix())
+	for _, e := range oci.SortedEntries(entries) {
 		fmt.Fprintf(h, "%s\x00%c\x00%o\x00%d\x00%d\x00%s\x00", e.Path, e.Type, e.Mode, e.UID, e.GID, e.Linkname)
 		switch {
 		case e.Source != "":
@@ -123,31 +126,57 @@ func pruneCache(dir string) {
 	}
 }
 
-// cachedBuildLayer is buildLayer through the layer cache in dir ("" = no
-// cache): equal inputs give the stored blob, byte for byte what buildLayer
+// cachedBuildLayer is oci.BuildLayer through the layer cache in dir ("" = no
+// cache): equal inputs give the stored blob, byte for byte what oci.BuildLayer
 // would write, without compressing again.
-func cachedBuildLayer(dir string, entries []entry, epoch time.Time, description string) (layerBlob, error) {
+func cachedBuildLayer(dir string, entries []oci.Entry, epoch time.Time, description string) (oci.LayerBlob, error) {
 	if dir == "" {
-		return buildLayer(entries, epoch, description)
+		return oci.BuildLayer(entries, epoch, description)
 	}
 	key, err := layerKey(entries, epoch)
 	if err != nil {
-		return layerBlob{}, err
+		return oci.LayerBlob{}, err
 	}
 	if file, meta, ok := readCachedLayer(dir, key); ok {
 		layer, err := tarball.LayerFromFile(file, tarball.WithMediaType(types.OCILayer))
 		info, statErr := os.Stat(file)
 		if err == nil && statErr == nil {
-			return layerBlob{Layer: layer, Uncompressed: meta.Uncompressed, Compressed: info.Size(),
+			return oci.LayerBlob{Layer: layer, Uncompressed: meta.Uncompressed, Compressed: info.Size(),
 				Description: description, Files: meta.Files, File: file, Cached: true}, nil
 		}
 	}
-	lb, err := buildLayer(entries, epoch, description)
+	lb, err := oci.BuildLayer(entries, epoch, description)
 	if err != nil {
 		return lb, err
 	}
-	if file, err := writeCachedLayer(dir, key, lb.data, cachedLayerMeta{Uncompressed: lb.Uncompressed, Files: lb.Files}); err == nil {
+	if file, err := writeCachedLayer(dir, key, lb.Blob, cachedLayerMeta{Uncompressed: lb.Uncompressed, Files: lb.Files}); err == nil {
 		lb.File = file
 	}
 	return lb, nil
+}
+
+// buildLayers writes the planned layers, compressing them concurrently:
+// gzip of the binaries is most of an image's assembly time, and each layer's
+// bytes depend on its own entries only. A layer whose inputs did not change
+// since an earlier build comes from the layer cache.
+func buildLayers(plans []*oci.LayerPlan, epoch time.Time) ([]oci.LayerBlob, error) {
+	dir := userCacheDir("layers")
+	if dir != "" {
+		defer pruneCache(dir)
+	}
+	blobs := make([]oci.LayerBlob, len(plans))
+	errs := make([]error, len(plans))
+	var wg sync.WaitGroup
+	for i, p := range plans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			blobs[i], errs[i] = cachedBuildLayer(dir, p.Entries, epoch, p.Description)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return blobs, nil
 }

@@ -7,9 +7,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
-func closurePaths(c elfClosure) []string {
+func closurePaths(c oci.Closure) []string {
 	var out []string
 	for _, l := range c.Libraries {
 		out = append(out, l.ImagePath)
@@ -22,11 +24,11 @@ func closurePaths(c elfClosure) []string {
 // second time when libc asks for it by soname.
 func TestELFClosureOfCgoBinary(t *testing.T) {
 	bin := fixtureBin(t)
-	s, err := newLibSearch("/")
+	s, err := oci.NewLibSearch("/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.resolveELFClosure(filepath.Join(bin, "tt-model-server"), ImageServerPath)
+	c, err := s.ResolveELFClosure(filepath.Join(bin, "tt-model-server"), ImageServerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +51,12 @@ func TestELFClosureOfCgoBinary(t *testing.T) {
 // an included ld.so.conf file, a non-ELF decoy, and an executable with
 // RUNPATH $ORIGIN/../lib, and checks each rule of the search.
 func TestELFClosureSearchOrder(t *testing.T) {
-	real, err := newLibSearch("/")
+	real, err := oci.NewLibSearch("/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := fixtureBin(t)
-	host, err := real.resolveELFClosure(filepath.Join(bin, "tt-model-server"), ImageServerPath)
+	host, err := real.ResolveELFClosure(filepath.Join(bin, "tt-model-server"), ImageServerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,42 +93,42 @@ func TestELFClosureSearchOrder(t *testing.T) {
 		"etc/ld.so.conf.d/README.md": "not a .conf file\n",
 	})
 
-	s, err := newLibSearch(root)
+	s, err := oci.NewLibSearch(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(s.confDirs, []string{"/opt/vendor/lib"}) {
-		t.Errorf("ld.so.conf dirs %v, want [/opt/vendor/lib]", s.confDirs)
+	if !reflect.DeepEqual(s.ConfDirs(), []string{"/opt/vendor/lib"}) {
+		t.Errorf("ld.so.conf dirs %v, want [/opt/vendor/lib]", s.ConfDirs())
 	}
-	c, err := s.resolveELFClosure(exe, ImageServerPath)
+	c, err := s.ResolveELFClosure(exe, ImageServerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := closurePaths(c); !reflect.DeepEqual(got, []string{"/lib/x86_64-linux-gnu/libc.so.6", "/opt/vendor/lib/libm.so.6"}) {
 		t.Errorf("libraries %v, want libc from the default dir (decoy skipped) and libm from ld.so.conf", got)
 	}
-	if got := c.extraLibraryPath(); !reflect.DeepEqual(got, []string{"/opt/vendor/lib"}) {
+	if got := c.ExtraLibraryPath(); !reflect.DeepEqual(got, []string{"/opt/vendor/lib"}) {
 		t.Errorf("LD_LIBRARY_PATH dirs %v, want [/opt/vendor/lib]: an image has no ld.so.cache", got)
 	}
 
 	// RUNPATH beats ld.so.conf, and $ORIGIN keeps its place relative to the
 	// binary's image path.
 	copyIn(hostLib["libm.so.6"], "app/lib/libm.so.6")
-	c, err = s.resolveELFClosure(exe, ImageServerPath)
+	c, err = s.ResolveELFClosure(exe, ImageServerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := closurePaths(c); !reflect.DeepEqual(got, []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/local/lib/libm.so.6"}) {
 		t.Errorf("libraries %v, want libm through $ORIGIN/../lib at /usr/local/lib", got)
 	}
-	if len(c.extraLibraryPath()) != 0 {
-		t.Errorf("LD_LIBRARY_PATH dirs %v, want none", c.extraLibraryPath())
+	if len(c.ExtraLibraryPath()) != 0 {
+		t.Errorf("LD_LIBRARY_PATH dirs %v, want none", c.ExtraLibraryPath())
 	}
 
 	if err := os.Remove(filepath.Join(root, "lib/x86_64-linux-gnu/libc.so.6")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.resolveELFClosure(exe, ImageServerPath); err == nil || !strings.Contains(err.Error(), "needs libc.so.6, which the loader would not find") {
+	if _, err := s.ResolveELFClosure(exe, ImageServerPath); err == nil || !strings.Contains(err.Error(), "needs libc.so.6, which the loader would not find") {
 		t.Errorf("missing libc: %v", err)
 	}
 }
@@ -139,11 +141,11 @@ func TestELFClosureOfStaticBinary(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build purego: %v\n%s", err, b)
 	}
-	s, err := newLibSearch("/")
+	s, err := oci.NewLibSearch("/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.resolveELFClosure(pure, ImageToolPath)
+	c, err := s.ResolveELFClosure(pure, ImageToolPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,9 @@ func imageFromEngine(ctx context.Context, ref, scratch string) (img v1.Image, ok
 	// engine's copy is used.
 	// Kept with OCI media types, as the builder uses a base: converting a
 	// Docker-typed layout image at every build costs seconds.
-	oci, err := toOCI(img)
+	typed, err := toOCI(img)
 	if err == nil {
-		err = ocilayout.WriteAtomic(cacheDir, oci)
+		err = ocilayout.WriteAtomic(cacheDir, typed)
 	}
 	if err != nil {
 		return img, true, "", nil

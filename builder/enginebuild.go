@@ -14,6 +14,8 @@ import (
 
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
+
+	"github.com/ttmodel/tt-model/builder/kind"
 )
 
 // engineBuild builds a context through the Docker engine's build API and
@@ -23,7 +25,7 @@ import (
 // log streams to progress; a failed step is named, and when it is
 // install_engine.sh, so is the install step and what it installs.
 func engineBuild(ctx context.Context, c *client.Client, files contextFiles, mtime time.Time, tag, network string,
-	install []scriptStep, p *progress) (string, error) {
+	install []kind.Step, p *progress) (string, error) {
 	builders := []struct {
 		version build.BuilderVersion
 		name    string
@@ -46,7 +48,7 @@ type buildRefusedError struct{ err error }
 func (e *buildRefusedError) Error() string { return "docker build: " + e.err.Error() }
 
 func runEngineBuild(ctx context.Context, c *client.Client, files contextFiles, mtime time.Time, tag, network string,
-	version build.BuilderVersion, install []scriptStep, p *progress) error {
+	version build.BuilderVersion, install []kind.Step, p *progress) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(files.writeTar(pw, mtime)) }()
 	res, err := c.ImageBuild(ctx, pr, client.ImageBuildOptions{
@@ -206,7 +208,7 @@ func (s *buildStream) classicText(text string) {
 }
 
 // result turns the end of the stream into nil or an error naming the step.
-func (s *buildStream) result(install []scriptStep) error {
+func (s *buildStream) result(install []kind.Step) error {
 	if s.errMsg == "" {
 		return nil
 	}

@@ -1,20 +1,34 @@
 package builder
 
 import (
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // builtDaemonless names the daemonless build path in results and cards.
 const builtDaemonless = "daemonless (go-containerregistry)"
 
-// packageGoServer builds a tt-go-server image: tt-model (the supervisor,
-// PID 1) and tt-model-server with their shared-library closure on the base,
+// goServerImage is a tt-go-server image: tt-model (the supervisor, PID 1)
+// and tt-model-server with their shared-library closure on the base,
 // assembled without a daemon, then verified (tt-model-server --verify and
 // the manifest's verify list, shell commands).
-func packageGoServer(ctx context.Context, j *job) (*built, error) {
+type goServerImage struct {
+	j       *job
+	spec    imageSpec
+	binInfo []BinaryInfo
+	record  map[string]any
+	fs      *oci.Rootfs // the image's file system, from layers on
+}
+
+// prepareGoServer finds the binaries and their closure, opens the base and
+// makes the image's environment, entrypoint and labels.
+func prepareGoServer(ctx context.Context, j *job) (*goServerImage, error) {
 	m, p := j.m, j.p
 	serverPath := stringOf(m.Runtime["server"])
 	if serverPath != "" && !filepath.IsAbs(serverPath) {
@@ -33,7 +47,7 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	search, err := newLibSearch("/")
+	search, err := oci.NewLibSearch("/")
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +77,7 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	for k, v := range shared {
 		env[k] = v
 	}
-	if extra := closure.extraLibraryPath(); len(extra) > 0 {
+	if extra := closure.ExtraLibraryPath(); len(extra) > 0 {
 		env["LD_LIBRARY_PATH"] = strings.Join(extra, ":")
 	}
 	record := j.record(base.Ref, base.Digest, builtDaemonless)
@@ -82,23 +96,39 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 		Labels:     imageLabels(m, j.code, manifestJSON, j.builtAt(), gitRevision(ctx, filepath.Dir(absPath(j.workDir, m.File)))),
 		Epoch:      j.epoch,
 	}
-	p.stage("assembling the image")
-	bi, err := assembleImage(spec, p)
+	return &goServerImage{j: j, spec: spec, binInfo: binInfo, record: record}, nil
+}
+
+func (g *goServerImage) layers() ([]*oci.LayerPlan, error) {
+	g.j.p.stage("assembling the image")
+	g.fs = oci.NewRootfs(g.spec.Base.Tree)
+	return goServerLayers(g.fs, g.spec)
+}
+
+func (g *goServerImage) image(_ context.Context, layers []oci.LayerBlob) (v1.Image, string, error) {
+	spec := g.spec
+	img, err := stackLayers(spec.Base, layers, spec.Epoch, func(c v1.Config) v1.Config { return imageConfig(c, spec) }, g.j.p)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	digest, err := bi.Image.Digest()
+	digest, err := img.Digest()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	tag := imageTag(m.Name, digest)
-	p.stage("image %s (%s)", tag, digest)
-	// Verify as a plain `docker run` of the image serves: with the packaged
-	// profile's whole environment.
-	where, err := verifyImage(ctx, j.opts.Verify, bi, tag, m.Verify, launchEnv(j.launch), j.scratch, p)
-	if err != nil {
-		return nil, err
-	}
+	tag := imageTag(g.j.m.Name, digest)
+	g.j.p.stage("image %s (%s)", tag, digest)
+	return img, tag, nil
+}
+
+// verify checks the image as a plain `docker run` of it serves: with the
+// packaged profile's whole environment.
+func (g *goServerImage) verify(ctx context.Context, img v1.Image, tag string) (string, error) {
+	j := g.j
+	return verifyImage(ctx, j.opts.Verify, img, g.fs.Tree, tag, j.m.Verify, launchEnv(j.launch), j.scratch, j.p)
+}
+
+func (g *goServerImage) built(img v1.Image, tag string, layers []oci.LayerBlob, verifiedIn string) *built {
+	closure, base := g.spec.Closure, g.spec.Base
 	var libs []string
 	if in := closure.Interpreter; in != nil {
 		libs = append(libs, in.ImagePath)
@@ -106,7 +136,9 @@ func packageGoServer(ctx context.Context, j *job) (*built, error) {
 	for _, l := range closure.Libraries {
 		libs = append(libs, l.ImagePath)
 	}
-	return &built{image: bi.Image, tag: tag, layers: bi.Layers, baseRef: base.Ref, verifiedIn: where,
-		builtWith: builtDaemonless, record: record, binaries: binInfo, libraries: libs,
-		baseUncompressed: base.Uncompressed, blobFiles: blobFiles(base, bi.Layers)}, nil
+	return &built{image: img, tag: tag, layers: layers, baseRef: base.Ref, verifiedIn: verifiedIn,
+		builtWith: builtDaemonless, record: g.record, binaries: g.binInfo, libraries: libs,
+		baseUncompressed: base.Uncompressed, blobFiles: blobFiles(base, layers)}
 }
+
+func (g *goServerImage) close() {}

@@ -12,10 +12,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ttmodel/tt-model/builder/card"
+	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
-	"github.com/ttmodel/tt-model/manifest"
 )
 
 // HubPushOptions are the inputs of PushHub.
@@ -61,7 +62,7 @@ type HubPushResult struct {
 // hubOwned are the folders push makes identical to the package; any other
 // file of the repo (media/, a hand-written SERVING.md, .gitattributes)
 // survives a push, as upstream.
-var hubOwned = []string{"code/", "image/"}
+var hubOwned = []string{builtpkg.CodeDir + "/", builtpkg.LayoutDir + "/"}
 
 // PushHub uploads the staged package dir to a Hub model repo as upstream
 // lays it out: README.md (the card, its quickstart naming the repo),
@@ -72,14 +73,15 @@ var hubOwned = []string{"code/", "image/"}
 // resumes.
 func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResult, error) {
 	p := newProgress(opts.Log)
-	w, err := manifest.ReadWire(dir)
+	pkg, err := builtpkg.Read(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a staged package (run `tt-model package` first): %w", dir, err)
 	}
-	if w.Container == nil {
+	if !pkg.IsContainer() {
 		return nil, fmt.Errorf("%s: not a container (5.1) package", dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "image", "oci-layout")); err != nil {
+	w := pkg.Wire
+	if pkg.ImageLayout() == "" {
 		return nil, fmt.Errorf("%s is not a staged package: image/oci-layout is missing; run `tt-model package` first", dir)
 	}
 	repo := opts.Repo
@@ -96,8 +98,8 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 		return nil, fmt.Errorf("--repo %q: want org/name", repo)
 	}
 	if opts.Publish {
-		card := w.Container.Card
-		if card == nil || strings.TrimSpace(card.Performance) == "" || strings.TrimSpace(card.Limitations) == "" {
+		authored := w.Container.Card
+		if authored == nil || strings.TrimSpace(authored.Performance) == "" || strings.TrimSpace(authored.Limitations) == "" {
 			return nil, fmt.Errorf("%s: --publish lists the model in the tt-model catalog, which needs card.performance and card.limitations in tt-model.yaml", dir)
 		}
 	}
@@ -112,7 +114,7 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 		return nil, fmt.Errorf("--revision %s is a commit: push to a branch", branch)
 	}
 	// The layout must hold the image the manifest records.
-	img, err := ocilayout.Image(filepath.Join(dir, "image"), w.Container.Image.Tag)
+	img, err := ocilayout.Image(pkg.LayoutPath(), pkg.Tag())
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +123,7 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 		return nil, fmt.Errorf("digest of %s/image: %w", dir, err)
 	}
 	if want := w.Container.Image.Digest; want != "" && want != digest.String() {
-		return nil, fmt.Errorf("%s: image/ holds %s but %s records %s; repackage", dir, digest, manifest.WireFile, want)
+		return nil, fmt.Errorf("%s: image/ holds %s but %s records %s; repackage", dir, digest, builtpkg.WireFile, want)
 	}
 	res := &HubPushResult{Repo: repo, Revision: branch, DryRun: opts.DryRun}
 
@@ -134,7 +136,7 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 		return nil, err
 	}
 	defer os.RemoveAll(scratch)
-	wireFile := filepath.Join(dir, manifest.WireFile)
+	wireFile := pkg.Path
 	if registry != "" && !opts.DryRun {
 		pushed, err := Push(ctx, dir, PushOptions{Registry: registry, Insecure: opts.Insecure, Log: opts.Log})
 		if err != nil {
@@ -146,26 +148,26 @@ func PushHub(ctx context.Context, dir string, opts HubPushOptions) (*HubPushResu
 		c := *w.Container
 		c.Image.Registry = strings.TrimSuffix(registry, "/")
 		ptr.Container = &c
-		wireFile = filepath.Join(scratch, manifest.WireFile)
+		wireFile = filepath.Join(scratch, builtpkg.WireFile)
 		if err := ptr.WriteFile(wireFile); err != nil {
 			return nil, err
 		}
 	}
-	card, warnings, err := RenderHubCard(w, repo, opts.Publish)
+	text, warnings, err := card.RenderHub(w, repo, opts.Publish)
 	if err != nil {
 		return nil, err
 	}
 	for _, wn := range warnings {
 		p.stage("warning: %s", wn)
 	}
-	readme := filepath.Join(scratch, "README.md")
-	if err := os.WriteFile(readme, []byte(card), 0o644); err != nil {
+	readme := filepath.Join(scratch, builtpkg.CardFile)
+	if err := os.WriteFile(readme, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
-	files := []hub.LocalFile{{Path: "README.md", Local: readme}, {Path: manifest.WireFile, Local: wireFile}}
-	folders := []string{"code"}
+	files := []hub.LocalFile{{Path: builtpkg.CardFile, Local: readme}, {Path: builtpkg.WireFile, Local: wireFile}}
+	folders := []string{builtpkg.CodeDir}
 	if registry == "" {
-		folders = append(folders, "image")
+		folders = append(folders, builtpkg.LayoutDir)
 	}
 	for _, f := range folders {
 		more, err := packageFiles(dir, f)
@@ -288,4 +290,11 @@ func packageFiles(dir, sub string) ([]hub.LocalFile, error) {
 		return nil, fmt.Errorf("list %s/%s: %w", dir, sub, err)
 	}
 	return out, nil
+}
+
+// stringField is a string value of the wire manifest's built block ("" when
+// absent).
+func stringField(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
 }

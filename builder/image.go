@@ -12,13 +12,16 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/ttmodel/tt-model/builder/kind"
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // Image-side directories the runtime writes to or mounts over.
 const (
-	ImageHomeDir  = "/home/tt"
-	ImageCacheDir = "/cache" // TT_METAL_CACHE, a host directory under serve
-	ImageHFDir    = "/hf"    // HF_HOME, the host's Hugging Face cache under serve
+	ImageHomeDir  = kind.HomeDir // the tt account's home
+	ImageCacheDir = "/cache"     // TT_METAL_CACHE, a host directory under serve
+	ImageHFDir    = "/hf"        // HF_HOME, the host's Hugging Face cache under serve
 	defaultPATH   = "/usr/local/bin:/usr/bin:/bin"
 	historyStamp  = "tt-model package"
 )
@@ -28,7 +31,7 @@ type imageSpec struct {
 	Base       *baseImage
 	Server     binary
 	Tool       binary
-	Closure    elfClosure // of both binaries together
+	Closure    oci.Closure // of both binaries together
 	Entrypoint []string
 	Cmd        []string
 	Env        map[string]string // on top of the base's env
@@ -37,67 +40,49 @@ type imageSpec struct {
 	Epoch      time.Time
 }
 
-// builtImage is the assembled image and its layers, ours only.
-type builtImage struct {
-	Image  v1.Image
-	Layers []layerBlob
-	Tree   *fsTree // the image's file system
-}
-
-// assembleImage stacks our layers on the base: accounts and writable
+// goServerLayers plans our layers on the base: accounts and writable
 // directories, the shared-library closure (when a binary is dynamic), then
-// tt-model and tt-model-server (the layer that changes most goes last). Each
-// layer gets a history entry; the config gets the entrypoint, env, user,
-// port and labels; every time stamp is the epoch.
-func assembleImage(spec imageSpec, progress *progress) (builtImage, error) {
-	fs := newRootfs(spec.Base)
-	var plans []*layerPlan
+// tt-model and tt-model-server (the layer that changes most goes last).
+// stackLayers gives each a history entry and the image its config.
+func goServerLayers(fs *oci.Rootfs, spec imageSpec) ([]*oci.LayerPlan, error) {
+	var plans []*oci.LayerPlan
 
 	accounts, err := accountsLayer(fs, spec.Base, "the tt user (uid 1000) and its writable /home/tt, /cache, /hf", 0o755)
 	if err != nil {
-		return builtImage{}, err
+		return nil, err
 	}
 	plans = append(plans, accounts)
 
 	if !spec.Closure.Static() {
-		libs := fs.plan(fmt.Sprintf("the shared libraries of the binaries (%d) and the loader", len(spec.Closure.Libraries)))
+		libs := fs.Plan(fmt.Sprintf("the shared libraries of the binaries (%d) and the loader", len(spec.Closure.Libraries)))
 		if in := spec.Closure.Interpreter; in != nil {
 			if err := addHostFile(libs, in.ImagePath, in.HostPath); err != nil {
-				return builtImage{}, err
+				return nil, err
 			}
 		}
 		for _, l := range spec.Closure.Libraries {
 			if err := addHostFile(libs, l.ImagePath, l.HostPath); err != nil {
-				return builtImage{}, err
+				return nil, err
 			}
 		}
-		plans = append(plans, libs.done())
+		plans = append(plans, libs.Done())
 	}
 
 	for _, b := range []struct {
 		bin       binary
 		imagePath string
 	}{{spec.Tool, ImageToolPath}, {spec.Server, ImageServerPath}} {
-		p := fs.plan(fmt.Sprintf("%s (%s)", b.imagePath, b.bin.From))
-		p.add(hostFileEntry(b.imagePath, 0o755, b.bin.HostPath))
-		plans = append(plans, p.done())
+		p := fs.Plan(fmt.Sprintf("%s (%s)", b.imagePath, b.bin.From))
+		p.Add(oci.HostFileEntry(b.imagePath, 0o755, b.bin.HostPath))
+		plans = append(plans, p.Done())
 	}
-
-	layers, err := buildLayers(plans, spec.Epoch)
-	if err != nil {
-		return builtImage{}, err
-	}
-	img, err := stackLayers(spec.Base, layers, spec.Epoch, func(c v1.Config) v1.Config { return imageConfig(c, spec) }, progress)
-	if err != nil {
-		return builtImage{}, err
-	}
-	return builtImage{Image: img, Layers: layers, Tree: fs.tree}, nil
+	return plans, nil
 }
 
 // stackLayers puts our built layers on the base, each with a history entry,
 // sets the config (config maps the base's to ours) and every time stamp to
 // the epoch, and annotates the image with its base.
-func stackLayers(base *baseImage, layers []layerBlob, epoch time.Time, config func(v1.Config) v1.Config, progress *progress) (v1.Image, error) {
+func stackLayers(base *baseImage, layers []oci.LayerBlob, epoch time.Time, config func(v1.Config) v1.Config, progress *progress) (v1.Image, error) {
 	adds := make([]mutate.Addendum, 0, len(layers))
 	for _, l := range layers {
 		progress.layer(l)
@@ -119,8 +104,8 @@ func stackLayers(base *baseImage, layers []layerBlob, epoch time.Time, config fu
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	cf = cf.DeepCopy()
-	cf.OS = imagePlatform.OS
-	cf.Architecture = imagePlatform.Architecture
+	cf.OS = oci.Platform.OS
+	cf.Architecture = oci.Platform.Architecture
 	cf.Author = "tt-model"
 	cf.Config = config(cf.Config)
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
@@ -143,12 +128,12 @@ func stackLayers(base *baseImage, layers []layerBlob, epoch time.Time, config fu
 }
 
 // addHostFile copies a host file into the layer with its mode normalised.
-func addHostFile(l *layerPlan, imagePath, hostPath string) error {
+func addHostFile(l *oci.LayerPlan, imagePath, hostPath string) error {
 	info, err := os.Stat(hostPath)
 	if err != nil {
 		return fmt.Errorf("stat %s: %w", hostPath, err)
 	}
-	l.add(entry{Path: imagePath, Type: tar.TypeReg, Mode: hostFileMode(info), Source: hostPath})
+	l.Add(oci.Entry{Path: imagePath, Type: tar.TypeReg, Mode: oci.HostFileMode(info), Source: hostPath})
 	return nil
 }
 

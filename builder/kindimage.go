@@ -11,57 +11,45 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/ttmodel/tt-model/builder/kind"
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
-// assembleKindImage is the daemonless build of a Python kind's context:
-// the Dockerfile's steps as layers on the base, nothing run. The account
-// step is computed from the base's files (as accountsShell would change
-// them); the COPY steps become one layer each, the one that changes most
-// (code/) last. Every time stamp is the epoch, so equal inputs give equal
+// kindLayers plans the daemonless build of a Python kind's context: the
+// Dockerfile's steps as layers on the base, nothing run. The account step is
+// computed from the base's files (as accountsShell would change them); the
+// COPY steps become one layer each, the one that changes most (code/) last.
+// stackLayers stamps every time with the epoch, so equal inputs give equal
 // digests.
-func assembleKindImage(c *kindContext, base *baseImage, tool binary, codeDir string, epoch time.Time, p *progress) (builtImage, error) {
-	if !base.Tree.isFile("/bin/bash") {
-		return builtImage{}, fmt.Errorf("base %s has no /bin/bash: kind %s runs bash scripts (serve-<profile>.sh, verify.sh); base it on an image with bash and Python", base.Ref, c.Kind)
-	}
-	fs := newRootfs(base)
-	var plans []*layerPlan
+func kindLayers(fs *oci.Rootfs, c *kindContext, base *baseImage, tool binary, codeDir string) ([]*oci.LayerPlan, error) {
+	var plans []*oci.LayerPlan
 
 	// HOME is writable by any uid: `serve` runs the container as the host's.
 	accounts, err := accountsLayer(fs, base, "the tt user (uid 1000), HOME, /cache and /hf", 0o1777)
 	if err != nil {
-		return builtImage{}, err
+		return nil, err
 	}
 	plans = append(plans, accounts)
 
-	toolLayer := fs.plan(fmt.Sprintf("%s (%s)", ImageToolPath, tool.From))
-	toolLayer.add(hostFileEntry(ImageToolPath, 0o755, tool.HostPath))
-	plans = append(plans, toolLayer.done())
+	toolLayer := fs.Plan(fmt.Sprintf("%s (%s)", ImageToolPath, tool.From))
+	toolLayer.Add(oci.HostFileEntry(ImageToolPath, 0o755, tool.HostPath))
+	plans = append(plans, toolLayer.Done())
 
-	scripts := fs.plan("verify.sh and the serve scripts")
-	scripts.add(fileEntry(verifyImagePath, 0o755, c.Files["verify.sh"]))
+	scripts := fs.Plan("verify.sh and the serve scripts")
+	scripts.Add(oci.FileEntry(verifyImagePath, 0o755, c.Files["verify.sh"]))
 	for _, name := range c.ServeScripts {
-		scripts.add(fileEntry(path.Join(serveScriptDir, name), 0o755, c.Files[name]))
+		scripts.Add(oci.FileEntry(path.Join(serveScriptDir, name), 0o755, c.Files[name]))
 	}
-	plans = append(plans, scripts.done())
+	plans = append(plans, scripts.Done())
 
-	code := fs.plan("code/ at " + codeImageDir)
-	if err := addTree(code, codeDir, codeImageDir); err != nil {
-		return builtImage{}, err
+	code := fs.Plan("code/ at " + kind.CodeDir)
+	if err := addTree(code, codeDir, kind.CodeDir); err != nil {
+		return nil, err
 	}
-	plans = append(plans, code.done())
-
-	layers, err := buildLayers(plans, epoch)
-	if err != nil {
-		return builtImage{}, err
-	}
-	img, err := stackLayers(base, layers, epoch, func(cfg v1.Config) v1.Config { return kindImageConfig(cfg, c.Config) }, p)
-	if err != nil {
-		return builtImage{}, err
-	}
-	return builtImage{Image: img, Layers: layers, Tree: fs.tree}, nil
+	return append(plans, code.Done()), nil
 }
 
 // kindImageConfig applies the Dockerfile's ENV, LABEL, EXPOSE, USER, WORKDIR,
@@ -107,7 +95,7 @@ func mergeLabels(base, over map[string]string) map[string]string {
 // addTree adds every directory, file and symlink under host dir to the
 // layer at imageDir, as COPY dir/ imageDir/ would: root-owned, modes
 // normalised, links kept as links.
-func addTree(l *layerPlan, dir, imageDir string) error {
+func addTree(l *oci.LayerPlan, dir, imageDir string) error {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -127,7 +115,7 @@ func addTree(l *layerPlan, dir, imageDir string) error {
 		return fmt.Errorf("read %s: %w", dir, err)
 	}
 	sort.Strings(files)
-	l.mkdirAll(imageDir)
+	l.MkdirAll(imageDir)
 	for _, p := range files {
 		rel, _ := filepath.Rel(dir, p)
 		target := path.Join(imageDir, filepath.ToSlash(rel))
@@ -137,16 +125,16 @@ func addTree(l *layerPlan, dir, imageDir string) error {
 		}
 		switch {
 		case info.IsDir():
-			l.mkdirAll(target)
+			l.MkdirAll(target)
 		case info.Mode()&fs.ModeSymlink != 0:
 			// Staging checked that the link stays inside code/.
 			link, err := os.Readlink(p)
 			if err != nil {
 				return err
 			}
-			l.add(entry{Path: target, Type: tar.TypeSymlink, Mode: 0o777, Linkname: link})
+			l.Add(oci.Entry{Path: target, Type: tar.TypeSymlink, Mode: 0o777, Linkname: link})
 		default:
-			l.add(hostFileEntry(target, hostFileMode(info), p))
+			l.Add(oci.HostFileEntry(target, oci.HostFileMode(info), p))
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/ttmodel/tt-model/builder/kind"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -51,7 +52,7 @@ func resolveGitRef(ctx context.Context, repo, ref string) (string, error) {
 
 // kindInputs are the install inputs staged into ctx/, and what they pin.
 type kindInputs struct {
-	in kindInput
+	in kind.Input
 	// record is what the wire manifest's built block says of vLLM and the
 	// plugin ({sha, repo}, {sha, path, dirty} or {wheel}).
 	record map[string]any
@@ -69,7 +70,7 @@ func stageKindInputs(ctx context.Context, m *manifest.Manifest, workDir, dir str
 	if err != nil {
 		return nil, err
 	}
-	out := &kindInputs{in: kindInput{M: m, Runtime: rt}, record: map[string]any{}}
+	out := &kindInputs{in: kind.Input{M: m, Runtime: rt}, record: map[string]any{}}
 	for _, key := range []string{"vllm", "plugin"} {
 		entry, _ := rt[key].(map[string]any)
 		if entry == nil {
@@ -109,7 +110,7 @@ func stageKindInputs(ctx context.Context, m *manifest.Manifest, workDir, dir str
 		out.record["vllm"] = map[string]any{"wheel": name}
 		out.any = true
 	}
-	extra, err := stringList(rt["wheels"], "runtime.wheels")
+	extra, err := kind.StringList(rt["wheels"], "runtime.wheels")
 	if err != nil {
 		return nil, err
 	}

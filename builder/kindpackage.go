@@ -12,17 +12,38 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/builder/kind"
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/internal/engine"
 )
 
 // builtThroughEngine names the engine build path in the wire manifest.
 const builtThroughEngine = "Docker engine build API"
 
-// packageKind builds the image of a Python kind (http-server, tt-dit-server,
+// kindImage is the image of a Python kind (http-server, tt-dit-server,
 // vllm-plugin, vllm-fork) from its rendered build context: without a daemon
 // when install_engine.sh has nothing to do, else through the Docker engine.
 // verify.sh then runs in the built image.
-func packageKind(ctx context.Context, j *job) (*built, error) {
+type kindImage struct {
+	j         *job
+	eng       *dockerEngine // nil: daemonless
+	inputs    *kindInputs
+	rc        *kindContext
+	files     contextFiles
+	base      *baseImage // nil on the engine path
+	tool      binary
+	toolSum   string
+	toolSize  int64
+	record    map[string]any
+	builtWith string
+	codeDir   string
+	fs        *oci.Rootfs // the daemonless image's file system
+}
+
+// prepareKind stages the install inputs, finds tt-model, connects to the
+// engine when something installs at build time, opens the base and renders
+// the build context.
+func prepareKind(ctx context.Context, j *job) (_ *kindImage, err error) {
 	m, p := j.m, j.p
 	if j.baseRef == "" || j.baseRef == "scratch" {
 		return nil, fmt.Errorf("kind %s needs a base image with bash and Python (and tt-metal's ttnn to drive chips): "+
@@ -34,7 +55,8 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	install, err := kindRenderers[m.Kind].installSteps(inputs.in)
+	renderer, _ := kind.For(m.Kind)
+	install, err := renderer.InstallSteps(inputs.in)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +80,11 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 		if eng, err = connectDocker(ctx); err != nil {
 			return nil, fmt.Errorf("kind %s runs install_engine.sh at build time (first: %s), which needs a Docker engine: %w", m.Kind, install[0].What, err)
 		}
-		defer eng.Close()
+		defer func() {
+			if err != nil {
+				eng.Close()
+			}
+		}()
 	} else {
 		p.stage("kind %s installs nothing at build time: assembling the image without a daemon", m.Kind)
 	}
@@ -88,7 +114,7 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	codeDir := filepath.Join(j.stagingDir, "code")
+	codeDir := j.staged.CodeTree()
 	files, err := kindContextFiles(rc, tool.HostPath, codeDir, inputsDir)
 	if err != nil {
 		return nil, err
@@ -99,43 +125,73 @@ func packageKind(ctx context.Context, j *job) (*built, error) {
 		}
 		p.stage("wrote the build context to %s", j.opts.Context)
 	}
+	return &kindImage{j: j, eng: eng, inputs: inputs, rc: rc, files: files, base: base, tool: tool, toolSum: toolSum, toolSize: toolSize,
+		record: record, builtWith: builtWith, codeDir: codeDir}, nil
+}
 
+func (k *kindImage) layers() ([]*oci.LayerPlan, error) {
+	if k.eng != nil {
+		return nil, nil
+	}
+	k.j.p.stage("assembling the image")
+	if !k.base.Tree.IsFile("/bin/bash") {
+		return nil, fmt.Errorf("base %s has no /bin/bash: kind %s runs bash scripts (serve-<profile>.sh, verify.sh); base it on an image with bash and Python", k.base.Ref, k.rc.Kind)
+	}
+	k.fs = oci.NewRootfs(k.base.Tree)
+	return kindLayers(k.fs, k.rc, k.base, k.tool, k.codeDir)
+}
+
+func (k *kindImage) image(ctx context.Context, layers []oci.LayerBlob) (v1.Image, string, error) {
 	var img v1.Image
-	var layers []layerBlob
 	var tag string
-	if eng != nil {
-		if img, tag, builtWith, err = buildInEngine(ctx, eng.c, j, files, rc); err != nil {
-			return nil, err
+	if k.eng != nil {
+		var err error
+		if img, tag, k.builtWith, err = buildInEngine(ctx, k.eng.c, k.j, k.files, k.rc); err != nil {
+			return nil, "", err
 		}
 	} else {
-		p.stage("assembling the image")
-		bi, err := assembleKindImage(rc, base, tool, codeDir, j.epoch, p)
+		var err error
+		img, err = stackLayers(k.base, layers, k.j.epoch, func(cfg v1.Config) v1.Config { return kindImageConfig(cfg, k.rc.Config) }, k.j.p)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		img, layers = bi.Image, bi.Layers
 		digest, err := img.Digest()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		tag = imageTag(m.Name, digest)
+		tag = imageTag(k.j.m.Name, digest)
 	}
-	p.stage("image %s", tag)
-	r, err := openVerifyRunner(ctx, j.opts.Verify, img, tag, eng == nil, j.scratch, p)
+	k.j.p.stage("image %s", tag)
+	return img, tag, nil
+}
+
+func (k *kindImage) verify(ctx context.Context, img v1.Image, tag string) (string, error) {
+	j := k.j
+	r, err := openVerifyRunner(ctx, j.opts.Verify, img, tag, k.eng == nil, j.scratch, j.p)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer r.Close()
-	if err := runKindVerify(ctx, r, rc, p); err != nil {
-		return nil, err
+	if err := runKindVerify(ctx, r, k.rc, j.p); err != nil {
+		return "", err
 	}
-	b := &built{image: img, tag: tag, layers: layers, baseRef: j.baseRef, verifiedIn: r.Where(), builtWith: builtWith,
-		record: record, runtime: inputs.in.Runtime, baseUncompressed: -1,
-		binaries: []BinaryInfo{{ImagePath: ImageToolPath, From: tool.From, Size: toolSize, SHA256: toolSum, Static: true}}}
-	if base != nil {
-		b.baseUncompressed, b.blobFiles = base.Uncompressed, blobFiles(base, layers)
+	return r.Where(), nil
+}
+
+func (k *kindImage) built(img v1.Image, tag string, layers []oci.LayerBlob, verifiedIn string) *built {
+	b := &built{image: img, tag: tag, layers: layers, baseRef: k.j.baseRef, verifiedIn: verifiedIn, builtWith: k.builtWith,
+		record: k.record, runtime: k.inputs.in.Runtime, baseUncompressed: -1,
+		binaries: []BinaryInfo{{ImagePath: ImageToolPath, From: k.tool.From, Size: k.toolSize, SHA256: k.toolSum, Static: true}}}
+	if k.base != nil {
+		b.baseUncompressed, b.blobFiles = k.base.Uncompressed, blobFiles(k.base, layers)
 	}
-	return b, nil
+	return b
+}
+
+func (k *kindImage) close() {
+	if k.eng != nil {
+		k.eng.Close()
+	}
 }
 
 // kindBase opens the base: for the engine path, made available to the
@@ -182,7 +238,7 @@ func buildInEngine(ctx context.Context, c *client.Client, j *job, files contextF
 	if err != nil {
 		return nil, "", "", err
 	}
-	img := ociTyped{exported}
+	img := oci.OCITyped{Image: exported}
 	digest, err := img.Digest()
 	if err != nil {
 		return nil, "", "", err

@@ -1,14 +1,35 @@
 package builder
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/ttmodel/tt-model/builder/kind"
 	"github.com/ttmodel/tt-model/manifest"
 )
+
+var update = flag.Bool("update", false, "rewrite the build context goldens under testdata/")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test ./builder -run Golden -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the rendered text:\n%s", file, got)
+	}
+}
 
 // TestKindContextGoldens renders the build context of upstream's example
 // manifests (testdata/kinds/upstream: container-example.yaml as published,
@@ -44,7 +65,7 @@ func TestKindContextGoldens(t *testing.T) {
 				rt[key].(map[string]any)["sha"] = sha
 			}
 			labels := imageLabels(m, stagedCode{}, `{"stand-in": "the resolved manifest"}`, "1970-01-01T00:00:00Z", "")
-			c, err := renderKind(kindInput{M: m, Runtime: rt, TorchPin: tc.torch},
+			c, err := renderKind(kind.Input{M: m, Runtime: rt, TorchPin: tc.torch},
 				renderMeta{ToolVersion: "0.0.0-golden", From: "tt-metal-base:golden", Labels: labels, CtxInputs: tc.ctx})
 			if err != nil {
 				t.Fatal(err)
@@ -91,28 +112,13 @@ func servesAsLaunched(t *testing.T, m *manifest.Manifest, c *kindContext) {
 		}
 		var want []string
 		for _, k := range l.EnvOrder {
-			want = append(want, "export "+k+"="+shQuote(l.Env[k]))
+			want = append(want, "export "+k+"="+kind.ShQuote(l.Env[k]))
 		}
 		if strings.Join(exports, "\n") != strings.Join(want, "\n") {
 			t.Errorf("serve-%s.sh exports\n%s\nwant\n%s", rp.Name, strings.Join(exports, "\n"), strings.Join(want, "\n"))
 		}
-		if !strings.Contains(script, "\nexec "+shJoin(l.Argv)+"\n") {
+		if !strings.Contains(script, "\nexec "+kind.ShJoin(l.Argv)+"\n") {
 			t.Errorf("serve-%s.sh does not exec %q:\n%s", rp.Name, l.Argv, script)
-		}
-	}
-}
-
-// TestShQuote quotes as Python's shlex.quote.
-func TestShQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                  "''",
-		"plain-word_1.2/x:": "plain-word_1.2/x:",
-		"two words":         "'two words'",
-		"it's":              `'it'"'"'s'`,
-		`{"tt": 1}`:         `'{"tt": 1}'`,
-	} {
-		if got := shQuote(in); got != want {
-			t.Errorf("shQuote(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/builder/kind"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/internal/testing/pybase"
 	"github.com/ttmodel/tt-model/internal/testing/testenv"
@@ -43,7 +44,7 @@ func TestKindHTTPServerDaemonless(t *testing.T) {
 	if !slices.Equal(c.Entrypoint, wantEP) || !slices.Equal(c.Cmd, []string{"/usr/local/bin/serve-default.sh"}) {
 		t.Errorf("entrypoint %q cmd %q", c.Entrypoint, c.Cmd)
 	}
-	if c.User != "1000:1000" || c.WorkingDir != codeImageDir {
+	if c.User != "1000:1000" || c.WorkingDir != kind.CodeDir {
 		t.Errorf("user %q workdir %q", c.User, c.WorkingDir)
 	}
 	for _, kv := range []string{"PYTHONPATH=/opt/tt-metal", "TT_MODEL_KIND=http-server", "HF_HOME=/hf", "LANG=C.UTF-8"} {

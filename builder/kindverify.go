@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/ttmodel/tt-model/builder/kind"
 )
 
 // markerRE finds the step markers xtrace prints (`+ : tt-model-verify 3`),
@@ -32,7 +34,7 @@ func failedStep(output, marker string) (int, string) {
 
 // stepError names the failed step of a generated script and quotes what it
 // printed.
-func stepError(script string, steps []scriptStep, marker, output string, code int, where string) error {
+func stepError(script string, steps []kind.Step, marker, output string, code int, where string) error {
 	n, out := failedStep(output, marker)
 	what := fmt.Sprintf("%s failed before its first step", script)
 	if n >= 1 && n <= len(steps) {

@@ -1,11 +1,14 @@
 // Package builder turns a tt-model.yaml of any kind into a staged package
-// (code/, an OCI image layout, the model card and the wire manifest),
-// verifies the image, renders cards, and pushes images to OCI registries.
-// tt-go-server images and Python kinds with nothing to install are built
-// with go-containerregistry and no daemon; a kind that installs packages at
-// build time is built through the Docker engine's build API. The shape follows
-// go-containerregistry: stage → layers → image → sinks (layout, engine,
-// registry), each sink its own file.
+// (builtpkg: code/, an OCI image layout, the model card and the wire
+// manifest), verifies the image, and pushes packages to OCI registries and
+// the Hub. tt-go-server images and Python kinds with nothing to install are
+// built with go-containerregistry and no daemon; a kind that installs
+// packages at build time is built through the Docker engine's build API.
+// Package is a pipeline of steps, each its own function: stage → layers →
+// image → verify → write. Below it, cut by noun: builder/kind (the Python
+// kinds' renderers), builder/card (the model cards) and builder/oci (tar
+// layers, rootfs, ELF closure, layout); the base and layer caches, the
+// engine build and the pushes stay here, each in its own file.
 package builder
 
 import (
@@ -25,6 +28,9 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/ttmodel/tt-model/builder/card"
+	"github.com/ttmodel/tt-model/builder/oci"
+	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -133,7 +139,9 @@ func skippedSummary(skipped []string) string {
 // context (daemonless when nothing runs at build time, else through the
 // Docker engine). Everything is made in a temporary directory beside the
 // output and renamed into place only after verify passed, so a failure
-// leaves the previous package intact.
+// leaves the previous package intact. The steps, in order: stage code/,
+// prepare the kind's image (inputs, binaries, base, labels), build our
+// layers, put them on the base as the image, verify it, write the package.
 func Package(ctx context.Context, opts Options) (*Result, error) {
 	start := time.Now()
 	j, err := newJob(ctx, opts)
@@ -141,11 +149,61 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer j.cleanup()
-	m, p := j.m, j.p
-
-	p.stage("staging code/")
-	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch, output: j.output}, filepath.Join(j.stagingDir, "code")); err != nil {
+	if err := stage(ctx, j); err != nil {
 		return nil, err
+	}
+	r, err := prepare(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	layers, err := buildOurLayers(j, r)
+	if err != nil {
+		return nil, err
+	}
+	img, tag, err := r.image(ctx, layers)
+	if err != nil {
+		return nil, err
+	}
+	verifiedIn, err := r.verify(ctx, img, tag)
+	if err != nil {
+		return nil, err
+	}
+	b := r.built(img, tag, layers, verifiedIn)
+	res, err := write(j, b)
+	if err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	res.ElapsedSeconds = res.Elapsed.Seconds()
+	j.p.stage("wrote %s (image %s, %s compressed, %s uncompressed)", res.Dir, b.tag, humanBytes(res.Compressed), humanBytes(res.Uncompressed))
+	return res, nil
+}
+
+// recipe is a kind's image once prepared: what its layers are, how they
+// become the image, and how the image is verified. tt-go-server's
+// (gopackage.go) and the Python kinds' (kindpackage.go) implement it.
+type recipe interface {
+	// layers plans our layers on the base; none when the Docker engine
+	// builds the image.
+	layers() ([]*oci.LayerPlan, error)
+	// image makes the image from the built layers and names it.
+	image(ctx context.Context, layers []oci.LayerBlob) (img v1.Image, tag string, err error)
+	// verify runs the checks in the image and says where they ran.
+	verify(ctx context.Context, img v1.Image, tag string) (verifiedIn string, err error)
+	// built is what the recipe made, for the package's files and summary.
+	built(img v1.Image, tag string, layers []oci.LayerBlob, verifiedIn string) *built
+	// close releases what prepare opened (the engine connection).
+	close()
+}
+
+// stage copies the manifest's code into the package's code/.
+func stage(ctx context.Context, j *job) error {
+	m, p := j.m, j.p
+	p.stage("staging code/")
+	var err error
+	if j.code, err = stageCode(ctx, m, sourceRoots{workDir: j.workDir, scratch: j.scratch, output: j.output}, j.staged.CodeTree()); err != nil {
+		return err
 	}
 	if j.code.RecordedOnly {
 		p.stage("source.code: %d path(s) of %s recorded, not staged: kind %s ships no tt-metal and the tree is not a local checkout",
@@ -154,17 +212,31 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if line := skippedSummary(j.code.Skipped); line != "" {
 		p.stage("%s", line)
 	}
+	return nil
+}
 
-	var b *built
-	if m.Kind == manifest.KindGoServer {
-		b, err = packageGoServer(ctx, j)
-	} else {
-		b, err = packageKind(ctx, j)
+// prepare resolves what the kind's image is made of.
+func prepare(ctx context.Context, j *job) (recipe, error) {
+	if j.m.Kind == manifest.KindGoServer {
+		return prepareGoServer(ctx, j)
 	}
-	if err != nil {
+	return prepareKind(ctx, j)
+}
+
+// buildOurLayers writes the recipe's planned layers as blobs (none for an
+// image the engine builds).
+func buildOurLayers(j *job, r recipe) ([]oci.LayerBlob, error) {
+	plans, err := r.layers()
+	if err != nil || len(plans) == 0 {
 		return nil, err
 	}
+	return buildLayers(plans, j.epoch)
+}
 
+// write lays out the package in the staging directory (the OCI layout, the
+// wire manifest, the card) and renames it into place.
+func write(j *job, b *built) (*Result, error) {
+	m, p := j.m, j.p
 	digest, err := b.image.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("image digest: %w", err)
@@ -174,11 +246,11 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("config digest: %w", err)
 	}
 	p.stage("writing the OCI layout")
-	layoutDir := filepath.Join(j.stagingDir, "image")
+	layoutDir := j.staged.LayoutPath()
 	if err := linkBlobs(layoutDir, b.blobFiles); err != nil {
 		return nil, err
 	}
-	if err := writeLayout(layoutDir, b.image, b.tag); err != nil {
+	if err := oci.WriteLayout(layoutDir, b.image, b.tag); err != nil {
 		return nil, err
 	}
 
@@ -187,11 +259,11 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	b.record["image_digest"] = digest.String()
 	hostname, _ := os.Hostname()
 	wire := m.ToWire(manifest.WireInfo{ImageTag: b.tag, Digest: digest.String(), TTMetalVersion: j.code.TTMetal.SCMVersion,
-		ToolVersion: opts.ToolVersion, CreatedAt: j.builtAt(), Hostname: hostname, Built: b.record})
+		ToolVersion: j.opts.ToolVersion, CreatedAt: j.builtAt(), Hostname: hostname, Built: b.record})
 	if b.runtime != nil {
 		wire.Container.Runtime = b.runtime
 	}
-	warnings, err := writeWireAndCard(j.stagingDir, wire)
+	warnings, err := writeWireAndCard(j.staged, wire)
 	if err != nil {
 		return nil, err
 	}
@@ -210,9 +282,6 @@ func Package(ctx context.Context, opts Options) (*Result, error) {
 	if err := replaceDir(j.stagingDir, final); err != nil {
 		return nil, err
 	}
-	res.Elapsed = time.Since(start)
-	res.ElapsedSeconds = res.Elapsed.Seconds()
-	p.stage("wrote %s (image %s, %s compressed, %s uncompressed)", final, b.tag, humanBytes(res.Compressed), humanBytes(res.Uncompressed))
 	return res, nil
 }
 
@@ -227,8 +296,9 @@ type job struct {
 	profile    manifest.Profile
 	launch     manifest.Launch
 	epoch      time.Time
-	stagingDir string // becomes <out>/<name>/
-	scratch    string // removed at the end
+	stagingDir string            // becomes <out>/<name>/
+	staged     *builtpkg.Package // the package at stagingDir
+	scratch    string            // removed at the end
 	output     ownOutput
 	code       stagedCode
 	// baseRef is --base, else runtime.base ("" when neither).
@@ -280,6 +350,7 @@ func newJob(ctx context.Context, opts Options) (*job, error) {
 	if j.stagingDir, err = ownedTempDir(j.outDir, partialPrefix(m.Name)); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
+	j.staged = builtpkg.At(j.stagingDir)
 	if j.scratch, err = ownedTempDir(os.TempDir(), scratchPrefix); err != nil {
 		os.RemoveAll(j.stagingDir)
 		return nil, fmt.Errorf("create scratch directory: %w", err)
@@ -348,7 +419,7 @@ type built struct {
 	image v1.Image
 	tag   string
 	// layers are ours (the base's are not listed).
-	layers     []layerBlob
+	layers     []oci.LayerBlob
 	baseRef    string
 	verifiedIn string
 	builtWith  string
@@ -368,19 +439,19 @@ type built struct {
 // writeWireAndCard writes tt_kernel_manifest.json, then README.md rendered
 // from the file just written, so `tt-model card` on the staged package gives
 // the same README. It returns the card's warnings.
-func writeWireAndCard(dir string, wire *manifest.Wire) ([]string, error) {
-	if err := wire.WriteFile(filepath.Join(dir, manifest.WireFile)); err != nil {
+func writeWireAndCard(pkg *builtpkg.Package, wire *manifest.Wire) ([]string, error) {
+	if err := wire.WriteFile(pkg.Path); err != nil {
 		return nil, err
 	}
-	written, err := manifest.ReadWire(dir)
+	written, err := builtpkg.Read(pkg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	readme, warnings, err := RenderCard(written)
+	readme, warnings, err := card.Render(written.Wire)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte(readme), 0o644); err != nil {
+	if err := os.WriteFile(pkg.CardPath(), []byte(readme), 0o644); err != nil {
 		return nil, fmt.Errorf("write README.md: %w", err)
 	}
 	return warnings, nil
@@ -415,18 +486,18 @@ type placedBinary struct {
 }
 
 // closureOf merges the ELF closures of the binaries.
-func closureOf(search *libSearch, bins []placedBinary) (elfClosure, []BinaryInfo, error) {
-	var merged elfClosure
+func closureOf(search *oci.LibSearch, bins []placedBinary) (oci.Closure, []BinaryInfo, error) {
+	var merged oci.Closure
 	seen := map[string]bool{}
 	var infos []BinaryInfo
 	for _, b := range bins {
-		c, err := search.resolveELFClosure(b.bin.HostPath, b.imagePath)
+		c, err := search.ResolveELFClosure(b.bin.HostPath, b.imagePath)
 		if err != nil {
-			return elfClosure{}, nil, err
+			return oci.Closure{}, nil, err
 		}
 		if c.Interpreter != nil {
 			if merged.Interpreter != nil && merged.Interpreter.ImagePath != c.Interpreter.ImagePath {
-				return elfClosure{}, nil, fmt.Errorf("%s wants the loader %s, another binary %s", b.bin.HostPath, c.Interpreter.ImagePath, merged.Interpreter.ImagePath)
+				return oci.Closure{}, nil, fmt.Errorf("%s wants the loader %s, another binary %s", b.bin.HostPath, c.Interpreter.ImagePath, merged.Interpreter.ImagePath)
 			}
 			merged.Interpreter = c.Interpreter
 		}
@@ -438,7 +509,7 @@ func closureOf(search *libSearch, bins []placedBinary) (elfClosure, []BinaryInfo
 		}
 		sum, size, err := fileSHA256(b.bin.HostPath)
 		if err != nil {
-			return elfClosure{}, nil, err
+			return oci.Closure{}, nil, err
 		}
 		infos = append(infos, BinaryInfo{ImagePath: b.imagePath, From: b.bin.From, Size: size, SHA256: sum, Static: c.Static()})
 	}
@@ -509,7 +580,7 @@ func replaceDir(staged, final string) error {
 // imageSizes adds up the image's layers: ours from what building them
 // counted, the others' compressed sizes from the manifest and their tar
 // sizes from baseUncompressed, or by reading them when it is -1.
-func imageSizes(img v1.Image, ours []layerBlob, baseUncompressed int64) (compressed, uncompressed int64, err error) {
+func imageSizes(img v1.Image, ours []oci.LayerBlob, baseUncompressed int64) (compressed, uncompressed int64, err error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return 0, 0, err
@@ -579,4 +650,10 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// imageTag is the name of a package's image: tt-model/<name>:<digest[:12]>,
+// the tag upstream's retag_to_digest gives, so a tag always names content.
+func imageTag(name string, digest v1.Hash) string {
+	return fmt.Sprintf("tt-model/%s:%s", name, shortHex(digest.Hex))
 }

@@ -11,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -206,7 +207,7 @@ func TestPackageOnLayoutAndArchiveBases(t *testing.T) {
 	base := testBaseImage(t)
 	baseDigest, _ := base.Digest()
 	layoutDir := filepath.Join(dir, "base-layout")
-	if err := writeLayout(layoutDir, base, "base:1"); err != nil {
+	if err := oci.WriteLayout(layoutDir, base, "base:1"); err != nil {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(dir, "base.tar")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // progress writes what a long operation is doing to stderr: the stage, each
@@ -27,7 +29,7 @@ func (p *progress) stage(format string, args ...any) {
 	fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-func (p *progress) layer(l layerBlob) {
+func (p *progress) layer(l oci.LayerBlob) {
 	if p == nil {
 		return
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,8 +14,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
-	"github.com/ttmodel/tt-model/manifest"
 )
 
 // PushOptions are the inputs of Push.
@@ -54,15 +52,16 @@ func Push(ctx context.Context, dir string, opts PushOptions) (PushResult, error)
 			return PushResult{}, fmt.Errorf("--tag %q: a tag is 1-128 of [A-Za-z0-9_.-], not starting with '.' or '-' (the OCI distribution grammar)", t)
 		}
 	}
-	w, err := manifest.ReadWire(dir)
+	pkg, err := builtpkg.Read(dir)
 	if err != nil {
 		return PushResult{}, fmt.Errorf("%s is not a staged package: %w", dir, err)
 	}
-	if w.Container == nil {
+	if !pkg.IsContainer() {
 		return PushResult{}, fmt.Errorf("%s: not a container (5.1) package", dir)
 	}
-	layoutDir := filepath.Join(dir, "image")
-	if _, err := os.Stat(filepath.Join(layoutDir, "oci-layout")); err != nil {
+	w := pkg.Wire
+	layoutDir := pkg.ImageLayout()
+	if layoutDir == "" {
 		return PushResult{}, fmt.Errorf("%s: no OCI layout (image/oci-layout missing); run tt-model package first", dir)
 	}
 	registry := strings.TrimSuffix(opts.Registry, "/")
@@ -81,7 +80,7 @@ func Push(ctx context.Context, dir string, opts PushOptions) (PushResult, error)
 	if err := ocilayout.VerifyBlobs(layoutDir, nil); err != nil {
 		return PushResult{}, fmt.Errorf("%s: %w; repackage", dir, err)
 	}
-	img, err := ocilayout.Image(layoutDir, w.Container.Image.Tag)
+	img, err := ocilayout.Image(layoutDir, pkg.Tag())
 	if err != nil {
 		return PushResult{}, err
 	}
@@ -90,7 +89,7 @@ func Push(ctx context.Context, dir string, opts PushOptions) (PushResult, error)
 		return PushResult{}, fmt.Errorf("digest of %s: %w", layoutDir, err)
 	}
 	if want := w.Container.Image.Digest; want != "" && want != digest.String() {
-		return PushResult{}, fmt.Errorf("%s: the layout holds %s but %s records %s; repackage", dir, digest, manifest.WireFile, want)
+		return PushResult{}, fmt.Errorf("%s: the layout holds %s but %s records %s; repackage", dir, digest, builtpkg.WireFile, want)
 	}
 	var nameOpts []name.Option
 	if opts.Insecure {

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/manifest"
 )
@@ -284,7 +285,7 @@ func (s *stager) copy(r *fslink.Root, rel, field string) (isDir bool, err error)
 		}
 		// The parent is resolved inside dest, so nothing is ever written
 		// through a link an earlier entry staged to somewhere outside it.
-		parent, err := resolveIn(s.dest, path.Dir(e.Rel))
+		parent, err := oci.ResolveIn(s.dest, path.Dir(e.Rel))
 		if err != nil {
 			return err
 		}

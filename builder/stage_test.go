@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttmodel/tt-model/builder/kind"
+	"github.com/ttmodel/tt-model/builder/oci"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -262,18 +264,18 @@ func TestStagedLinksReachImageAndContext(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l := newRootfs(&baseImage{Tree: newFSTree()}).plan("code/")
-	if err := addTree(l, code, codeImageDir); err != nil {
+	l := oci.NewRootfs(oci.NewTree()).Plan("code/")
+	if err := addTree(l, code, kind.CodeDir); err != nil {
 		t.Fatal(err)
 	}
 	var inLayer bool
-	for _, e := range l.entries {
-		if e.Path == codeImageDir+"/pkg/alias.py" {
+	for _, e := range l.Entries {
+		if e.Path == kind.CodeDir+"/pkg/alias.py" {
 			inLayer = e.Type == tar.TypeSymlink && e.Linkname == "mod.py"
 		}
 	}
 	if !inLayer {
-		t.Errorf("the code layer lacks the link pkg/alias.py -> mod.py: %+v", l.entries)
+		t.Errorf("the code layer lacks the link pkg/alias.py -> mod.py: %+v", l.Entries)
 	}
 
 	var files contextFiles

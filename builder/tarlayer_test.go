@@ -7,22 +7,24 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 func TestBuildLayerIsAFunctionOfItsEntries(t *testing.T) {
 	epoch := time.Unix(1700000000, 0)
-	entries := []entry{
-		dirEntry("/etc", 0o755, 0, 0),
-		fileEntry("/etc/passwd", 0o644, []byte("root:x:0:0::/root:/sbin/nologin\n")),
-		dirEntry("/cache", 0o775, ImageUID, ImageGID),
+	entries := []oci.Entry{
+		oci.DirEntry("/etc", 0o755, 0, 0),
+		oci.FileEntry("/etc/passwd", 0o644, []byte("root:x:0:0::/root:/sbin/nologin\n")),
+		oci.DirEntry("/cache", 0o775, ImageUID, ImageGID),
 		{Path: "/lib64", Type: tar.TypeSymlink, Linkname: "usr/lib64"},
 	}
-	reversed := []entry{entries[3], entries[2], entries[1], entries[0]}
-	a, err := buildLayer(entries, epoch, "a")
+	reversed := []oci.Entry{entries[3], entries[2], entries[1], entries[0]}
+	a, err := oci.BuildLayer(entries, epoch, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := buildLayer(reversed, epoch, "b")
+	b, err := oci.BuildLayer(reversed, epoch, "b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +33,7 @@ func TestBuildLayerIsAFunctionOfItsEntries(t *testing.T) {
 	if da != db {
 		t.Errorf("the same entries in another order: %s vs %s", da, db)
 	}
-	c, err := buildLayer(entries, epoch.Add(time.Second), "c")
+	c, err := oci.BuildLayer(entries, epoch.Add(time.Second), "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestBuildLayerIsAFunctionOfItsEntries(t *testing.T) {
 		t.Errorf("sizes %d/%d", a.Compressed, a.Uncompressed)
 	}
 
-	if _, err := buildLayer(append(entries, entries[0]), epoch, "dup"); err == nil || !strings.Contains(err.Error(), "/etc is listed twice") {
+	if _, err := oci.BuildLayer(append(entries, entries[0]), epoch, "dup"); err == nil || !strings.Contains(err.Error(), "/etc is listed twice") {
 		t.Errorf("duplicate path: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/moby/moby/client"
 
+	"github.com/ttmodel/tt-model/builder/card"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/internal/testing/testenv"
@@ -274,7 +275,7 @@ func TestPackageImageOnRealTools(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, _, err := RenderCard(w)
+		again, _, err := card.Render(w)
 		if err != nil || again != string(readme) {
 			t.Errorf("README.md differs from the card of the staged manifest (%v)", err)
 		}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 // runner runs a command inside the built image.
@@ -94,7 +96,7 @@ func newChrootRunner(img v1.Image, scratch string) (chrootRunner, error) {
 		os.RemoveAll(dir)
 		return chrootRunner{}, err
 	}
-	if err := unpackRootfs(img, dir); err != nil {
+	if err := oci.UnpackRootfs(img, dir); err != nil {
 		os.RemoveAll(dir)
 		return chrootRunner{}, fmt.Errorf("unpack the image for verify: %w", err)
 	}
@@ -120,9 +122,9 @@ type verifyStep struct {
 // A statement runs under /bin/sh when the image has one; in a shell-less
 // image (scratch) it is split into words, and shell syntax is refused with
 // the reason rather than run wrongly.
-func verifySteps(statements []string, tree *fsTree, pathEnv string) ([]verifyStep, error) {
+func verifySteps(statements []string, tree *oci.Tree, pathEnv string) ([]verifyStep, error) {
 	steps := []verifyStep{{What: "tt-model-server --verify", Argv: []string{ImageServerPath, "--verify"}}}
-	hasShell := tree.isFile("/bin/sh")
+	hasShell := tree.IsFile("/bin/sh")
 	for i, st := range statements {
 		what := fmt.Sprintf("verify[%d] %q", i, st)
 		if hasShell {
@@ -139,7 +141,7 @@ func verifySteps(statements []string, tree *fsTree, pathEnv string) ([]verifySte
 		if !strings.Contains(words[0], "/") {
 			found := ""
 			for _, dir := range strings.Split(pathEnv, ":") {
-				if tree.isFile(path.Join(dir, words[0])) {
+				if tree.IsFile(path.Join(dir, words[0])) {
 					found = path.Join(dir, words[0])
 					break
 				}
@@ -237,8 +239,7 @@ func tail(s string, n int) string {
 
 // verifyImage runs the verify steps where the mode says, with env
 // (KEY=VALUE) on top of the image's.
-func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, statements, env []string, scratch string, p *progress) (string, error) {
-	img := bi.Image
+func verifyImage(ctx context.Context, mode string, img v1.Image, tree *oci.Tree, tag string, statements, env []string, scratch string, p *progress) (string, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return "", err
@@ -249,7 +250,7 @@ func verifyImage(ctx context.Context, mode string, bi builtImage, tag string, st
 			pathEnv = v
 		}
 	}
-	steps, err := verifySteps(statements, bi.Tree, pathEnv)
+	steps, err := verifySteps(statements, tree, pathEnv)
 	if err != nil {
 		return "", err
 	}

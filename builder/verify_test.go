@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ttmodel/tt-model/builder/oci"
 )
 
 func TestSplitWords(t *testing.T) {
@@ -43,11 +45,11 @@ func TestSplitWords(t *testing.T) {
 }
 
 func TestVerifySteps(t *testing.T) {
-	scratch := newFSTree()
+	scratch := oci.NewTree()
 	for _, d := range []string{"/usr", "/usr/local", "/usr/local/bin"} {
-		scratch.record(d, tar.TypeDir, "")
+		scratch.Record(d, tar.TypeDir, "")
 	}
-	scratch.record("/usr/local/bin/tt-model", tar.TypeReg, "")
+	scratch.Record("/usr/local/bin/tt-model", tar.TypeReg, "")
 	steps, err := verifySteps([]string{"tt-model --version"}, scratch, defaultPATH)
 	if err != nil {
 		t.Fatal(err)
@@ -60,11 +62,11 @@ func TestVerifySteps(t *testing.T) {
 		t.Errorf("missing command: %v", err)
 	}
 	// A usrmerge base: /bin is a symlink to usr/bin, which holds sh.
-	withShell := newFSTree()
-	withShell.record("/usr", tar.TypeDir, "")
-	withShell.record("/usr/bin", tar.TypeDir, "")
-	withShell.record("/usr/bin/sh", tar.TypeReg, "")
-	withShell.record("/bin", tar.TypeSymlink, "usr/bin")
+	withShell := oci.NewTree()
+	withShell.Record("/usr", tar.TypeDir, "")
+	withShell.Record("/usr/bin", tar.TypeDir, "")
+	withShell.Record("/usr/bin/sh", tar.TypeReg, "")
+	withShell.Record("/bin", tar.TypeSymlink, "usr/bin")
 	steps, err = verifySteps([]string{"tt-model --version | grep 1"}, withShell, defaultPATH)
 	if err != nil || !reflect.DeepEqual(steps[1].Argv, []string{"/bin/sh", "-ceu", "tt-model --version | grep 1"}) {
 		t.Errorf("with a shell: %+v, %v", steps, err)
@@ -72,15 +74,15 @@ func TestVerifySteps(t *testing.T) {
 }
 
 func TestFSTreeResolve(t *testing.T) {
-	tree := newFSTree()
-	tree.record("/usr", tar.TypeDir, "")
-	tree.record("/usr/lib", tar.TypeDir, "")
-	tree.record("/usr/lib/x86_64-linux-gnu", tar.TypeDir, "")
-	tree.record("/lib", tar.TypeSymlink, "usr/lib")
-	tree.record("/lib64", tar.TypeSymlink, "/usr/lib/x86_64-linux-gnu")
-	tree.record("/loop", tar.TypeSymlink, "loop")
+	tree := oci.NewTree()
+	tree.Record("/usr", tar.TypeDir, "")
+	tree.Record("/usr/lib", tar.TypeDir, "")
+	tree.Record("/usr/lib/x86_64-linux-gnu", tar.TypeDir, "")
+	tree.Record("/lib", tar.TypeSymlink, "usr/lib")
+	tree.Record("/lib64", tar.TypeSymlink, "/usr/lib/x86_64-linux-gnu")
+	tree.Record("/loop", tar.TypeSymlink, "loop")
 	// Written through the symlink, recorded where it lands.
-	tree.record("/lib/x86_64-linux-gnu/libc.so.6", tar.TypeReg, "")
+	tree.Record("/lib/x86_64-linux-gnu/libc.so.6", tar.TypeReg, "")
 	for _, tc := range []struct {
 		in, want string
 		ok       bool
@@ -91,16 +93,16 @@ func TestFSTreeResolve(t *testing.T) {
 		{"/lib/nope", "", false},
 		{"/loop/x", "", false},
 	} {
-		got, _, ok := tree.resolve(tc.in)
+		got, _, ok := tree.Resolve(tc.in)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("resolve(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
-	if !tree.isDir("/lib") || !tree.isFile("/usr/lib/x86_64-linux-gnu/libc.so.6") || tree.isFile("/lib") {
+	if !tree.IsDir("/lib") || !tree.IsFile("/usr/lib/x86_64-linux-gnu/libc.so.6") || tree.IsFile("/lib") {
 		t.Error("isDir/isFile do not follow the links")
 	}
 
-	// The same tree unpacked on disk resolves the same way through resolveIn
+	// The same tree unpacked on disk resolves the same way through oci.ResolveIn
 	// (one resolver, fslink.Follow, behind both), except that a missing
 	// component is kept: it names a path about to be created.
 	root := t.TempDir()
@@ -122,12 +124,12 @@ func TestFSTreeResolve(t *testing.T) {
 		{"/lib64/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"},
 		{"/lib/nope", "/usr/lib/nope"},
 	} {
-		got, err := resolveIn(root, tc.in)
+		got, err := oci.ResolveIn(root, tc.in)
 		if want := filepath.Join(root, tc.want); got != want || err != nil {
-			t.Errorf("resolveIn(%q) = %q, %v; want %q", tc.in, got, err, want)
+			t.Errorf("oci.ResolveIn(%q) = %q, %v; want %q", tc.in, got, err, want)
 		}
 	}
-	if _, err := resolveIn(root, "/loop/x"); err == nil {
-		t.Error("resolveIn(/loop/x): want an error for a symlink loop")
+	if _, err := oci.ResolveIn(root, "/loop/x"); err == nil {
+		t.Error("oci.ResolveIn(/loop/x): want an error for a symlink loop")
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ttmodel/tt-model/builder"
+	"github.com/ttmodel/tt-model/builder/card"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -42,12 +42,12 @@ func newCardCmd() *cobra.Command {
 				wires = append(wires, w)
 			}
 			if html {
-				files, warnings, err := builder.RenderSite(wires)
+				files, warnings, err := card.RenderSite(wires)
 				if err != nil {
 					return &ExitError{Code: 1, Err: err}
 				}
 				printWarnings(cmd, warnings)
-				if err := builder.WriteSite(out, files); err != nil {
+				if err := card.WriteSite(out, files); err != nil {
 					return &ExitError{Code: 1, Err: err}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s/index.html: %d packages\n", out, len(wires))
@@ -57,9 +57,9 @@ func newCardCmd() *cobra.Command {
 			var warnings []string
 			var err error
 			if len(wires) == 1 {
-				text, warnings, err = builder.RenderCard(wires[0])
+				text, warnings, err = card.Render(wires[0])
 			} else {
-				text, warnings, err = builder.RenderCatalog(wires)
+				text, warnings, err = card.RenderCatalog(wires)
 			}
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}

@@ -23,7 +23,7 @@ func TestPackageCommandExitCodes(t *testing.T) {
 			"kind tt-dit-server needs a base image with bash and Python"},
 		{"push of a non-package", []string{"push", t.TempDir(), "--registry", "127.0.0.1:1/tt"}, 1, "is not a staged package"},
 		{"card of a non-package", []string{"card", t.TempDir()}, 1, "tt_kernel_manifest.json"},
-		{"card --html without --out", []string{"card", "--html", "../builder/testdata/wire/demo.json"}, 2, "--out SITE/"},
+		{"card --html without --out", []string{"card", "--html", "../builder/card/testdata/wire/demo.json"}, 2, "--out SITE/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := run(t, tc.args...)
@@ -35,11 +35,11 @@ func TestPackageCommandExitCodes(t *testing.T) {
 }
 
 func TestCardCommand(t *testing.T) {
-	code, stdout, stderr := run(t, "card", "../builder/testdata/wire/demo.json")
+	code, stdout, stderr := run(t, "card", "../builder/card/testdata/wire/demo.json")
 	if code != 0 || !strings.Contains(stdout, "\n# demo\n") || !strings.Contains(stderr, "warning: card.performance is missing") {
 		t.Errorf("card: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	code, stdout, _ = run(t, "card", "../builder/testdata/wire/demo.json", "../builder/testdata/wire/pi05.json")
+	code, stdout, _ = run(t, "card", "../builder/card/testdata/wire/demo.json", "../builder/card/testdata/wire/pi05.json")
 	if code != 0 || !strings.Contains(stdout, "# tt-model catalog") || !strings.Contains(stdout, "\n## pi05-demo\n") {
 		t.Errorf("catalog: exit %d\n%s", code, stdout)
 	}
@@ -49,7 +49,7 @@ func TestCardCommand(t *testing.T) {
 // nothing, so the previous site stays whole.
 func TestCardHTMLCommand(t *testing.T) {
 	site := filepath.Join(t.TempDir(), "site")
-	code, stdout, stderr := run(t, "card", "--html", "../builder/testdata/wire/demo.json", "../builder/testdata/wire/pi05.json", "--out", site)
+	code, stdout, stderr := run(t, "card", "--html", "../builder/card/testdata/wire/demo.json", "../builder/card/testdata/wire/pi05.json", "--out", site)
 	if code != 0 || !strings.Contains(stdout, "index.html: 2 packages") || !strings.Contains(stderr, "warning: demo: card.performance is missing") {
 		t.Fatalf("card --html: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -60,7 +60,7 @@ func TestCardHTMLCommand(t *testing.T) {
 	}
 	index, _ := os.ReadFile(filepath.Join(site, "index.html"))
 	// Two packages of one name would be one page: refused, the site untouched.
-	code, _, stderr = run(t, "card", "--html", "../builder/testdata/wire/pi05.json", "../builder/testdata/wire/pi05.json", "--out", site)
+	code, _, stderr = run(t, "card", "--html", "../builder/card/testdata/wire/pi05.json", "../builder/card/testdata/wire/pi05.json", "--out", site)
 	if code != 1 || !strings.Contains(stderr, "would both be pi05-demo.html") {
 		t.Errorf("two packages of one name: exit %d, stderr %q", code, stderr)
 	}

@@ -96,7 +96,7 @@ func newRmCmd() *cobra.Command {
 				return err
 			}
 			for _, sp := range match {
-				if layout, err := runner.PulledLayout(filepath.Join(root, "images"), filepath.Join(sp.Dir, "image")); err == nil {
+				if layout, err := runner.PulledLayout(filepath.Join(root, "images"), sp.Package.LayoutPath()); err == nil {
 					if err := remove("image layout of "+repo+"@"+sp.Commit[:12], layout); err != nil {
 						return err
 					}

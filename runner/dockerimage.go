@@ -15,7 +15,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ttmodel/tt-model/internal/engine"
-	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -44,7 +43,7 @@ func (d *Docker) ensureImage(ctx context.Context, pkg *Package, progress io.Writ
 		}
 		return ref.Tag, nil
 	}
-	img, err := ocilayout.ImageOrOnly(dir, ref.Tag)
+	img, err := pkg.Image()
 	if err != nil {
 		return "", err
 	}

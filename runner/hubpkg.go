@@ -13,10 +13,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/hub"
 	"github.com/ttmodel/tt-model/internal/fslink"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
-	"github.com/ttmodel/tt-model/manifest"
 )
 
 // A package pushed to the Hub lives, once pulled, in the Hugging Face cache
@@ -211,7 +211,7 @@ func VerifyPackageImage(pkg *Package) error {
 	if dir == "" {
 		return nil
 	}
-	img, err := ocilayout.ImageOrOnly(dir, pkg.Wire.Container.Image.Tag)
+	img, err := pkg.Image()
 	if err != nil {
 		return err
 	}
@@ -273,7 +273,7 @@ func StoredPackages(cache hub.Cache) ([]StoredPackage, error) {
 		})
 		for _, s := range snaps {
 			dir := filepath.Join(rd, "snapshots", s.Name())
-			if _, err := os.Stat(filepath.Join(dir, manifest.WireFile)); err != nil {
+			if _, err := os.Stat(filepath.Join(dir, builtpkg.WireFile)); err != nil {
 				continue
 			}
 			pkg, err := LoadPackage(dir)
@@ -330,19 +330,19 @@ func CachedWeights(ctx context.Context, c *hub.Client, pkg *Package) ([]*hub.Sna
 // local store when it holds it (no network), else by downloading that one
 // file. info and profiles need no image.
 func FetchManifest(ctx context.Context, c *hub.Client, ref HubRef) (*Package, *hub.Snapshot, error) {
-	req := hub.Request{Repo: ref.Repo, Revision: ref.Revision, Allow: []string{manifest.WireFile}}
+	req := hub.Request{Repo: ref.Repo, Revision: ref.Revision, Allow: []string{builtpkg.WireFile}}
 	snap, err := c.Offline().Download(ctx, req, io.Discard)
 	if err != nil {
 		if snap, err = c.Download(ctx, req, io.Discard); err != nil {
 			return nil, nil, fmt.Errorf("package %s: %w", ref, err)
 		}
 	}
-	w, err := manifest.ReadWire(filepath.Join(snap.Dir, manifest.WireFile))
+	pkg, err := builtpkg.ReadFile(filepath.Join(snap.Dir, builtpkg.WireFile))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s@%s: %w", ref.Repo, snap.Commit, err)
 	}
-	if w.Container == nil {
-		return nil, nil, fmt.Errorf("%s@%s: schema %s has no container block: not a container package", ref.Repo, snap.Commit, w.SchemaVersion)
+	if !pkg.IsContainer() {
+		return nil, nil, fmt.Errorf("%s@%s: schema %s has no container block: not a container package", ref.Repo, snap.Commit, pkg.Wire.SchemaVersion)
 	}
-	return &Package{Path: filepath.Join(snap.Dir, manifest.WireFile), Dir: snap.Dir, Wire: w}, snap, nil
+	return pkg, snap, nil
 }

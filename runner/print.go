@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/ttmodel/tt-model/internal/ocilayout"
 )
 
 // `serve --print` shows the exact command a start would run, without
@@ -67,7 +65,7 @@ func (d *Docker) RunCommand(ctx context.Context, spec *Spec) (string, error) {
 // imageFor names the image Start would run and reads its entrypoint.
 func (d *Docker) imageFor(ctx context.Context, pkg *Package) (string, []string, error) {
 	if dir := pkg.ImageLayout(); dir != "" {
-		img, err := ocilayout.ImageOrOnly(dir, pkg.Wire.Container.Image.Tag)
+		img, err := pkg.Image()
 		if err != nil {
 			return "", nil, err
 		}

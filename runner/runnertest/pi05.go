@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -83,7 +84,7 @@ func PackagePI05(t testing.TB, root, bin, name string) *PI05Package {
 	p.Run(t, root, "package", "--container", manifestPath, "--out", filepath.Join(work, "build"))
 	p.Dir = filepath.Join(work, "build", name)
 	var err error
-	if p.Wire, err = manifest.ReadWire(filepath.Join(p.Dir, manifest.WireFile)); err != nil {
+	if p.Wire, err = manifest.ReadWire(builtpkg.At(p.Dir).Path); err != nil {
 		t.Fatal(err)
 	}
 	def := p.Wire.Container.DefaultProfileName()

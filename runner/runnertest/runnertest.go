@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/ttmodel/tt-model/builtpkg"
 	"github.com/ttmodel/tt-model/hub/hubtest"
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 	"github.com/ttmodel/tt-model/internal/testing/imagetest"
@@ -121,7 +122,7 @@ func StagedPackage(t testing.TB, name, server, commit string) (dir, tag string) 
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), name)
 	tag = fmt.Sprintf("tt-model/%s:test", name)
-	WriteLayout(t, filepath.Join(dir, "image"), server, tag)
+	WriteLayout(t, builtpkg.At(dir).LayoutPath(), server, tag)
 	rev := commit
 	w := &manifest.Wire{
 		SchemaVersion: "5.1", Name: name, Arch: "blackhole", DeviceCount: 1,
@@ -139,7 +140,7 @@ func StagedPackage(t testing.TB, name, server, commit string) (dir, tag string) 
 			DefaultProfile: "default",
 		},
 	}
-	if err := w.WriteFile(filepath.Join(dir, manifest.WireFile)); err != nil {
+	if err := w.WriteFile(builtpkg.At(dir).Path); err != nil {
 		t.Fatal(err)
 	}
 	return dir, tag

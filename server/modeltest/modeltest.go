@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ttmodel/tt-model/builder"
+	"github.com/ttmodel/tt-model/builder/card"
 	"github.com/ttmodel/tt-model/internal/testing/browsertest"
 	"github.com/ttmodel/tt-model/internal/testing/servertest"
 	"github.com/ttmodel/tt-model/manifest"
@@ -37,7 +37,7 @@ func cardEndpoints(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, _, err := builder.RenderCard(m.ToWire(manifest.WireInfo{ToolVersion: "test"}))
+	text, _, err := card.Render(m.ToWire(manifest.WireInfo{ToolVersion: "test"}))
 	if err != nil {
 		t.Fatal(err)
 	}

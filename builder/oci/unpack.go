@@ -1,4 +1,4 @@
-package builder
+package oci
 
 import (
 	"archive/tar"
@@ -15,9 +15,9 @@ import (
 	"github.com/ttmodel/tt-model/internal/fslink"
 )
 
-// unpackRootfs applies the layers of img under dir, bottom layer first, as a
+// UnpackRootfs applies the layers of img under dir, bottom layer first, as a
 // container runtime does: whiteouts delete, opaque markers clear, a later
-// entry replaces an earlier one, and a path through a symlink of a lower
+// Entry replaces an earlier one, and a path through a symlink of a lower
 // layer (/lib64 -> usr/lib64) follows it inside dir. Owners are left to the
 // caller's uid: only a verify run reads this tree.
 //
@@ -27,7 +27,7 @@ import (
 // /lib64/ld-linux-x86-64.so.2 on a usrmerge base) would be extracted before
 // the symlink it goes through, as a directory in its way. Replaying layers
 // bottom first keeps the image's view.
-func unpackRootfs(img v1.Image, dir string) error {
+func UnpackRootfs(img v1.Image, dir string) error {
 	layers, err := img.Layers()
 	if err != nil {
 		return fmt.Errorf("layers: %w", err)
@@ -67,7 +67,7 @@ func applyLayer(tr *tar.Reader, root string) error {
 		if rel == "/" {
 			continue
 		}
-		parent, err := resolveIn(root, path.Dir(rel))
+		parent, err := ResolveIn(root, path.Dir(rel))
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func applyLayer(tr *tar.Reader, root string) error {
 				return fmt.Errorf("symlink %s: %w", rel, err)
 			}
 		case tar.TypeLink:
-			src, err := resolveIn(root, path.Clean("/"+hdr.Linkname))
+			src, err := ResolveIn(root, path.Clean("/"+hdr.Linkname))
 			if err != nil {
 				return err
 			}
@@ -142,12 +142,12 @@ func applyLayer(tr *tar.Reader, root string) error {
 	return nil
 }
 
-// resolveIn maps an image path to a host path under root, following the
+// ResolveIn maps an image path to a host path under root, following the
 // symlinks of the tree already unpacked there as the image would see them
 // (fslink.Follow): an absolute link target restarts at root, and ".."
 // never leaves it. Missing components are kept: the path may be about to
 // be made.
-func resolveIn(root, p string) (string, error) {
+func ResolveIn(root, p string) (string, error) {
 	resolved, err := fslink.Follow(p, true, fslink.HostLookup(root))
 	if err != nil {
 		return "", err

@@ -1,4 +1,9 @@
-package builder
+// Package card renders a built package's model card (README.md) from its
+// wire manifest: the card the builder writes beside the manifest, the one a
+// Hub push uploads (its quickstart naming the repo), the catalog of several
+// packages and the static catalog site. It reads only the wire manifest, so
+// `tt-model card` on a staged package gives the card the package carries.
+package card
 
 import (
 	"bytes"
@@ -333,18 +338,18 @@ func cardTemplates() (*template.Template, error) {
 	return t, nil
 }
 
-// RenderCard renders the model card (README.md) of a staged package and the
+// Render renders the model card (README.md) of a staged package and the
 // warnings about what it lacks.
-func RenderCard(w *manifest.Wire) (string, []string, error) {
+func Render(w *manifest.Wire) (string, []string, error) {
 	cm, fm, err := cardFor(w)
 	if err != nil {
 		return "", nil, err
 	}
-	return renderCard(w, cm, fm)
+	return render(w, cm, fm)
 }
 
-// renderCard renders one package's card from its model and front matter.
-func renderCard(w *manifest.Wire, cm cardModel, fm frontMatter) (string, []string, error) {
+// render renders one package's card from its model and front matter.
+func render(w *manifest.Wire, cm cardModel, fm frontMatter) (string, []string, error) {
 	front, err := renderFrontMatter(fm)
 	if err != nil {
 		return "", nil, err

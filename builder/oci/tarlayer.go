@@ -1,4 +1,12 @@
-package builder
+// Package oci assembles OCI images from files, below the builder that decides
+// what goes in them (as go-containerregistry's mutate and layout sit below
+// a tool that uses them): reproducible tar layers (Entry, BuildLayer), the
+// planned layers of a growing root file system (Rootfs, LayerPlan, Tree), the
+// ELF closure a binary needs in the image (LibSearch, Closure), an image
+// unpacked into a directory (UnpackRootfs), an OCI-typed view of a
+// Docker-typed image (OCITyped) and the layout written to disk
+// (WriteLayout). It knows nothing of manifests, kinds or caches.
+package oci
 
 import (
 	"archive/tar"
@@ -18,14 +26,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// gzipLevel is fixed: the compressed bytes, and so every layer digest, depend
+// GzipLevel is fixed: the compressed bytes, and so every layer digest, depend
 // on it. DefaultCompression would tie the digest to whatever compress/gzip
 // chooses as its default.
-const gzipLevel = 6
+const GzipLevel = 6
 
-// entry is one file-system object of a layer. Paths are absolute in the
+// Entry is one file-system object of a layer. Paths are absolute in the
 // image ("/usr/local/bin/tt-model"); the tar name drops the leading slash.
-type entry struct {
+type Entry struct {
 	Path     string
 	Type     byte // tar.TypeDir, tar.TypeReg or tar.TypeSymlink
 	Mode     int64
@@ -35,21 +43,24 @@ type entry struct {
 	Source   string // for regular files read from the host
 }
 
-func dirEntry(p string, mode int64, uid, gid int) entry {
-	return entry{Path: p, Type: tar.TypeDir, Mode: mode, UID: uid, GID: gid}
+// DirEntry is a directory.
+func DirEntry(p string, mode int64, uid, gid int) Entry {
+	return Entry{Path: p, Type: tar.TypeDir, Mode: mode, UID: uid, GID: gid}
 }
 
-func fileEntry(p string, mode int64, data []byte) entry {
-	return entry{Path: p, Type: tar.TypeReg, Mode: mode, Data: data}
+// FileEntry is a regular file given inline.
+func FileEntry(p string, mode int64, data []byte) Entry {
+	return Entry{Path: p, Type: tar.TypeReg, Mode: mode, Data: data}
 }
 
-func hostFileEntry(p string, mode int64, source string) entry {
-	return entry{Path: p, Type: tar.TypeReg, Mode: mode, Source: source}
+// HostFileEntry is a regular file read from the host at source.
+func HostFileEntry(p string, mode int64, source string) Entry {
+	return Entry{Path: p, Type: tar.TypeReg, Mode: mode, Source: source}
 }
 
-// layerBlob is a built layer: the v1.Layer plus the sizes progress and the
+// LayerBlob is a built layer: the v1.Layer plus the sizes progress and the
 // summary report.
-type layerBlob struct {
+type LayerBlob struct {
 	Layer        v1.Layer
 	Uncompressed int64
 	Compressed   int64
@@ -59,65 +70,65 @@ type layerBlob struct {
 	// layout links it instead of copying); Cached says it was not rebuilt.
 	File   string
 	Cached bool
-	data   []byte // the compressed blob, when built here
+	Blob   []byte // the compressed blob, when built here
 }
 
-// buildLayer writes entries as a reproducible gzip'd tar: entries sorted by
+// BuildLayer writes entries as a reproducible gzip'd tar: entries sorted by
 // path, every header's uid/gid/mtime fixed, no user or group names, PAX
 // records only where a field needs them, and a fixed gzip level. Equal
 // inputs give byte-equal blobs, which is what makes the image digest a
 // function of its content alone.
-func buildLayer(entries []entry, epoch time.Time, description string) (layerBlob, error) {
-	sorted := sortedEntries(entries)
+func BuildLayer(entries []Entry, epoch time.Time, description string) (LayerBlob, error) {
+	sorted := SortedEntries(entries)
 	for i := 1; i < len(sorted); i++ {
 		if sorted[i].Path == sorted[i-1].Path {
-			return layerBlob{}, fmt.Errorf("layer %q: %s is listed twice", description, sorted[i].Path)
+			return LayerBlob{}, fmt.Errorf("layer %q: %s is listed twice", description, sorted[i].Path)
 		}
 	}
 
 	var gz bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&gz, gzipLevel)
+	zw, err := gzip.NewWriterLevel(&gz, GzipLevel)
 	if err != nil {
-		return layerBlob{}, fmt.Errorf("gzip writer: %w", err)
+		return LayerBlob{}, fmt.Errorf("gzip writer: %w", err)
 	}
 	counter := &countingWriter{w: zw}
 	tw := tar.NewWriter(counter)
 	for _, e := range sorted {
 		if err := writeEntry(tw, e, epoch); err != nil {
-			return layerBlob{}, fmt.Errorf("layer %q: %w", description, err)
+			return LayerBlob{}, fmt.Errorf("layer %q: %w", description, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return layerBlob{}, fmt.Errorf("layer %q: close tar: %w", description, err)
+		return LayerBlob{}, fmt.Errorf("layer %q: close tar: %w", description, err)
 	}
 	if err := zw.Close(); err != nil {
-		return layerBlob{}, fmt.Errorf("layer %q: close gzip: %w", description, err)
+		return LayerBlob{}, fmt.Errorf("layer %q: close gzip: %w", description, err)
 	}
 	blob := gz.Bytes()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(blob)), nil
 	}, tarball.WithMediaType(types.OCILayer))
 	if err != nil {
-		return layerBlob{}, fmt.Errorf("layer %q: %w", description, err)
+		return LayerBlob{}, fmt.Errorf("layer %q: %w", description, err)
 	}
-	return layerBlob{
+	return LayerBlob{
 		Layer:        layer,
 		Uncompressed: counter.n,
 		Compressed:   int64(len(blob)),
 		Description:  description,
 		Files:        len(sorted),
-		data:         blob,
+		Blob:         blob,
 	}, nil
 }
 
-// sortedEntries orders entries by path, parents before children.
-func sortedEntries(entries []entry) []entry {
-	sorted := append([]entry(nil), entries...)
+// SortedEntries orders entries by path, parents before children.
+func SortedEntries(entries []Entry) []Entry {
+	sorted := append([]Entry(nil), entries...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
 	return sorted
 }
 
-func writeEntry(tw *tar.Writer, e entry, epoch time.Time) error {
+func writeEntry(tw *tar.Writer, e Entry, epoch time.Time) error {
 	name := strings.TrimPrefix(path.Clean(e.Path), "/")
 	if name == "" || name == "." {
 		return fmt.Errorf("entry with empty path")
@@ -159,9 +170,9 @@ func writeEntry(tw *tar.Writer, e entry, epoch time.Time) error {
 	}
 }
 
-// hostFileMode keeps only the permission bits of a host file, so that a
+// HostFileMode keeps only the permission bits of a host file, so that a
 // umask or a setuid bit on the build machine never reaches the image.
-func hostFileMode(info fs.FileInfo) int64 {
+func HostFileMode(info fs.FileInfo) int64 {
 	if info.Mode().Perm()&0o111 != 0 {
 		return 0o755
 	}

@@ -1,4 +1,4 @@
-package builder
+package card
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package builder
+package card
 
 import (
 	"fmt"
@@ -11,11 +11,11 @@ import (
 // tt-model catalog.
 const CatalogTag = "tt-model-catalog"
 
-// RenderHubCard renders the card a package gets in Hub repo repo: its
+// RenderHub renders the card a package gets in Hub repo repo: its
 // quickstart serves the package by that name (`tt-model serve org/name`)
 // instead of from a local build/ folder, and with publish the front matter
 // carries the catalog tag.
-func RenderHubCard(w *manifest.Wire, repo string, publish bool) (string, []string, error) {
+func RenderHub(w *manifest.Wire, repo string, publish bool) (string, []string, error) {
 	cm, fm, err := cardFor(w)
 	if err != nil {
 		return "", nil, err
@@ -30,5 +30,5 @@ func RenderHubCard(w *manifest.Wire, repo string, publish bool) (string, []strin
 		fm.Tags = append(fm.Tags, CatalogTag)
 		slices.Sort(fm.Tags)
 	}
-	return renderCard(w, cm, fm)
+	return render(w, cm, fm)
 }

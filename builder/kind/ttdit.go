@@ -1,4 +1,4 @@
-package builder
+package kind
 
 import (
 	"fmt"
@@ -21,8 +21,8 @@ var torchRequirementRE = regexp.MustCompile(`^torch\b`)
 // checks import the stack and the app either way.
 type ttDitKind struct{}
 
-func (ttDitKind) packages(in kindInput) ([]string, error) {
-	pkgs, err := stringList(in.Runtime["packages"], "runtime.packages")
+func (ttDitKind) packages(in Input) ([]string, error) {
+	pkgs, err := StringList(in.Runtime["packages"], "runtime.packages")
 	if err != nil {
 		return nil, err
 	}
@@ -44,27 +44,27 @@ func (ttDitKind) packages(in kindInput) ([]string, error) {
 	return append([]string{torch}, pkgs...), nil
 }
 
-func (k ttDitKind) installSteps(in kindInput) ([]scriptStep, error) {
+func (k ttDitKind) InstallSteps(in Input) ([]Step, error) {
 	if in.runtimeString("lock") != "" {
-		return []scriptStep{lockStep()}, nil
+		return []Step{lockStep()}, nil
 	}
 	pkgs, err := k.packages(in)
 	if err != nil || len(pkgs) == 0 {
 		return nil, err
 	}
-	return []scriptStep{{What: "the HTTP stack (" + strings.Join(pkgs, ", ") + ")",
-		Lines: []string{pipInstall("", append(pkgs, "--extra-index-url", pytorchCPUIndex)...)}}}, nil
+	return []Step{{What: "the HTTP stack (" + strings.Join(pkgs, ", ") + ")",
+		Lines: []string{pipInstall("", append(pkgs, "--extra-index-url", PytorchCPUIndex)...)}}}, nil
 }
 
-func (k ttDitKind) checks(in kindInput) []scriptStep {
-	steps := []scriptStep{pythonCheck("the HTTP stack imports (fastapi, uvicorn, pydantic)", "import fastapi, uvicorn, pydantic")}
+func (k ttDitKind) Checks(in Input) []Step {
+	steps := []Step{PythonCheck("the HTTP stack imports (fastapi, uvicorn, pydantic)", "import fastapi, uvicorn, pydantic")}
 	if pkgs, _ := k.packages(in); in.runtimeString("lock") == "" && slices.ContainsFunc(pkgs, torchRequirementRE.MatchString) {
 		steps = append(steps, torchChecks(in.TorchPin)...)
 	}
 	module, attr, _ := strings.Cut(in.runtimeString("app"), ":")
 	// Resolve the ASGI attribute the way uvicorn will: an allowlist missing
 	// the server package fails here, not on a consumer's first boot.
-	steps = append(steps, pythonCheck(fmt.Sprintf("runtime.app %q imports", in.runtimeString("app")),
+	steps = append(steps, PythonCheck(fmt.Sprintf("runtime.app %q imports", in.runtimeString("app")),
 		fmt.Sprintf("import importlib; mod = importlib.import_module(%s); assert hasattr(mod, %s), %s",
 			pyQuote(module), pyQuote(attr), pyQuote("imported "+module+" but it has no "+attr))))
 	return steps
@@ -72,10 +72,10 @@ func (k ttDitKind) checks(in kindInput) []scriptStep {
 
 // torchChecks assert that torch is the CPU build from the CPU index and,
 // when tt-metal declares a pin, that version.
-func torchChecks(pin string) []scriptStep {
-	steps := []scriptStep{pythonCheck("torch is the CPU build", "import torch; assert torch.__version__.endswith('+cpu'), torch.__version__")}
+func torchChecks(pin string) []Step {
+	steps := []Step{PythonCheck("torch is the CPU build", "import torch; assert torch.__version__.endswith('+cpu'), torch.__version__")}
 	if pin != "" {
-		steps = append(steps, pythonCheck("torch is tt-metal's pin "+pin,
+		steps = append(steps, PythonCheck("torch is tt-metal's pin "+pin,
 			fmt.Sprintf("import torch; v = torch.__version__.split('+')[0]; assert v == %s, "+
 				"f'torch {v} is installed but tt-metal pins %s; ttnn extension modules were built against %s: pin it via runtime.lock'",
 				pyQuote(pin), pin, pin)))
@@ -83,7 +83,7 @@ func torchChecks(pin string) []scriptStep {
 	return steps
 }
 
-func (ttDitKind) imageEnv(kindInput) [][2]string { return nil }
-func (ttDitKind) workDir() string                { return ImageHomeDir }
+func (ttDitKind) ImageEnv(Input) [][2]string { return nil }
+func (ttDitKind) WorkDir() string            { return HomeDir }
 
-func (ttDitKind) installReadsCode(in kindInput) bool { return readsCode(in.Runtime["packages"]) }
+func (ttDitKind) InstallReadsCode(in Input) bool { return readsCode(in.Runtime["packages"]) }

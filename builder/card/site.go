@@ -1,4 +1,4 @@
-package builder
+package card
 
 import (
 	"bytes"
@@ -145,4 +145,12 @@ func WriteSite(dir string, files map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// shortHex is a digest's first 12 hex digits, as the image tags name it.
+func shortHex(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }

@@ -1,4 +1,4 @@
-package builder
+package oci
 
 import (
 	"fmt"
@@ -12,22 +12,19 @@ import (
 	"github.com/ttmodel/tt-model/internal/ocilayout"
 )
 
-// imageTag is the name of a package's image: tt-model/<name>:<digest[:12]>,
-// the tag upstream's retag_to_digest gives, so a tag always names content.
-func imageTag(name string, digest v1.Hash) string {
-	return fmt.Sprintf("tt-model/%s:%s", name, shortHex(digest.Hex))
-}
+// Platform is the only platform this version builds.
+var Platform = v1.Platform{OS: "linux", Architecture: "amd64"}
 
-// writeLayout writes img as the only image of a new OCI layout at dir, its
+// WriteLayout writes img as the only image of a new OCI layout at dir, its
 // index entry annotated with tag.
-func writeLayout(dir string, img v1.Image, tag string) error {
+func WriteLayout(dir string, img v1.Image, tag string) error {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	p, err := layout.Write(dir, idx)
 	if err != nil {
 		return fmt.Errorf("create OCI layout %s: %w", dir, err)
 	}
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{ocilayout.RefName: tag}),
-		layout.WithPlatform(imagePlatform)); err != nil {
+		layout.WithPlatform(Platform)); err != nil {
 		return fmt.Errorf("write image to %s: %w", dir, err)
 	}
 	// What was written is read back before the package is published: a

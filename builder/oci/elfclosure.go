@@ -1,4 +1,4 @@
-package builder
+package oci
 
 import (
 	"debug/elf"
@@ -11,11 +11,11 @@ import (
 	"strings"
 )
 
-// sharedObject is one file the dynamic loader needs at run time: where it was
+// SharedObject is one file the dynamic loader needs at run time: where it was
 // found on this machine and where it goes in the image. The two differ only
 // for objects found through an $ORIGIN-relative search path, which must stay
 // at the same place relative to the binary that asked for them.
-type sharedObject struct {
+type SharedObject struct {
 	Name      string // the DT_NEEDED entry, or the interpreter path
 	HostPath  string
 	ImagePath string
@@ -25,20 +25,20 @@ type sharedObject struct {
 	ViaCache bool
 }
 
-// elfClosure is what a dynamically linked executable needs besides itself.
-type elfClosure struct {
-	Interpreter *sharedObject  // nil for a static binary
-	Libraries   []sharedObject // sorted by ImagePath
+// Closure is what a dynamically linked executable needs besides itself.
+type Closure struct {
+	Interpreter *SharedObject  // nil for a static binary
+	Libraries   []SharedObject // sorted by ImagePath
 }
 
 // Static says whether the binary needs nothing from the image at run time.
-func (c elfClosure) Static() bool { return c.Interpreter == nil && len(c.Libraries) == 0 }
+func (c Closure) Static() bool { return c.Interpreter == nil && len(c.Libraries) == 0 }
 
-// libSearch holds the machine-wide part of the loader's search: the
+// LibSearch holds the machine-wide part of the loader's search: the
 // directories of /etc/ld.so.conf (what ld.so.cache indexes) and the loader's
 // built-in trusted directories. root prefixes every absolute path read, so a
 // test can point it at a fake tree.
-type libSearch struct {
+type LibSearch struct {
 	root        string
 	confDirs    []string
 	defaultDirs []string
@@ -51,9 +51,9 @@ var defaultLibDirs = []string{
 	"/lib64", "/usr/lib64", "/lib", "/usr/lib",
 }
 
-// newLibSearch reads /etc/ld.so.conf (with its include globs) under root.
-func newLibSearch(root string) (*libSearch, error) {
-	s := &libSearch{root: root, defaultDirs: defaultLibDirs}
+// NewLibSearch reads /etc/ld.so.conf (with its include globs) under root.
+func NewLibSearch(root string) (*LibSearch, error) {
+	s := &LibSearch{root: root, defaultDirs: defaultLibDirs}
 	seen := map[string]bool{}
 	if err := s.readConf("/etc/ld.so.conf", seen, 0); err != nil {
 		return nil, err
@@ -61,9 +61,13 @@ func newLibSearch(root string) (*libSearch, error) {
 	return s, nil
 }
 
-func (s *libSearch) host(p string) string { return filepath.Join(s.root, p) }
+// ConfDirs are the directories /etc/ld.so.conf names (includes followed),
+// in its order.
+func (s *LibSearch) ConfDirs() []string { return s.confDirs }
 
-func (s *libSearch) readConf(file string, seen map[string]bool, depth int) error {
+func (s *LibSearch) host(p string) string { return filepath.Join(s.root, p) }
+
+func (s *LibSearch) readConf(file string, seen map[string]bool, depth int) error {
 	if depth > 8 || seen[file] {
 		return nil // include cycles are ignored, as ldconfig does
 	}
@@ -169,7 +173,7 @@ type searchDir struct{ host, image string }
 // ok is false for an entry relative to the working directory (empty or not
 // absolute), which the image cannot reproduce. $LIB and $PLATFORM are
 // refused rather than guessed.
-func (s *libSearch) expandOrigin(o *elfObject, dir string) (sd searchDir, ok bool, err error) {
+func (s *LibSearch) expandOrigin(o *elfObject, dir string) (sd searchDir, ok bool, err error) {
 	if strings.Contains(dir, "$LIB") || strings.Contains(dir, "${LIB}") ||
 		strings.Contains(dir, "$PLATFORM") || strings.Contains(dir, "${PLATFORM}") {
 		return searchDir{}, false, fmt.Errorf("%s: search path %q uses $LIB/$PLATFORM, which the builder does not expand", o.hostPath, dir)
@@ -189,25 +193,25 @@ func (s *libSearch) expandOrigin(o *elfObject, dir string) (sd searchDir, ok boo
 	return searchDir{host: s.host(dir), image: path.Clean(dir)}, true, nil
 }
 
-// resolveELFClosure walks DT_NEEDED from the executable at hostPath (placed
+// ResolveELFClosure walks DT_NEEDED from the executable at hostPath (placed
 // at imagePath) the way glibc's loader does: a name with a slash is a path;
 // otherwise DT_RPATH of the requesting object and its loaders (only while
 // the requester has no DT_RUNPATH), then DT_RUNPATH of the requester, then
 // the ld.so.conf directories, then the trusted defaults. LD_LIBRARY_PATH is
 // deliberately not read: the image must not depend on the builder's shell.
 // A candidate of another ELF class or machine is skipped, as the loader does.
-func (s *libSearch) resolveELFClosure(hostPath, imagePath string) (elfClosure, error) {
+func (s *LibSearch) ResolveELFClosure(hostPath, imagePath string) (Closure, error) {
 	exe, err := openELF(hostPath, imagePath)
 	if err != nil {
-		return elfClosure{}, err
+		return Closure{}, err
 	}
-	var c elfClosure
+	var c Closure
 	if exe.interp != "" {
 		host := s.host(exe.interp)
 		if _, err := os.Stat(host); err != nil {
-			return elfClosure{}, fmt.Errorf("%s: interpreter %s: %w", hostPath, exe.interp, err)
+			return Closure{}, fmt.Errorf("%s: interpreter %s: %w", hostPath, exe.interp, err)
 		}
-		c.Interpreter = &sharedObject{Name: exe.interp, HostPath: host, ImagePath: exe.interp}
+		c.Interpreter = &SharedObject{Name: exe.interp, HostPath: host, ImagePath: exe.interp}
 	}
 	// The loader is already mapped when libraries ask for it by soname
 	// (libc needs ld-linux-x86-64.so.2): it must not be found a second time.
@@ -236,12 +240,12 @@ func (s *libSearch) resolveELFClosure(hostPath, imagePath string) (elfClosure, e
 		}
 		obj, viaCache, err := s.locate(p.name, p.chain, exe)
 		if err != nil {
-			return elfClosure{}, err
+			return Closure{}, err
 		}
 		found[p.name] = obj
 		if !byImage[obj.imagePath] {
 			byImage[obj.imagePath] = true
-			c.Libraries = append(c.Libraries, sharedObject{Name: p.name, HostPath: obj.hostPath, ImagePath: obj.imagePath, ViaCache: viaCache})
+			c.Libraries = append(c.Libraries, SharedObject{Name: p.name, HostPath: obj.hostPath, ImagePath: obj.imagePath, ViaCache: viaCache})
 		}
 		chain := append(append([]*elfObject(nil), p.chain...), obj)
 		for _, n := range obj.needed {
@@ -265,7 +269,7 @@ func elfSoname(hostPath string) (string, error) {
 	return names[0], nil
 }
 
-func (s *libSearch) locate(name string, chain []*elfObject, exe *elfObject) (*elfObject, bool, error) {
+func (s *LibSearch) locate(name string, chain []*elfObject, exe *elfObject) (*elfObject, bool, error) {
 	requester := chain[len(chain)-1]
 	if strings.Contains(name, "/") {
 		o, err := s.candidate(searchDir{host: s.host(path.Dir(name)), image: path.Dir(name)}, path.Base(name), exe)
@@ -324,7 +328,7 @@ func (s *libSearch) locate(name string, chain []*elfObject, exe *elfObject) (*el
 
 // candidate returns the object dir/name when it exists and matches the
 // executable's class and machine, nil when the loader would pass it by.
-func (s *libSearch) candidate(d searchDir, name string, exe *elfObject) (*elfObject, error) {
+func (s *LibSearch) candidate(d searchDir, name string, exe *elfObject) (*elfObject, error) {
 	host := filepath.Join(d.host, name)
 	info, err := os.Stat(host)
 	if err != nil || !info.Mode().IsRegular() {
@@ -349,9 +353,9 @@ func isDefaultLibDir(d string) bool {
 	return false
 }
 
-// extraLibraryPath lists, sorted, the directories that only ld.so.cache would
+// ExtraLibraryPath lists, sorted, the directories that only ld.so.cache would
 // have found: the image needs them on LD_LIBRARY_PATH.
-func (c elfClosure) extraLibraryPath() []string {
+func (c Closure) ExtraLibraryPath() []string {
 	set := map[string]bool{}
 	for _, l := range c.Libraries {
 		if l.ViaCache {

@@ -1,9 +1,10 @@
-package builder
+package card
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/ttmodel/tt-model/builder/kind"
 	"github.com/ttmodel/tt-model/manifest"
 )
 
@@ -54,7 +55,7 @@ func cardOfKind(c *manifest.Container, weightsRepo string, port int) kindCard {
 	}
 	server := fmt.Sprintf("uvicorn serving `%v`", c.Runtime["app"])
 	if c.Kind == "http-server" {
-		argv, _ := stringList(c.Runtime["command"], "")
+		argv, _ := kind.StringList(c.Runtime["command"], "")
 		server = "the model's own server, `" + strings.Join(argv, " ") + "`"
 	}
 	return kindCard{

@@ -1,6 +1,6 @@
-package builder
+package kind
 
-// What the two vLLM kinds (kind_vllmplugin.go, kind_vllmfork.go) share: the
+// What the two vLLM kinds (vllmplugin.go, vllmfork.go) share: the
 // model's extension, the directory the plugin scans for models, and the
 // checks of the serving stack.
 
@@ -11,23 +11,23 @@ var vllmOverrides = []string{"numpy>=1.24.4,<2", "opencv-python-headless==4.11.0
 
 // extensionStep installs runtime.extension, a pip-installable directory
 // shipped in code/.
-func extensionStep(in kindInput) []scriptStep {
+func extensionStep(in Input) []Step {
 	ext := in.runtimeString("extension")
 	if ext == "" {
 		return nil
 	}
-	return []scriptStep{{What: "the model's vLLM extension " + ext, Lines: []string{pipInstall("", codeImageDir+"/"+ext)}}}
+	return []Step{{What: "the model's vLLM extension " + ext, Lines: []string{pipInstall("", CodeDir+"/"+ext)}}}
 }
 
 // extraModelsDir is the directory the plugin scans for per-model
 // vllm_metadata.json files: runtime.extra_models_dir, else the extension's
 // extra_models/, else none (the plugin's builtin registry).
-func extraModelsDir(in kindInput) string {
+func extraModelsDir(in Input) string {
 	if emd := in.runtimeString("extra_models_dir"); emd != "" {
-		return codeImageDir + "/" + emd
+		return CodeDir + "/" + emd
 	}
 	if ext := in.runtimeString("extension"); ext != "" {
-		return codeImageDir + "/" + ext + "/extra_models"
+		return CodeDir + "/" + ext + "/extra_models"
 	}
 	return ""
 }
@@ -35,7 +35,7 @@ func extraModelsDir(in kindInput) string {
 // vllmEnv sets EXTRA_MODELS_DIR, and TT_VLLM_BUILTIN_MODELS=0 beside it, only
 // when the model brings its own registration: "0" for a builtin-registry
 // model would register no architecture at all.
-func vllmEnv(in kindInput) [][2]string {
+func vllmEnv(in Input) [][2]string {
 	emd := extraModelsDir(in)
 	if emd == "" {
 		return nil
@@ -70,8 +70,8 @@ assert found, f'EXTRA_MODELS_DIR {md} registers no models'`
 // vllmStackChecks are the imports both vLLM kinds need: ttnn (the plugin
 // activates only when it imports), vLLM and the plugin, torch's CPU build and
 // tt-metal's pin.
-func vllmStackChecks(in kindInput) []scriptStep {
-	return append([]scriptStep{pythonCheck("ttnn, vLLM and vllm_tt_plugin import", "import ttnn, vllm, vllm_tt_plugin")},
+func vllmStackChecks(in Input) []Step {
+	return append([]Step{PythonCheck("ttnn, vLLM and vllm_tt_plugin import", "import ttnn, vllm, vllm_tt_plugin")},
 		torchChecks(in.TorchPin)...)
 }
 

@@ -1,4 +1,4 @@
-package builder
+package card
 
 import (
 	"flag"
@@ -35,7 +35,7 @@ func golden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(file)
 	if err != nil {
-		t.Fatalf("%v (run go test ./builder -run Card -update)", err)
+		t.Fatalf("%v (run go test ./builder/card -run Card -update)", err)
 	}
 	if got != string(want) {
 		t.Errorf("%s differs from the rendered text:\n%s", file, got)
@@ -48,7 +48,7 @@ func TestRenderCard(t *testing.T) {
 		warnings int
 	}{{"demo", 2}, {"pi05", 0}} {
 		t.Run(tc.wire, func(t *testing.T) {
-			text, warnings, err := RenderCard(readWires(t, tc.wire)[0])
+			text, warnings, err := Render(readWires(t, tc.wire)[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestRenderCard(t *testing.T) {
 // TestRenderCardFixedOrder checks the section order on the fullest card,
 // independently of the golden.
 func TestRenderCardFixedOrder(t *testing.T) {
-	text, _, err := RenderCard(readWires(t, "pi05")[0])
+	text, _, err := Render(readWires(t, "pi05")[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +108,12 @@ func TestCatalogMixedKinds(t *testing.T) {
 		file  string
 		built map[string]any
 	}{
-		{"kinds/echo/tt-model.yaml", built(map[string]any{"built_with": builtDaemonless})},
-		{"kinds/dit/tt-model.yaml", built(map[string]any{"built_with": builtDaemonless})},
-		{"kinds/upstream/muse-glimmer-30b.yaml", built(map[string]any{"built_with": builtThroughEngine + " (BuildKit)",
+		{"kinds/echo/tt-model.yaml", built(map[string]any{"built_with": "daemonless (go-containerregistry)"})},
+		{"kinds/dit/tt-model.yaml", built(map[string]any{"built_with": "daemonless (go-containerregistry)"})},
+		{"kinds/upstream/muse-glimmer-30b.yaml", built(map[string]any{"built_with": "Docker engine build API (BuildKit)",
 			"plugin": map[string]any{"repo": "https://github.com/housTT/vllm-tt-plugin", "sha": "106744c01de96825ed8c81226f4fa043e8e929f4"}})},
 	} {
-		m, err := manifest.Load(filepath.Join("testdata", tc.file), manifest.Options{})
+		m, err := manifest.Load(filepath.Join("..", "testdata", tc.file), manifest.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,8 +136,22 @@ func TestCatalogMixedKinds(t *testing.T) {
 		}
 	}
 	// A vLLM package's card defaults its Hub task, as upstream's launcher does.
-	card, _, err := RenderCard(ws[len(ws)-1])
+	card, _, err := Render(ws[len(ws)-1])
 	if err != nil || !strings.Contains(card, "pipeline_tag: text-generation") {
 		t.Errorf("the vllm-plugin card has no default pipeline tag (%v):\n%s", err, card)
+	}
+}
+
+// checkOrder fails unless every part occurs in s, in order.
+func checkOrder(t *testing.T, s string, parts ...string) {
+	t.Helper()
+	at := 0
+	for _, p := range parts {
+		i := strings.Index(s[at:], p)
+		if i < 0 {
+			t.Errorf("%q missing (or out of order) in:\n%s", p, s)
+			return
+		}
+		at += i + len(p)
 	}
 }

@@ -1,4 +1,4 @@
-package builder
+package kind
 
 import (
 	"fmt"
@@ -10,58 +10,58 @@ import (
 // standalone Tenstorrent plugin. It always installs at build time.
 type vllmPluginKind struct{}
 
-func (vllmPluginKind) installSteps(in kindInput) ([]scriptStep, error) {
+func (vllmPluginKind) InstallSteps(in Input) ([]Step, error) {
 	vllm := in.runtimeMap("vllm")
-	var steps []scriptStep
+	var steps []Step
 	switch {
 	case stringOf(vllm["wheel"]) != "":
 		if len(in.Wheels) == 0 {
 			return nil, fmt.Errorf("runtime.vllm.wheel: no wheel was staged")
 		}
-		steps = append(steps, scriptStep{What: "vLLM from the wheel " + in.Wheels[0],
-			Lines: []string{pipInstall("", ctxImageDir+"/wheels/"+in.Wheels[0], "--extra-index-url", pytorchCPUIndex)}})
+		steps = append(steps, Step{What: "vLLM from the wheel " + in.Wheels[0],
+			Lines: []string{pipInstall("", CtxDir+"/wheels/"+in.Wheels[0], "--extra-index-url", PytorchCPUIndex)}})
 	case stringOf(vllm["path"]) != "":
-		steps = append(steps, scriptStep{What: "vLLM from the local tree " + stringOf(vllm["path"]),
-			Lines: []string{pipInstall("VLLM_TARGET_DEVICE=empty", ctxImageDir+"/vllm-src", "--extra-index-url", pytorchCPUIndex)}})
+		steps = append(steps, Step{What: "vLLM from the local tree " + stringOf(vllm["path"]),
+			Lines: []string{pipInstall("VLLM_TARGET_DEVICE=empty", CtxDir+"/vllm-src", "--extra-index-url", PytorchCPUIndex)}})
 	default:
 		version := stringOf(vllm["version"])
 		what := fmt.Sprintf("vLLM %s (vllm==%s, built from source with VLLM_TARGET_DEVICE=empty)", version, version)
 		if in.runtimeString("lock") != "" {
 			// The lock is the dependency set: vLLM goes in without deps.
-			steps = append(steps, lockStep(), scriptStep{What: what,
+			steps = append(steps, lockStep(), Step{What: what,
 				Lines: []string{pipInstall("VLLM_TARGET_DEVICE=empty", "--no-deps", "--no-binary", "vllm", "vllm=="+version)}})
 			break
 		}
 		overrides := append([]string(nil), vllmOverrides...)
-		extra, err := stringList(in.Runtime["overrides"], "runtime.overrides")
+		extra, err := StringList(in.Runtime["overrides"], "runtime.overrides")
 		if err != nil {
 			return nil, err
 		}
 		overrides = append(overrides, extra...)
-		steps = append(steps, scriptStep{What: what, Lines: []string{
-			"printf '%s\\n' " + shJoin(overrides) + " > /tmp/tt-overrides.txt",
+		steps = append(steps, Step{What: what, Lines: []string{
+			"printf '%s\\n' " + ShJoin(overrides) + " > /tmp/tt-overrides.txt",
 			pipInstall("VLLM_TARGET_DEVICE=empty", "--no-binary", "vllm", "vllm=="+version,
-				"--override", "/tmp/tt-overrides.txt", "--extra-index-url", pytorchCPUIndex),
+				"--override", "/tmp/tt-overrides.txt", "--extra-index-url", PytorchCPUIndex),
 		}})
 	}
 	// transformers imports torchaudio when it is merely installed, and the
 	// one that comes with CPU torch does not load.
-	steps = append(steps, scriptStep{What: "remove torchaudio (it does not load beside CPU torch)",
+	steps = append(steps, Step{What: "remove torchaudio (it does not load beside CPU torch)",
 		Lines: []string{"tt_pip_uninstall torchaudio || true"}})
 
 	plugin := in.runtimeMap("plugin")
 	switch {
 	case stringOf(plugin["version"]) != "":
 		v := stringOf(plugin["version"])
-		steps = append(steps, scriptStep{What: "vllm-tt-plugin " + v, Lines: []string{pipInstall("", "vllm-tt-plugin=="+v)}})
+		steps = append(steps, Step{What: "vllm-tt-plugin " + v, Lines: []string{pipInstall("", "vllm-tt-plugin=="+v)}})
 	case stringOf(plugin["path"]) != "":
-		steps = append(steps, scriptStep{What: "vllm-tt-plugin from the local checkout " + stringOf(plugin["path"]),
-			Lines: []string{pipInstall("", ctxImageDir+"/plugin-src")}})
+		steps = append(steps, Step{What: "vllm-tt-plugin from the local checkout " + stringOf(plugin["path"]),
+			Lines: []string{pipInstall("", CtxDir+"/plugin-src")}})
 	default:
 		repo, sha := stringOf(plugin["repo"]), pinnedRef(plugin)
-		steps = append(steps, scriptStep{What: fmt.Sprintf("vllm-tt-plugin %s at %s", repo, sha), Lines: []string{
-			"git clone " + shQuote(repo) + " /tmp/vllm-tt-plugin",
-			"git -C /tmp/vllm-tt-plugin checkout " + shQuote(sha),
+		steps = append(steps, Step{What: fmt.Sprintf("vllm-tt-plugin %s at %s", repo, sha), Lines: []string{
+			"git clone " + ShQuote(repo) + " /tmp/vllm-tt-plugin",
+			"git -C /tmp/vllm-tt-plugin checkout " + ShQuote(sha),
 			pipInstall("", "/tmp/vllm-tt-plugin"),
 			"rm -rf /tmp/vllm-tt-plugin",
 		}})
@@ -75,26 +75,26 @@ func (vllmPluginKind) installSteps(in kindInput) ([]scriptStep, error) {
 		// Last, so they win over anything resolved above.
 		paths := make([]string, len(extra))
 		for i, w := range extra {
-			paths[i] = ctxImageDir + "/wheels/" + w
+			paths[i] = CtxDir + "/wheels/" + w
 		}
-		steps = append(steps, scriptStep{What: "runtime.wheels (" + strings.Join(extra, ", ") + ")", Lines: []string{pipInstall("", paths...)}})
+		steps = append(steps, Step{What: "runtime.wheels (" + strings.Join(extra, ", ") + ")", Lines: []string{pipInstall("", paths...)}})
 	}
 	return steps, nil
 }
 
-func (vllmPluginKind) checks(in kindInput) []scriptStep {
+func (vllmPluginKind) Checks(in Input) []Step {
 	steps := vllmStackChecks(in)
 	// The plugin installs non-editable: vLLM must not resolve into the tree.
-	steps = append(steps, pythonCheck("vLLM is installed, not imported from the tt-metal tree",
+	steps = append(steps, PythonCheck("vLLM is installed, not imported from the tt-metal tree",
 		"import vllm; assert '/tt-metal/' not in vllm.__file__, vllm.__file__"))
 	if extraModelsDir(in) != "" {
-		steps = append(steps, pythonCheck("every model in EXTRA_MODELS_DIR resolves", resolveExtraModels))
+		steps = append(steps, PythonCheck("every model in EXTRA_MODELS_DIR resolves", resolveExtraModels))
 	}
 	return steps
 }
 
-func (vllmPluginKind) imageEnv(in kindInput) [][2]string { return vllmEnv(in) }
-func (vllmPluginKind) workDir() string                   { return ImageHomeDir }
-func (vllmPluginKind) installReadsCode(in kindInput) bool {
+func (vllmPluginKind) ImageEnv(in Input) [][2]string { return vllmEnv(in) }
+func (vllmPluginKind) WorkDir() string               { return HomeDir }
+func (vllmPluginKind) InstallReadsCode(in Input) bool {
 	return in.runtimeString("extension") != ""
 }

@@ -1,4 +1,4 @@
-package builder
+package oci
 
 import (
 	"bytes"
@@ -9,12 +9,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// ociTyped shows a Docker-typed image (an engine export) with OCI media
+// OCITyped shows a Docker-typed image (an engine export) with OCI media
 // types, changing only descriptors: the config blob keeps its bytes, so its
 // digest stays the engine's image id and `serve` finds the built image in
-// the engine current instead of loading it again. (toOCI, for bases, may
-// rewrite the config: our layers change it anyway.)
-type ociTyped struct{ v1.Image }
+// the engine current instead of loading it again. (The builder's toOCI,
+// for bases, may rewrite the config: our layers change it anyway.)
+type OCITyped struct{ v1.Image }
 
 var ociLayerType = map[types.MediaType]types.MediaType{
 	types.DockerLayer:             types.OCILayer,
@@ -24,9 +24,9 @@ var ociLayerType = map[types.MediaType]types.MediaType{
 	types.OCILayerZStd:            types.OCILayerZStd,
 }
 
-func (o ociTyped) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+func (o OCITyped) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
 
-func (o ociTyped) Manifest() (*v1.Manifest, error) {
+func (o OCITyped) Manifest() (*v1.Manifest, error) {
 	m, err := o.Image.Manifest()
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func (o ociTyped) Manifest() (*v1.Manifest, error) {
 	return m, nil
 }
 
-func (o ociTyped) RawManifest() ([]byte, error) {
+func (o OCITyped) RawManifest() ([]byte, error) {
 	m, err := o.Manifest()
 	if err != nil {
 		return nil, err
@@ -52,7 +52,7 @@ func (o ociTyped) RawManifest() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-func (o ociTyped) Digest() (v1.Hash, error) {
+func (o OCITyped) Digest() (v1.Hash, error) {
 	raw, err := o.RawManifest()
 	if err != nil {
 		return v1.Hash{}, err
@@ -61,12 +61,12 @@ func (o ociTyped) Digest() (v1.Hash, error) {
 	return h, err
 }
 
-func (o ociTyped) Size() (int64, error) {
+func (o OCITyped) Size() (int64, error) {
 	raw, err := o.RawManifest()
 	return int64(len(raw)), err
 }
 
-func (o ociTyped) Layers() ([]v1.Layer, error) {
+func (o OCITyped) Layers() ([]v1.Layer, error) {
 	ls, err := o.Image.Layers()
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (o ociTyped) Layers() ([]v1.Layer, error) {
 	return out, nil
 }
 
-func (o ociTyped) LayerByDigest(h v1.Hash) (v1.Layer, error) {
+func (o OCITyped) LayerByDigest(h v1.Hash) (v1.Layer, error) {
 	l, err := o.Image.LayerByDigest(h)
 	if err != nil {
 		return nil, err
