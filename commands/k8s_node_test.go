@@ -505,8 +505,10 @@ func waitStatus(t *testing.T, e *nodeEnv, instance, state string) string {
 
 // testPI05OnANode serves pi0.5 (the tiny test checkpoint, its weights pulled
 // from the Hub by the weights job) with the multi-robot profile on the node:
-// Ready, /health, and SGLang's /v1/actions/generations through the Service
-// within the golden's tolerance of PyTorch's answer to the same request.
+// Ready, /health, SGLang's /v1/actions/generations through the Service
+// within the golden's tolerance of PyTorch's answer to the same request,
+// and the robot clients of every protocol (the OpenPI websocket included)
+// through the Service agreeing with it bit for bit.
 func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	const ns = "default"
 	name := fmt.Sprintf("pi05k8s%d", os.Getpid()%100000)
@@ -569,6 +571,20 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	}
 	if !(worst <= runnertest.PI05GoldenTolerance) {
 		t.Errorf("/v1/actions/generations through the Service differs from the golden by %g, want <= %g", worst, runnertest.PI05GoldenTolerance)
+	}
+
+	// The robot clients of every protocol (OpenPI's websocket with its
+	// metadata and error close, the realtime websocket, msgpack over HTTP),
+	// written from the protocol descriptions, through the same Service: each
+	// must get the JSON API's actions bit for bit.
+	testenv.Require(t, "python3-msgpack")
+	testenv.Require(t, "python3-websockets")
+	clients := exec.Command(testenv.Python, filepath.Join(e.root, "server", "pi05", "testdata", "robot_clients.py"), base, "50")
+	out, err := clients.CombinedOutput()
+	if err != nil {
+		t.Errorf("robot_clients.py through the Service: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "openpi libero") {
+		t.Errorf("robot_clients.py ran no OpenPI check:\n%s", out)
 	}
 }
 

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# A real Kubernetes control plane (kube-apiserver + etcd, and kube-scheduler for the tests; no kubelet)
-# for testing `tt-model k8s`.
+# Real Kubernetes for testing `tt-model k8s`: the binaries of a single-node cluster, built from the Go
+# module proxy, and a way to run them by hand.
 #
-#   scripts/kube-apiserver.sh build   build the three binaries once from the Go module proxy (cached), print their folder
-#   scripts/kube-apiserver.sh serve [--dir D]  build if needed, start etcd + kube-apiserver on free loopback ports,
-#                                     print the KUBECONFIG to use, run until Ctrl-C (then stop both; their state
-#                                     is removed unless --dir keeps it in D)
+#   scripts/kube-apiserver.sh build   build kube-apiserver, kube-scheduler, kube-controller-manager, kubelet
+#                                     and etcd once (cached), print their folder
+#   scripts/kube-apiserver.sh serve [--node] [--dir D]  build if needed, start etcd + kube-apiserver on free
+#                                     loopback ports (with --node also the controllers, a containerd of its
+#                                     own, a kubelet and a registry: pods run; needs root), print the
+#                                     KUBECONFIG to use, run until Ctrl-C (then stop everything and undo its
+#                                     host changes; the state is removed unless --dir keeps it in D)
 #
 # The binaries depend only on the two versions below, so they are cached outside the repository under
 # ${TT_KUBE_CACHE:-${XDG_CACHE_HOME:-~/.cache}/tt-model/k8s}/kube-<K>-etcd-<E>/ and a second run reuses them.
-# A cold build takes ~4 min (kube-apiserver) + ~2 min (kube-scheduler, which shares most of its packages)
-# + ~2.5 min (etcd) on 2 cores. The Go tests find the binaries in the same folder (internal/testing/kubebin); they
-# skip (or fail under TT_REQUIRE=kube-apiserver, kube-scheduler) when one is missing.
+# A cold build takes ~8 min (kube-apiserver) + ~1-2 min for each other command (they share most of its
+# packages) + ~2.5 min (etcd) on 2 idle cores. The Go tests find the binaries in the same folder
+# (internal/testing/kubebin); they skip (or fail under TT_REQUIRE=kube-apiserver, kube-scheduler, kube-node)
+# when one is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,7 +100,7 @@ serve)
   TT_KUBE_BIN="$bin_dir" exec go run ./tools/kubeserver "$@"
   ;;
 *)
-  sed -n '2,13s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
   exit 2
   ;;
 esac

@@ -5,7 +5,8 @@ python3-msgpack and python3-websockets (10.x asyncio API) and the standard libra
 arrays are packed exactly as the wire format says (BIN keys __ndarray__, data, dtype, shape).
 
 Every client sends the same observation and noise; each must get the JSON API's actions bit for bit.
-Usage: robot_clients.py http://127.0.0.1:PORT   (prints one JSON line per check; exit 1 on a mismatch)
+Usage: robot_clients.py http://127.0.0.1:PORT [HORIZON]   (prints one JSON line per check; exit 1 on a
+mismatch). HORIZON is the server's PI05_ACTION_HORIZON (default 10, the Go tests' server).
 """
 
 import array
@@ -19,7 +20,8 @@ import urllib.request
 import msgpack
 import websockets
 
-H_ACT, D_ACT = 10, 32  # the test server's PI05_ACTION_HORIZON and padded action dim
+H_ACT = int(sys.argv[2]) if len(sys.argv) > 2 else 10  # the server's PI05_ACTION_HORIZON
+D_ACT = 32  # the padded action dim
 
 
 class NDArray:
