@@ -7,4 +7,4 @@ package native
 // object files; keeping their hash here makes every kernel edit an edit of
 // this package. TestKernelSourcesHash checks it;
 // `TT_UPDATE_SRCHASH=1 go test ./native -run TestKernelSourcesHash` rewrites it.
-const kernelSourcesSHA256 = "ea0bc6bde1846833eb04632b583c44ba15508db6a0d0e05a9f5209071cf0eaaa"
+const kernelSourcesSHA256 = "b518802fad96d0995db5aa6bc7c643099196187e6429b1beded215fed6fa6bb2"

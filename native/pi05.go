@@ -487,8 +487,9 @@ func (p *Pi05Program) ExpertGuided(s *Pi05Slab, noise []float32, horizon, steps 
 }
 
 // ExpertBatch runs len(slabs) requests in one call; noise and the result are
-// [len(slabs)][horizon][ActionDim]. pack=true shares each linear layer's GEMM across the requests;
-// pack=false (PI05_EXPERT_PACK=0) runs them per request: bit-identical to Expert on each.
+// [len(slabs)][horizon][ActionDim]. pack=true shares each linear layer's GEMM across the requests
+// (each weight read once per step); pack=false (PI05_EXPERT_PACK=0) runs them per request. Both are
+// bit-identical to Expert on each request.
 func (p *Pi05Program) ExpertBatch(slabs []*Pi05Slab, noise []float32, horizon, steps int, pack bool) ([]float32, error) {
 	return p.ExpertBatchGuided(slabs, noise, horizon, steps, pack, nil)
 }

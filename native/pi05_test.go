@@ -288,8 +288,11 @@ func TestPi05ParityBF16(t *testing.T) {
 	}
 }
 
-// Batched EXPERT: three requests with their own slabs (different images, prompts, noise) in one
-// call equal the single-request calls, bit for bit with pack=false (PI05_EXPERT_PACK=0).
+// Batched EXPERT: up to eight requests with their own slabs (different images, prompts, noise) in
+// one call equal the single-request calls bit for bit, for every batch size 1..8, packed (the rows of
+// all requests stacked into each linear's GEMM, every weight read once per step) and per request
+// (pack=false, PI05_EXPERT_PACK=0), on the reference and on every kernel family this CPU runs. The
+// horizon (50 rows) is no multiple of a row group (12 rows, 32 on AMX), so groups straddle requests.
 func TestPi05ExpertBatch(t *testing.T) {
 	var base golden.Case
 	for _, g := range pi05Goldens(t) {
@@ -300,71 +303,81 @@ func TestPi05ExpertBatch(t *testing.T) {
 	if base.Name == "" {
 		t.Fatal("golden c2_t50_h50_s5 missing")
 	}
-	for _, prec := range []Precision{Ref, BF16} {
-		m := loadTiny(t, prec, "")
-		prog := testProgram(t, m, presetFor(base, 4), 2)
-		const nb = 3
-		var slabs []*Pi05Slab
-		var noise []float32
-		for r := 0; r < nb; r++ {
-			s := testSlab(t, prog)
-			img := append([]float32(nil), base.Images...)
-			for i := range img {
-				img[i] *= 1 - 0.2*float32(r)
+	const maxNB = arch.MaxBatch
+	for _, pth := range []struct {
+		prec Precision
+		isa  ISA
+	}{
+		{Ref, ISABest},
+		{BF16, ISAAMXBF16}, {BF16, ISAAVX512BF16}, {BF16, ISAAVX512}, {BF16, ISAAVX2}, {BF16, ISAScalar},
+		{FP32, ISAAVX512}, {FP32, ISAAVX2}, {FP32, ISAScalar},
+	} {
+		name := string(pth.prec)
+		if pth.isa != ISABest {
+			name += "-" + string(pth.isa)
+		}
+		t.Run(name, func(t *testing.T) {
+			requireISA(t, pth.isa)
+			m := loadTiny(t, pth.prec, pth.isa)
+			prog := testProgram(t, m, presetFor(base, maxNB), 2)
+			var slabs []*Pi05Slab
+			var noise []float32
+			for r := range maxNB {
+				s := testSlab(t, prog)
+				img := append([]float32(nil), base.Images...)
+				for i := range img {
+					img[i] *= 1 - 0.1*float32(r)
+				}
+				tok, mask := append([]int32(nil), base.Tokens...), append([]bool(nil), base.TokMask...)
+				for i := 0; i < 3*r; i++ { // request r drops its last 3r real tokens: its own prefix length
+					mask[30-i] = false
+				}
+				if err := prog.Vision(s, img, base.CamMask); err != nil {
+					t.Fatal(err)
+				}
+				if err := prog.Prefix(s, tok, mask); err != nil {
+					t.Fatal(err)
+				}
+				slabs = append(slabs, s)
+				for _, v := range base.Noise {
+					noise = append(noise, v*(1+0.1*float32(r)))
+				}
 			}
-			tok, mask := append([]int32(nil), base.Tokens...), append([]bool(nil), base.TokMask...)
-			for i := 0; i < 10*r; i++ { // request r drops its last 10r real tokens
-				mask[30-i] = false
+			per := base.Horizon * m.Dims().ActionDim
+			const steps = 2 // each step runs the same code; two keep the scalar families quick
+			var single []float32
+			for r, s := range slabs {
+				a, err := prog.Expert(s, noise[r*per:(r+1)*per], base.Horizon, steps)
+				if err != nil {
+					t.Fatal(err)
+				}
+				single = append(single, a...)
 			}
-			if err := prog.Vision(s, img, base.CamMask); err != nil {
+			if maxAbsDiff(single[:per], single[per:2*per]) == 0 {
+				t.Fatal("requests 0 and 1 gave the same actions: the test inputs do not differ")
+			}
+			for nb := 1; nb <= maxNB; nb++ {
+				for _, pack := range []bool{true, false} {
+					got, err := prog.ExpertBatch(slabs[:nb], noise[:nb*per], base.Horizon, steps, pack)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(single[i]) {
+							t.Fatalf("nb=%d pack=%v: action %d (request %d) is %v, single request %v", nb, pack, i, i/per, got[i], single[i])
+						}
+					}
+				}
+			}
+			// a copied slab gives the same actions as its source
+			cp := testSlab(t, prog)
+			if err := cp.CopyFrom(slabs[1]); err != nil {
 				t.Fatal(err)
 			}
-			if err := prog.Prefix(s, tok, mask); err != nil {
-				t.Fatal(err)
+			if a, err := prog.Expert(cp, noise[per:2*per], base.Horizon, steps); err != nil || maxAbsDiff(a, single[per:2*per]) != 0 {
+				t.Fatalf("copied slab: err %v, max |diff| %.3g", err, maxAbsDiff(a, single[per:2*per]))
 			}
-			slabs = append(slabs, s)
-			for _, v := range base.Noise {
-				noise = append(noise, v*(1+0.1*float32(r)))
-			}
-		}
-		per := base.Horizon * m.Dims().ActionDim
-		var single []float32
-		for r, s := range slabs {
-			a, err := prog.Expert(s, noise[r*per:(r+1)*per], base.Horizon, base.Steps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			single = append(single, a...)
-		}
-		if maxAbsDiff(single[:per], single[per:2*per]) == 0 {
-			t.Fatal("requests 0 and 1 gave the same actions: the test inputs do not differ")
-		}
-		exact, err := prog.ExpertBatch(slabs, noise, base.Horizon, base.Steps, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range exact {
-			if math.Float32bits(exact[i]) != math.Float32bits(single[i]) {
-				t.Fatalf("%s pack=false: action %d (request %d) is %v, single request %v", prec, i, i/per, exact[i], single[i])
-			}
-		}
-		// a copied slab gives the same actions as its source
-		cp := testSlab(t, prog)
-		if err := cp.CopyFrom(slabs[1]); err != nil {
-			t.Fatal(err)
-		}
-		if a, err := prog.Expert(cp, noise[per:2*per], base.Horizon, base.Steps); err != nil || maxAbsDiff(a, single[per:2*per]) != 0 {
-			t.Fatalf("%s: copied slab: err %v, max |diff| %.3g", prec, err, maxAbsDiff(a, single[per:2*per]))
-		}
-		packed, err := prog.ExpertBatch(slabs, noise, base.Horizon, base.Steps, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := maxAbsDiff(packed, single)
-		if d > 1e-5 {
-			t.Errorf("%s pack=true: max |diff| %.3g from the single requests", prec, d)
-		}
-		t.Logf("%s: pack=false bit-identical, pack=true max |diff| %.3g", prec, d)
+		})
 	}
 }
 

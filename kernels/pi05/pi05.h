@@ -193,8 +193,10 @@ int pi05_expert(pi05_program *p, pi05_slab *s, const float *noise, int horizon, 
                 float *actions, char *err, size_t errlen);
 
 /* Batched EXPERT: nb slabs (1 <= nb <= max_batch), noise and actions [nb][horizon][action_dim].
- * pack = 1 runs the linear layers of all requests as one GEMM (weights streamed once per step);
- * pack = 0 runs them per request, so every request is bit-identical to pi05_expert on it. */
+ * pack = 1 runs the linear layers of all requests as one GEMM over their stacked rows (weights
+ * streamed once per step); pack = 0 runs them per request (weights streamed once per request).
+ * Either way every request is bit-identical to pi05_expert on it: each output row of a GEMM is
+ * summed in the same order whatever rows lie beside it, and attention runs per request. */
 int pi05_expert_batch(pi05_program *p, pi05_slab *const *slabs, int nb, const float *noise,
                       int horizon, int steps, int pack, float *actions, char *err, size_t errlen);
 

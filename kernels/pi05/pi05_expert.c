@@ -11,7 +11,9 @@
  *              y = adaRMS(h); h += down(gelu_tanh(gate y) * up y) * gate
  *   v = action_out(adaRMS_final(h)); [guided requests: v -= w_t * W (*) (prev - (x - t v))]; x += dt * v
  * pack = 1 runs each linear once over all nb*H rows (weights streamed once per step); pack = 0 runs
- * it per request, which makes every request bit-identical to a single-request call.
+ * it per request. Both give every request bit for bit what a single-request call gives: a GEMM row's
+ * result depends on its own A row only (K blocks summed in order, row groups independent, on every
+ * isa; tt_gemm.h), the row ops are per row, and RoPE and attention run per request.
  * Must not: write a slab (the prefix K/V are read-only here, so one prefix serves many expert calls).
  */
 #include <math.h>

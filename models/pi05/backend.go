@@ -48,7 +48,8 @@ type Program interface {
 	// Prefix: the Gemma prefix over the slab's image tokens and tokens[i] with mask[i].
 	Prefix(s Slab, tokens []int32, mask []bool) error
 	// ExpertBatch: len(slabs) requests, noise and the result [len(slabs)][horizon][ActionDim].
-	// pack=false is exact mode: each request bit-identical to the same request alone. guides (nil,
+	// pack=true shares each linear's GEMM across the requests, pack=false runs them one by one;
+	// either way each request is bit-identical to the same request alone. guides (nil,
 	// or one per request, nil entries allowed) add real-time chunking to those requests; an
 	// unguided request's result is what it would be without the argument, bit for bit.
 	ExpertBatch(slabs []Slab, noise []float32, horizon, steps int, pack bool, guides []*Guide) ([]float32, error)

@@ -125,8 +125,9 @@ func (d *Device) Prefix(slot int, in *Prepared) (t Timing, hit bool, err error) 
 }
 
 // Expert runs the batched EXPERT over the requests whose prefixes are in slots: one call per
-// distinct step count (requests of one call share it). pack=false is exact mode: every request's
-// actions are bit-identical to the same request alone. Results are in the order of ins, each with
+// distinct step count (requests of one call share it). pack shares each linear's GEMM across the
+// requests (pack=false runs them one by one); either way every request's actions are
+// bit-identical to the same request alone. Results are in the order of ins, each with
 // its EXPERT time and BatchedAs.
 func (d *Device) Expert(slots []int, ins []*Prepared, pack bool) ([]*Result, error) {
 	if len(slots) != len(ins) || len(ins) == 0 {

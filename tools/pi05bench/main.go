@@ -2,9 +2,10 @@
 // tools/reference/pi05.py (random weights, real names) against, in the same run, the strongest
 // PyTorch 1.13 peer (tools/reference/pi05_peer.py): VISION, PREFIX, one EXPERT step and the whole
 // sample, each side's GFLOP/s as a share of the bf16 peak measured in this run, the ratios, peak
-// RSS against the packed weights; then a prefix-cache hit against a miss and batched-EXPERT
-// throughput. It prints one table (and -json FILE writes everything). `make bench-pi05` runs it;
-// docs/PERFORMANCE.md records the results.
+// RSS against the packed weights; then a prefix-cache hit against a miss, batched-EXPERT
+// throughput and the weight bytes one EXPERT step streams as a share of the streaming-read
+// bandwidth measured in the same run. It prints one table (and -json FILE writes everything).
+// `make bench-pi05` runs it; docs/PERFORMANCE.md records the results.
 package main
 
 import (
@@ -42,6 +43,7 @@ type options struct {
 	peer                           bool
 	python                         string
 	cache, tune, jsonOut           string
+	batchedOnly                    bool
 }
 
 func main() {
@@ -59,6 +61,7 @@ func main() {
 	flag.StringVar(&o.cache, "cache", "", "packed-weights cache folder: load from it when it holds this checkpoint (else pack and keep); empty packs from safetensors")
 	flag.StringVar(&o.tune, "tune", "always", "GEMM plan: always (tune on this run's machine), auto (a kept plan from -cache), off (derived from the L1 size)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every number as JSON to this file")
+	flag.BoolVar(&o.batchedOnly, "batched-only", false, "time only the batched EXPERT step and the read bandwidth (VISION and PREFIX run once, untimed; no peer)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: pi05bench -weights DIR [flags]\n\nexample: go run ./tools/pi05bench -weights build/pi05-bench -cams 3 -tokens 20")
 		flag.PrintDefaults()
@@ -102,6 +105,7 @@ type report struct {
 	Ours           map[string]timing  `json:"ours"`
 	PrefixCache    prefixCacheResult  `json:"prefix_cache"`
 	Batched        []batchResult      `json:"batched"`
+	Stream         streamResult       `json:"stream"`
 	Peer           *peerResult        `json:"peer,omitempty"`
 }
 
@@ -131,6 +135,15 @@ type batchResult struct {
 	Exact        timing  `json:"exact"`
 	PerRequestMS float64 `json:"packed_per_request_best_ms"`
 	StepGFLOPS   float64 `json:"packed_gflops"`
+}
+
+// streamResult is the streaming-read bandwidth of this run against the weights one EXPERT step
+// reads: a step that streamed only its weights at that bandwidth would take WeightsBytes / ReadGBps.
+type streamResult struct {
+	ReadGBps     float64 `json:"read_gbps"`     // best of readReps passes over readBytes, all threads
+	WeightsBytes int64   `json:"weights_bytes"` // the expert linears one Euler step reads (packed)
+	// WeightsShare is WeightsBytes / (one request's step, packed nb = 1, best) / ReadGBps.
+	WeightsShare float64 `json:"weights_share"`
 }
 
 // peerResult is what pi05_peer.py bench printed.
@@ -189,7 +202,7 @@ func run(ctx context.Context, o options) error {
 	if err := k.Close(); err != nil {
 		return err
 	}
-	if o.peer {
+	if o.peer && !o.batchedOnly {
 		runtime.GC()
 		if rep.Peer, err = peerBench(ctx, o); err != nil {
 			return err
@@ -254,6 +267,18 @@ func measure(o options, m *native.Pi05Model, rep *report) error {
 	s := slabs[0]
 	per := o.horizon * d.ActionDim
 
+	f := rep.Flops
+	if o.batchedOnly {
+		if err := prog.Vision(s, images, camMask); err != nil {
+			return err
+		}
+		if err := prog.Prefix(s, tokens, tokMask); err != nil {
+			return err
+		}
+		rep.PrefixLen = s.PrefixLen()
+		f["expert_step"] = m.FlopsExpertStep(rep.PrefixLen, o.horizon)
+		return measureBatched(o, m, prog, slabs, noise, rep)
+	}
 	t := rep.Ours
 	t["vision"] = timeIt(o.reps, func() error { return prog.Vision(s, images, camMask) })
 	t["prefix"] = timeIt(o.reps, func() error { return prog.Prefix(s, tokens, tokMask) })
@@ -262,7 +287,6 @@ func measure(o options, m *native.Pi05Model, rep *report) error {
 	expert := timeIt(o.reps, func() error { _, err := prog.Expert(s, noise[:per], o.horizon, o.steps); return err })
 	t["vision_prefix"] = sum(t["vision"], t["prefix"])
 	t["sample"] = sum(t["vision_prefix"], expert)
-	f := rep.Flops
 	f["vision"], f["prefix"] = m.FlopsVision(o.cams), m.FlopsPrefix(rep.PrefixLen)
 	f["vision_prefix"] = f["vision"] + f["prefix"]
 	f["expert_step"] = m.FlopsExpertStep(rep.PrefixLen, o.horizon)
@@ -279,9 +303,20 @@ func measure(o options, m *native.Pi05Model, rep *report) error {
 	pc.MissBestMS = t["vision_prefix"].Best + pc.Save.Best + expert.Best
 	pc.HitBestMS = pc.Load.Best + expert.Best
 	pc.HitOverMiss = pc.HitBestMS / pc.MissBestMS
+	return measureBatched(o, m, prog, slabs, noise, rep)
+}
 
+// measureBatched times one Euler step of nb requests (packed and per request) for each -batches
+// size, every slab a copy of slabs[0], then the streaming-read bandwidth.
+func measureBatched(o options, m *native.Pi05Model, prog *native.Pi05Program, slabs []*native.Pi05Slab, noise []float32, rep *report) error {
+	nbs, err := parseInts(o.batches)
+	if err != nil {
+		return err
+	}
+	f := rep.Flops
+	per := o.horizon * m.Dims().ActionDim
 	for _, sl := range slabs[1:] {
-		if err := sl.CopyFrom(s); err != nil {
+		if err := sl.CopyFrom(slabs[0]); err != nil {
 			return err
 		}
 	}
@@ -298,8 +333,62 @@ func measure(o options, m *native.Pi05Model, rep *report) error {
 		br.PerRequestMS = br.Packed.Best / float64(nb)
 		br.StepGFLOPS = f["expert_step"] * float64(nb) / br.Packed.Best / 1e6
 		rep.Batched = append(rep.Batched, br)
+		progress("batched nb=%d: packed %.1f ms per call, exact mode %.1f ms", nb, br.Packed.Best, br.Exact.Best)
 	}
+	st := &rep.Stream
+	st.ReadGBps = readBandwidth(o.threads)
+	st.WeightsBytes = expertStepWeightBytes(m.Dims())
+	for _, b := range rep.Batched {
+		if b.NB == 1 && st.ReadGBps > 0 {
+			st.WeightsShare = float64(st.WeightsBytes) / (b.Packed.Best / 1e3) / (st.ReadGBps * 1e9)
+		}
+	}
+	progress("streaming read %.1f GB/s; one EXPERT step reads %.2f GB of weights", st.ReadGBps, float64(st.WeightsBytes)/1e9)
 	return nil
+}
+
+// expertStepWeightBytes is what one Euler step streams of the packed weights: per layer the bf16
+// q/k/v, o, gate/up and down, plus the fp32 action in/out projections (the adaRMS modulations and
+// the time MLP run once per call, before the steps).
+func expertStepWeightBytes(d arch.Dims) int64 {
+	ew, q, kv, mlp := int64(d.EWidth), int64(d.EHeads*d.HeadDim), int64(d.KVHeads*d.HeadDim), int64(d.EMLP)
+	perLayer := ew*(q+2*kv) + q*ew + 2*ew*mlp + mlp*ew
+	return 2*int64(d.LLayers)*perLayer + 4*2*ew*int64(d.ActionDim)
+}
+
+// readBandwidth is the best of readReps passes of `threads` goroutines summing disjoint parts of
+// a buffer of readBytes (far past any cache) in GB/s: the rate at which this machine streams
+// memory into the cores right now.
+func readBandwidth(threads int) float64 {
+	const readBytes, readReps = 1 << 30, 5
+	buf := make([]uint64, readBytes/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	threads = max(threads, 1)
+	part := len(buf) / threads
+	sums := make([]uint64, threads)
+	best := math.Inf(1)
+	for range readReps {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for w := range threads {
+			wg.Add(1)
+			go func(s []uint64) {
+				defer wg.Done()
+				var a, b, c, d uint64
+				for i := 0; i+4 <= len(s); i += 4 {
+					v := s[i : i+4 : i+4]
+					a, b, c, d = a+v[0], b+v[1], c+v[2], d+v[3]
+				}
+				sums[w] = a + b + c + d
+			}(buf[w*part : (w+1)*part])
+		}
+		wg.Wait()
+		best = min(best, time.Since(t0).Seconds())
+	}
+	runtime.KeepAlive(sums)
+	return float64(part*threads*8) / best / 1e9
 }
 
 func sum(a, b timing) timing {
@@ -328,6 +417,36 @@ func printTable(w io.Writer, r *report) {
 	if r.Peer != nil {
 		fmt.Fprintf(w, "peer: %s (converted in %.1f s)\n", r.Peer.Config, r.Peer.LoadS)
 	}
+	if len(r.Ours) > 0 {
+		printStages(w, r)
+	}
+	pc := r.PrefixCache
+	if len(r.Ours) > 0 {
+		fmt.Fprintf(w, "\nprefix cache: %.1f MB per prefix, save %.1f ms, load %.1f ms: a hit %.0f ms against a miss %.0f ms (%.2fx)\n",
+			float64(pc.BlobBytes)/1e6, pc.Save.Best, pc.Load.Best, pc.HitBestMS, pc.MissBestMS, pc.HitOverMiss)
+	}
+	fmt.Fprintln(w, "batched EXPERT step (one Euler step, nb requests, each its own slab):")
+	var one float64
+	for _, b := range r.Batched {
+		if b.NB == 1 {
+			one = b.Packed.Best
+		}
+	}
+	for _, b := range r.Batched {
+		ratio := ""
+		if one > 0 {
+			ratio = fmt.Sprintf(" = %.2fx nb=1's call", b.Packed.Best/one)
+		}
+		fmt.Fprintf(w, "  nb=%d: packed %.1f ms (median %.1f, least CPU %.0f ms) per call%s = %.1f ms per request (%.0f GFLOP/s); exact mode %.1f ms (least CPU %.0f ms) per call\n",
+			b.NB, b.Packed.Best, b.Packed.Median, b.Packed.CPU, ratio, b.PerRequestMS, b.StepGFLOPS, b.Exact.Best, b.Exact.CPU)
+	}
+	st := r.Stream
+	fmt.Fprintf(w, "streaming read (%d threads, 1 GiB, best of 5): %.1f GB/s; one EXPERT step streams %.3f GB of weights: at nb=1 %.0f%% of that bandwidth\n",
+		r.Threads, st.ReadGBps, float64(st.WeightsBytes)/1e9, 100*st.WeightsShare)
+}
+
+// printStages writes the table of the stages, ours against the peer's.
+func printStages(w io.Writer, r *report) {
 	fmt.Fprintln(w, "\n| stage | ours best (median) | ours GFLOP/s | % of peak | peer best (median) | peer GFLOP/s | % of peak | ours / peer |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, st := range stages {
@@ -351,14 +470,6 @@ func printTable(w io.Writer, r *report) {
 		rss += " | | | |"
 	}
 	fmt.Fprintln(w, rss)
-	pc := r.PrefixCache
-	fmt.Fprintf(w, "\nprefix cache: %.1f MB per prefix, save %.1f ms, load %.1f ms: a hit %.0f ms against a miss %.0f ms (%.2fx)\n",
-		float64(pc.BlobBytes)/1e6, pc.Save.Best, pc.Load.Best, pc.HitBestMS, pc.MissBestMS, pc.HitOverMiss)
-	fmt.Fprintln(w, "batched EXPERT step (one Euler step, nb requests, each its own slab):")
-	for _, b := range r.Batched {
-		fmt.Fprintf(w, "  nb=%d: packed %.1f ms per call = %.1f ms per request (%.0f GFLOP/s); exact mode %.1f ms per call\n",
-			b.NB, b.Packed.Best, b.PerRequestMS, b.StepGFLOPS, b.Exact.Best)
-	}
 }
 
 func ms(t timing) string {
