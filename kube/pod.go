@@ -324,7 +324,9 @@ func supervisorProbe(failures int32) *corev1.Probe {
 func readinessProbe(l manifest.Launch) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
-			builder.ImageToolPath, "health", healthURL(l), "--timeout", (probeTimeout - time.Second).String(),
+			// --degraded-ok: a server serving on the devices its watchdog did not
+			// quarantine still answers its robots; the Service keeps it.
+			builder.ImageToolPath, "health", healthURL(l), "--timeout", (probeTimeout - time.Second).String(), "--degraded-ok",
 		}}},
 		PeriodSeconds:    int32(seconds(probePeriod)),
 		TimeoutSeconds:   int32(seconds(probeTimeout)),

@@ -20,6 +20,17 @@ import (
 // Probe asks url once and returns nil when it answered 200 with a JSON
 // object whose "status" is "ok", else why not.
 func Probe(ctx context.Context, client *http.Client, url string) error {
+	return probe(ctx, client, url, false)
+}
+
+// Serving is Probe that also takes "degraded" (200: a pi0.5 server serving on
+// the devices its watchdog did not quarantine) as up: still able to answer,
+// so a load balancer keeps sending it requests. "hung" answers 503.
+func Serving(ctx context.Context, client *http.Client, url string) error {
+	return probe(ctx, client, url, true)
+}
+
+func probe(ctx context.Context, client *http.Client, url string, degradedOK bool) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", url, err)
@@ -39,7 +50,7 @@ func Probe(ctx context.Context, client *http.Client, url string) error {
 	if err := json.Unmarshal(body, &health); err != nil {
 		return fmt.Errorf("probe %s: HTTP %d, body is not JSON: %w", url, resp.StatusCode, err)
 	}
-	if resp.StatusCode != http.StatusOK || health.Status != "ok" {
+	if resp.StatusCode != http.StatusOK || (health.Status != "ok" && !(degradedOK && health.Status == "degraded")) {
 		return fmt.Errorf("probe %s: HTTP %d, status %q", url, resp.StatusCode, health.Status)
 	}
 	return nil

@@ -9,14 +9,27 @@ import (
 )
 
 func TestProbe(t *testing.T) {
-	for body, want := range map[string]bool{`{"status":"ok"}`: true, `{"status":"starting"}`: false, `not json`: false} {
+	cases := []struct {
+		body           string
+		status         int
+		ready, serving bool // Probe's answer, Serving's
+	}{
+		{`{"status":"ok"}`, 200, true, true},
+		{`{"status":"starting"}`, 200, false, false},
+		{`{"status":"degraded"}`, 200, false, true},
+		{`{"status":"hung"}`, 503, false, false},
+		{`not json`, 200, false, false},
+	}
+	for _, tc := range cases {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Write([]byte(body))
+			w.WriteHeader(tc.status)
+			w.Write([]byte(tc.body))
 		}))
-		err := Probe(context.Background(), srv.Client(), srv.URL+"/health")
+		ready := Probe(context.Background(), srv.Client(), srv.URL+"/health")
+		serving := Serving(context.Background(), srv.Client(), srv.URL+"/health")
 		srv.Close()
-		if (err == nil) != want {
-			t.Errorf("body %q: probe error %v, want ok=%v", body, err, want)
+		if (ready == nil) != tc.ready || (serving == nil) != tc.serving {
+			t.Errorf("body %q: Probe %v, Serving %v; want ok=%v and %v", tc.body, ready, serving, tc.ready, tc.serving)
 		}
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
