@@ -31,6 +31,7 @@ import (
 	"github.com/ttmodel/tt-model/manifest"
 	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/runner/runnertest"
+	"github.com/ttmodel/tt-model/supervisor"
 )
 
 // TestK8sOnANode runs the packages as pods on a real single-node cluster
@@ -526,8 +527,13 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	}
 	e.hub.AddCommitAt("lerobot/pi05_base", "main", runnertest.PI05Pin, files)
 
-	// The multi-robot profile as shipped, but for its SLO (runnertest.PI05TestSLO).
-	yaml := runnertest.EditedManifest(t, e.root, "pi05", append([][2]string{{"\nname: pi05\n", "\nname: " + name + "\n"}}, runnertest.PI05TestSLO[:]...)...)
+	// The multi-robot profile as shipped, but for its SLO (runnertest.PI05TestSLO),
+	// and the same with the fault switch hanging device 1's first call.
+	hangProfile := "serve_profiles:\n  - name: multi-robot-hang\n    description: test only; device 1's first call hangs\n" +
+		"    env:\n      PI05_LAYOUT: dp\n      PI05_SLO_MS: \"2000\"\n      PI05_SLO_P99_MS: \"2200\"\n" +
+		"      TT_MODEL_FAULT: \"hang:device=1,after=1\"\n"
+	yaml := runnertest.EditedManifest(t, e.root, "pi05", append([][2]string{{"\nname: pi05\n", "\nname: " + name + "\n"},
+		{"serve_profiles:\n", hangProfile}}, runnertest.PI05TestSLO[:]...)...)
 	dir := filepath.Join(e.work, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -549,9 +555,10 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	// of one CPU lets the pod be scheduled beside the others.
 	e.run(t, "k8s", "apply", pkg, "--profile", "multi-robot", "--registry", e.node.Registry+"/tt", "--chips", "none", "--no-hugepages",
 		"--hf-endpoint", e.hub.URL, "--cache-size", "1Gi", "--cpu", "1", "--memory", "6Gi", "--start-timeout", "5m")
-	defer e.run(t, "k8s", "delete", instance, "--volumes")
+	defer e.exec("k8s", "delete", instance, "--volumes")
 	ready := e.waitPod(t, ns, pod, 5*time.Minute, "Ready", podReady)
 	logStartPhases(t, ready, start)
+	t.Run("hang on one device", func(t *testing.T) { testPI05HangOnANode(t, e, pkg, name) })
 
 	base := e.portForward(t, ns, "svc/"+instance, 8000)
 	if !healthOK(base + "/health") {
@@ -588,9 +595,9 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 	}
 }
 
-// generations sends the pi0.5 golden request (runner/testdata) to SGLang's
-// action API at base and returns the answer's actions and the golden's.
-func generations(t *testing.T, base string) (got, want [][]float64) {
+// goldenRequest is the pi0.5 golden request (runner/testdata) as the body
+// of SGLang's action API, and the golden's actions (PyTorch's bf16 answer).
+func goldenRequest(t *testing.T) (body []byte, want [][]float64) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "runner", "testdata", "pi05", "request_golden.json"))
 	if err != nil {
@@ -612,7 +619,7 @@ func generations(t *testing.T, base string) (got, want [][]float64) {
 	for i, img := range g.Request.Images {
 		images[fmt.Sprintf("cam%d", i)] = img
 	}
-	body, err := json.Marshal(map[string]any{
+	body, err = json.Marshal(map[string]any{
 		"model":      "lerobot/pi05_base",
 		"input":      map[string]any{"tokens": g.Request.Tokens, "observation": map[string]any{"images": images, "noise": g.Request.Noise}},
 		"parameters": map[string]any{"num_inference_steps": g.Request.NumSteps},
@@ -620,12 +627,35 @@ func generations(t *testing.T, base string) (got, want [][]float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Post(base+"/v1/actions/generations", "application/json", bytes.NewReader(body))
+	return body, g.ActionsBF16
+}
+
+// postGenerations POSTs body to base's /v1/actions/generations as robot
+// ("" = none) and returns the status and the answer.
+func postGenerations(base, robot string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/actions/generations", bytes.NewReader(body))
 	if err != nil {
-		t.Fatalf("/v1/actions/generations: %v", err)
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if robot != "" {
+		req.Header.Set("X-Robot-Id", robot)
+	}
+	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+	if err != nil {
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+// generations sends the golden request to base and returns the answer's
+// actions and the golden's.
+func generations(t *testing.T, base string) (got, want [][]float64) {
+	t.Helper()
+	body, want := goldenRequest(t)
+	code, out, err := postGenerations(base, "", body)
 	var answer struct {
 		Data []struct {
 			Action struct {
@@ -633,10 +663,10 @@ func generations(t *testing.T, base string) (got, want [][]float64) {
 			} `json:"action"`
 		} `json:"data"`
 	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &answer) != nil || len(answer.Data) != 1 {
-		t.Fatalf("/v1/actions/generations at %s: HTTP %d: %.500s", base, resp.StatusCode, out)
+	if err != nil || code != http.StatusOK || json.Unmarshal(out, &answer) != nil || len(answer.Data) != 1 {
+		t.Fatalf("/v1/actions/generations at %s: %v, HTTP %d: %.500s", base, err, code, out)
 	}
-	return answer.Data[0].Action.Values, g.ActionsBF16
+	return answer.Data[0].Action.Values, want
 }
 
 // testFleetOnANode: two replicas, each with its own PVC (static PVs) and so
@@ -740,4 +770,99 @@ func readWire(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return w.Container.Image.Digest
+}
+
+// testPI05HangOnANode: the fault switch hangs device 1's first call in a
+// multi-robot pod; the watchdog quarantines it: the robot's request fails,
+// /health through the Service says degraded, and the pod stays Ready (its
+// readiness probe takes degraded). The hang marker the server wrote is on
+// the PVC: after the container is killed (the kubelet restarts it), the
+// new supervisor finds the marker and runs the reset before the start.
+func testPI05HangOnANode(t *testing.T, e *nodeEnv, pkg, name string) {
+	const ns = "default"
+	ctx := context.Background()
+	instance := name + "-multi-robot-hang"
+	pod := instance + "-0"
+	e.staticPV(t, name+"-pv-hang")
+	// A reset command of the site's own runs without chips (the default,
+	// tt-smi, is skipped there): the image's tt-model stands in for it.
+	e.run(t, "k8s", "apply", pkg, "--profile", "multi-robot-hang", "--registry", e.node.Registry+"/tt", "--chips", "none", "--no-hugepages",
+		"--hf-endpoint", e.hub.URL, "--cache-size", "1Gi", "--cpu", "1", "--memory", "6Gi", "--start-timeout", "5m",
+		"--reset-cmd", "/usr/local/bin/tt-model --version")
+	defer e.exec("k8s", "delete", instance, "--volumes")
+	e.waitPod(t, ns, pod, 5*time.Minute, "Ready", podReady)
+	base := e.portForward(t, ns, "svc/"+instance, 8000)
+
+	// Robots bind to devices in turn: one of the four lands on device 1.
+	body, _ := goldenRequest(t)
+	failed := 0
+	for i := range 4 {
+		if code, _, err := postGenerations(base, fmt.Sprintf("robot-%d", i), body); err != nil || code != http.StatusOK {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d of 4 robots' requests failed, want the one on the hung device", failed)
+	}
+	var h struct {
+		Status string `json:"status"`
+	}
+	if code := getJSONStatus(t, base+"/health", &h); code != http.StatusOK || h.Status != "degraded" {
+		t.Fatalf("/health through the Service: HTTP %d %q, want 200 degraded", code, h.Status)
+	}
+	// Three readiness periods: a probe that dropped degraded would have
+	// taken the pod out by now.
+	time.Sleep(35 * time.Second)
+	p := e.waitPod(t, ns, pod, time.Second, "still Ready while degraded", podReady)
+	marker := hangMarkerOf(t, e, instance)
+	if marker == nil || !marker.Present {
+		t.Fatalf("hang marker %+v, want it present on the PVC", marker)
+	}
+
+	var id string
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == "server" {
+			id = c.ContainerID
+		}
+	}
+	if err := e.node.KillContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	p = e.waitPod(t, ns, pod, 5*time.Minute, "restarted by the kubelet and Ready", func(p *corev1.Pod) bool {
+		return podReady(p) && serverRestarts(p) == 1
+	})
+	var st kube.Status
+	if err := json.Unmarshal([]byte(e.run(t, "k8s", "status", instance, "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	sup := st.Pods[0].Supervisor
+	if sup == nil || sup.LastReset == nil || !strings.Contains(sup.LastReset.Reason, "hang marker") || !sup.LastReset.OK || sup.LastReset.Skipped ||
+		sup.HangMarker == nil || sup.HangMarker.Present {
+		t.Errorf("after the restart the supervisor should have reset for the marker and removed it: %+v", sup)
+	}
+}
+
+// getJSONStatus GETs url into out and returns the HTTP status.
+func getJSONStatus(t *testing.T, url string, out any) int {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	_ = json.NewDecoder(resp.Body).Decode(out)
+	return resp.StatusCode
+}
+
+// hangMarkerOf is replica 0's hang marker as its supervisor reports it.
+func hangMarkerOf(t *testing.T, e *nodeEnv, instance string) *supervisor.MarkerStatus {
+	t.Helper()
+	var st kube.Status
+	if err := json.Unmarshal([]byte(e.run(t, "k8s", "status", instance, "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pods) == 0 || st.Pods[0].Supervisor == nil {
+		return nil
+	}
+	return st.Pods[0].Supervisor.HangMarker
 }

@@ -261,6 +261,17 @@ func (n *Node) StopKubelet() {
 	}
 }
 
+// KillContainer kills a container's processes as a crash would (SIGKILL to
+// its task), so the kubelet restarts it. id is the pod status's
+// containerID, "containerd://ID".
+func (n *Node) KillContainer(ctx context.Context, id string) error {
+	id = strings.TrimPrefix(id, "containerd://")
+	if out, err := n.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id); err != nil {
+		return fmt.Errorf("ctr tasks kill %s: %v: %s", id, err, out)
+	}
+	return nil
+}
+
 // Client is a clientset for the node's API server.
 func (n *Node) Client() *kubernetes.Clientset { return n.clientse }
 
