@@ -129,13 +129,20 @@ func (e *nodeEnv) exec(args ...string) (string, error) {
 	return out.String(), err
 }
 
-// packageRFDETR packages a copy of models/rf-detr named name whose default
-// profile exits 75 after each prediction (the server's fault switch), and
-// pushes its image to the node's registry. It returns the package folder.
+// packageRFDETR packages a copy of models/rf-detr named name (edits applied)
+// whose default profile exits 75 after each prediction (the server's fault
+// switch), and pushes its image to the node's registry. It returns the
+// package folder.
 func (e *nodeEnv) packageRFDETR(t *testing.T, name string, edits ...[2]string) string {
 	t.Helper()
 	yaml := runnertest.EditedManifest(t, e.root, "rf-detr", append(edits, [2]string{"\nname: rf-detr\n", "\nname: " + name + "\n"})...)
-	yaml = append(yaml, runnertest.RFDETRHangProfile()...)
+	return e.packageAndPush(t, name, append(yaml, runnertest.RFDETRHangProfile()...))
+}
+
+// packageAndPush packages the manifest yaml (named name) in a folder of its
+// own and pushes its image to the node's registry; it returns the package.
+func (e *nodeEnv) packageAndPush(t *testing.T, name string, yaml []byte) string {
+	t.Helper()
 	dir, err := os.MkdirTemp(e.work, name)
 	if err != nil {
 		t.Fatal(err)
@@ -534,18 +541,7 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 		"      TT_MODEL_FAULT: \"hang:device=1,after=1\"\n"
 	yaml := runnertest.EditedManifest(t, e.root, "pi05", append([][2]string{{"\nname: pi05\n", "\nname: " + name + "\n"},
 		{"serve_profiles:\n", hangProfile}}, runnertest.PI05TestSLO[:]...)...)
-	dir := filepath.Join(e.work, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	manifestPath := filepath.Join(dir, "tt-model.yaml")
-	if err := os.WriteFile(manifestPath, yaml, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeContainersAndImages(t, name) })
-	e.run(t, "package", "--container", manifestPath, "--out", filepath.Join(dir, "build"))
-	pkg := filepath.Join(dir, "build", name)
-	e.run(t, "push", pkg, "--registry", e.node.Registry+"/tt", "--insecure", "--no-hub")
+	pkg := e.packageAndPush(t, name, yaml)
 	e.staticPV(t, name+"-pv0")
 
 	instance := name + "-multi-robot"
