@@ -17,13 +17,15 @@ build:
 # list, and TT_REQUIRE=… (set by .ci/run) turns a missing requirement into a
 # failure instead of a skip.
 SKIP_LOG := $(CURDIR)/$(BIN)/test-skips.log
+RECORD_LOG := $(CURDIR)/$(BIN)/test-records.log
 # go test's default 10-minute limit per package binary is too close for the
 # packages that build images and boot hosts on a 2-core CI machine.
 TEST_TIMEOUT ?= 30m
 test: kernels
 	$(GO) vet $(PKGS)
-	@mkdir -p $(BIN); : > $(SKIP_LOG)
-	@TT_SKIP_LOG=$(SKIP_LOG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS); rc=$$?; \
+	@mkdir -p $(BIN); : > $(SKIP_LOG); : > $(RECORD_LOG)
+	@TT_SKIP_LOG=$(SKIP_LOG) TT_RECORD_LOG=$(RECORD_LOG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS); rc=$$?; \
+	  echo "== recorded by the tests on real components:"; sort $(RECORD_LOG); \
 	  n=$$(grep -c . $(SKIP_LOG)); echo "== skipped tests: $$n (TT_REQUIRE=$${TT_REQUIRE:-unset})"; \
 	  sort $(SKIP_LOG); exit $$rc
 

@@ -290,6 +290,7 @@ func testRFDETROnANode(t *testing.T, e *nodeEnv) {
 		t.Fatalf("apply:\n%s", out)
 	}
 	ready := e.waitPod(t, ns, pod, 5*time.Minute, "Ready", podReady)
+	testenv.Record(t, "pod %s Ready (image %s)", pod, ready.Spec.Containers[0].Image)
 	logStartPhases(t, ready, start)
 
 	// The weights job pulled the pinned files from the Hub into the PVC.
@@ -314,7 +315,7 @@ func testRFDETROnANode(t *testing.T, e *nodeEnv) {
 		starts, state := supervisorState(e, instance)
 		return podReady(p) && starts >= 2 && state == "ready"
 	})
-	t.Logf("timing: exit 75 → Ready again in the pod: %.1fs (its supervisor ready again, polled every 0.5s)", time.Since(predicted).Seconds())
+	testenv.Record(t, "timing: exit 75 → Ready again in the pod: %.1fs (its supervisor ready again, polled every 0.5s)", time.Since(predicted).Seconds())
 	p := e.waitPod(t, ns, pod, time.Second, "Ready", podReady)
 	if r := serverRestarts(p); r != 0 {
 		t.Errorf("the server container restarted %d times: the supervisor should have handled the exit 75 inside it", r)
@@ -342,6 +343,9 @@ func testRFDETROnANode(t *testing.T, e *nodeEnv) {
 	out = e.run(t, "k8s", "delete", instance, "--volumes")
 	if !strings.Contains(out, "PersistentVolumeClaim/"+claim+" deleted") {
 		t.Errorf("delete --volumes:\n%s", out)
+	}
+	if !t.Failed() {
+		testenv.Record(t, "%s: /predict through the Service equal to serve --host; exit 75 handled inside the pod (restartCount 0); delete kept the PVC, --volumes removed it", instance)
 	}
 }
 
@@ -407,7 +411,7 @@ func hostPredict(t *testing.T, e *nodeEnv, pkg, name string) []byte {
 			t.Fatalf("the host server did not come back after its exit 75 (down seen: %v)", down)
 		}
 	}
-	t.Logf("timing: exit 75 → Ready again on the host (tt-model serve --host): %.1fs (polled every 0.1s)", time.Since(predicted).Seconds())
+	testenv.Record(t, "timing: exit 75 → Ready again on the host (tt-model serve --host): %.1fs (polled every 0.1s)", time.Since(predicted).Seconds())
 	return det
 }
 
@@ -432,7 +436,7 @@ func logStartPhases(t *testing.T, p *corev1.Pod, applied time.Time) {
 			readyAt = c.LastTransitionTime.Time
 		}
 	}
-	t.Logf("timing: apply → Ready %.1fs: apply → weights job start (scheduling, image pull) %s, weights job %s, server start → Ready %s",
+	testenv.Record(t, "timing: apply → Ready %.1fs: apply → weights job start (scheduling, image pull) %s, weights job %s, server start → Ready %s",
 		time.Since(applied).Seconds(), jobStart.Sub(applied).Round(time.Second),
 		jobEnd.Sub(jobStart), readyAt.Sub(serverStart))
 }
@@ -553,6 +557,7 @@ func testPI05OnANode(t *testing.T, e *nodeEnv) {
 		"--hf-endpoint", e.hub.URL, "--cache-size", "1Gi", "--cpu", "1", "--memory", "6Gi", "--start-timeout", "5m")
 	defer e.exec("k8s", "delete", instance, "--volumes")
 	ready := e.waitPod(t, ns, pod, 5*time.Minute, "Ready", podReady)
+	testenv.Record(t, "pod %s Ready (image %s)", pod, ready.Spec.Containers[0].Image)
 	logStartPhases(t, ready, start)
 	t.Run("hang on one device", func(t *testing.T) { testPI05HangOnANode(t, e, pkg, name) })
 
@@ -756,6 +761,9 @@ func testFleetOnANode(t *testing.T, e *nodeEnv) {
 			t.Errorf("%s: the server container restarted %d times across the kubelet restart", p, r)
 		}
 	}
+	if !t.Failed() {
+		testenv.Record(t, "%s: 2 replicas on their own claims rolled from %s to %s with the caches kept (no Hub download), Ready again after a kubelet restart", instance, w1[:19], w2[:19])
+	}
 }
 
 // readWire is the image digest of the package at dir.
@@ -835,6 +843,9 @@ func testPI05HangOnANode(t *testing.T, e *nodeEnv, pkg, name string) {
 	if sup == nil || sup.LastReset == nil || !strings.Contains(sup.LastReset.Reason, "hang marker") || !sup.LastReset.OK || sup.LastReset.Skipped ||
 		sup.HangMarker == nil || sup.HangMarker.Present {
 		t.Errorf("after the restart the supervisor should have reset for the marker and removed it: %+v", sup)
+	}
+	if !t.Failed() {
+		testenv.Record(t, "pod %s: device 1 hung, /health degraded, still Ready; after the container was killed the supervisor reset for the hang marker on its PVC (%s)", pod, sup.LastReset.Reason)
 	}
 }
 

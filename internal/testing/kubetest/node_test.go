@@ -53,7 +53,7 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 			n.Stop()
 		}
 	}()
-	t.Logf("node Ready %.1fs after start", time.Since(start).Seconds())
+	testenv.Record(t, "node %s Ready %.1fs after start", NodeName, time.Since(start).Seconds())
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "pause"},
@@ -86,6 +86,7 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 		t.Errorf("the host cannot reach the pod at %s: %v\n%s", ip, err, out)
 	}
 
+	testenv.Record(t, "pod pause Running at %s on node %s", ip, NodeName)
 	n.Stop()
 	stopped = true
 	after, err := recordHost(state)
@@ -123,6 +124,9 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 	}
 	if out, _ := exec.Command("pgrep", "-f", state).Output(); len(out) > 0 {
 		t.Errorf("processes left naming %s: %s", state, out)
+	}
+	if !t.Failed() {
+		testenv.Record(t, "node stopped: no bridge, FORWARD rule, KUBE-* chain, kubepods cgroup, mount or process of its own left; the kubelet's sysctls restored")
 	}
 }
 

@@ -110,18 +110,37 @@ func Required(name string) bool {
 }
 
 func logSkip(t testing.TB, reason string) {
-	path := os.Getenv(SkipLogEnv)
+	appendLine(t, SkipLogEnv, fmt.Sprintf("SKIP %s: %s", t.Name(), reason))
+}
+
+// RecordLogEnv names the file Record appends to (the Makefile sets it and
+// prints it after the tests, so CI's log shows what ran on real components).
+const RecordLogEnv = "TT_RECORD_LOG"
+
+// Record notes a fact a passing test established on a real component (a
+// pod Ready on the test node, and in how long) in t's log and in the file
+// TT_RECORD_LOG names, one line each.
+func Record(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	t.Log(msg)
+	appendLine(t, RecordLogEnv, fmt.Sprintf("%s: %s", t.Name(), msg))
+}
+
+// appendLine appends line (its newlines flattened) to the file env names,
+// if any; O_APPEND keeps lines of parallel test binaries whole.
+func appendLine(t testing.TB, env, line string) {
+	path := os.Getenv(env)
 	if path == "" {
 		return
 	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
-		t.Logf("skip log %s: %v", path, err)
+		t.Logf("%s %s: %v", env, path, err)
 		return
 	}
 	defer f.Close()
-	// One line per skip; O_APPEND keeps lines of parallel test binaries whole.
-	fmt.Fprintf(f, "SKIP %s: %s\n", t.Name(), strings.ReplaceAll(reason, "\n", " "))
+	fmt.Fprintln(f, strings.ReplaceAll(line, "\n", " "))
 }
 
 func onPath(name string) error {
