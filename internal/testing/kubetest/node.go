@@ -292,9 +292,16 @@ func (n *Node) Logs(name string) string {
 }
 
 // Stop deletes every pod (so the kubelet stops their sandboxes and networks
-// cleanly), stops every component, removes what containerd left, and undoes
-// the host changes recorded at start. It is safe on a partly started node.
+// cleanly), stops every component, removes what containerd left, undoes
+// the host changes recorded at start, and lets the next node start. It is
+// safe on a partly started node.
 func (n *Node) Stop() {
+	n.teardown()
+	n.unlock()
+}
+
+// teardown is Stop but for the machine lock.
+func (n *Node) teardown() {
 	ctx := context.Background()
 	if n.Server != nil && n.clientse != nil && n.find("kubelet") != nil {
 		n.drainPods(ctx)
@@ -313,6 +320,10 @@ func (n *Node) Stop() {
 	if n.host != nil {
 		n.host.undo()
 	}
+}
+
+// unlock releases the machine lock.
+func (n *Node) unlock() {
 	if n.lock != nil {
 		n.lock.Close()
 		n.lock = nil

@@ -37,21 +37,21 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(state)
-	before, err := recordHost(state)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	start := time.Now()
 	n, err := StartNode(ctx, binDir, state, bins)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the host was before, as the node recorded it once it held the
+	// machine lock (other test binaries' nodes run before and after it).
+	before := n.host
 	stopped := false
 	defer func() {
 		if !stopped {
-			n.Stop()
+			n.teardown()
 		}
+		n.unlock()
 	}()
 	testenv.Record(t, "node %s Ready %.1fs after start", NodeName, time.Since(start).Seconds())
 
@@ -87,7 +87,8 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 	}
 
 	testenv.Record(t, "pod pause Running at %s on node %s", ip, NodeName)
-	n.Stop()
+	// Compared before the lock is released: the next node changes the same tables.
+	n.teardown()
 	stopped = true
 	after, err := recordHost(state)
 	if err != nil {
