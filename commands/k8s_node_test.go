@@ -839,6 +839,9 @@ func testPI05HangOnANode(t *testing.T, e *nodeEnv, pkg, name string) {
 	if err := json.Unmarshal([]byte(e.run(t, "k8s", "status", instance, "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
+	if r := st.Pods[0]; r.Restarts != 1 || !strings.HasPrefix(r.LastExit, "exit 137") || !r.Ready || r.State != "ready" {
+		t.Errorf("k8s status after the kill: restarts %d, last exit %q, ready %v, state %q; want 1, exit 137 (SIGKILL), true, ready", r.Restarts, r.LastExit, r.Ready, r.State)
+	}
 	sup := st.Pods[0].Supervisor
 	if sup == nil || sup.LastReset == nil || !strings.Contains(sup.LastReset.Reason, "hang marker") || !sup.LastReset.OK || sup.LastReset.Skipped ||
 		sup.HangMarker == nil || sup.HangMarker.Present {
