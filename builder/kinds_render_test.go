@@ -2,6 +2,7 @@ package builder
 
 import (
 	"flag"
+	"github.com/ttmodel/tt-model/internal/testing/textcheck"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,23 +14,6 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the build context goldens under testdata/")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./builder -run Golden -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the rendered text:\n%s", file, got)
-	}
-}
 
 // TestKindContextGoldens renders the build context of upstream's example
 // manifests (testdata/kinds/upstream: container-example.yaml as published,
@@ -77,7 +61,7 @@ func TestKindContextGoldens(t *testing.T) {
 			var names []string
 			for name := range c.Files {
 				names = append(names, name)
-				golden(t, filepath.Join(dir, name), string(c.Files[name]))
+				textcheck.Golden(t, filepath.Join("testdata", dir, name), c.Files[name], *update, "go test ./builder -run Golden -update")
 			}
 			sort.Strings(names)
 			existing, _ := filepath.Glob(filepath.Join("testdata", dir, "*"))

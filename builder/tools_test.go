@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/ttmodel/tt-model/internal/testing/textcheck"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,26 +280,12 @@ func TestPackageImageOnRealTools(t *testing.T) {
 		if err != nil || again != string(readme) {
 			t.Errorf("README.md differs from the card of the staged manifest (%v)", err)
 		}
-		checkOrder(t, string(readme), "---\nlicense: apache-2.0\npipeline_tag: object-detection\nbase_model:", "# demo",
+		textcheck.InOrder(t, string(readme), "---\nlicense: apache-2.0\npipeline_tag: object-detection\nbase_model:", "# demo",
 			"## Quickstart", "## Serve profiles", "## Using it", "## Expected performance", "## Limitations", "## Provenance", res.Digest)
 		if _, err := os.Stat(filepath.Join(dir, "code", "models", "demo", "demo.py")); err != nil {
 			t.Errorf("code/ not staged: %v", err)
 		}
 	})
-}
-
-// checkOrder fails unless every part occurs in s, in order.
-func checkOrder(t *testing.T, s string, parts ...string) {
-	t.Helper()
-	at := 0
-	for _, p := range parts {
-		i := strings.Index(s[at:], p)
-		if i < 0 {
-			t.Errorf("%q missing (or out of order) in:\n%s", p, s)
-			return
-		}
-		at += i + len(p)
-	}
 }
 
 // TestPushToDockerRegistry pushes a package to Debian's docker-registry on

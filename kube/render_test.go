@@ -1,9 +1,8 @@
 package kube
 
 import (
-	"bytes"
 	"flag"
-	"os"
+	"github.com/ttmodel/tt-model/internal/testing/textcheck"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -36,39 +35,10 @@ func TestRenderGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				golden := filepath.Join("testdata", pkg.Wire.Name+"-"+prof+".yaml")
-				if *update {
-					if err := os.WriteFile(golden, got, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (go test ./kube -run TestRenderGolden -update writes it)", err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("render differs from %s (rerun with -update after checking the change):\n%s", golden, lineDiff(string(want), string(got)))
-				}
+				textcheck.Golden(t, filepath.Join("testdata", pkg.Wire.Name+"-"+prof+".yaml"), got, *update, "go test ./kube -run TestRenderGolden -update")
 			})
 		}
 	}
-}
-
-// lineDiff lists the lines only in want (-) or only in got (+), in order.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for _, l := range w {
-		if !slices.Contains(g, l) {
-			b.WriteString("- " + l + "\n")
-		}
-	}
-	for _, l := range g {
-		if !slices.Contains(w, l) {
-			b.WriteString("+ " + l + "\n")
-		}
-	}
-	return b.String()
 }
 
 // TestProbeBudgets holds, for every profile and for the defaults and other

@@ -2,7 +2,7 @@ package card
 
 import (
 	"flag"
-	"os"
+	"github.com/ttmodel/tt-model/internal/testing/textcheck"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,23 +25,6 @@ func readWires(t *testing.T, names ...string) []*manifest.Wire {
 	return ws
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./builder/card -run Card -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the rendered text:\n%s", file, got)
-	}
-}
-
 func TestRenderCard(t *testing.T) {
 	for _, tc := range []struct {
 		wire     string
@@ -55,7 +38,7 @@ func TestRenderCard(t *testing.T) {
 			if len(warnings) != tc.warnings {
 				t.Errorf("warnings %q, want %d", warnings, tc.warnings)
 			}
-			golden(t, "card_"+tc.wire+".golden.md", text)
+			textcheck.Golden(t, filepath.Join("testdata", "card_"+tc.wire+".golden.md"), []byte(text), *update, "go test ./builder/card -run Card -update")
 		})
 	}
 }
@@ -67,7 +50,7 @@ func TestRenderCardFixedOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOrder(t, text, "---\nlicense: other\nlicense_name: gemma-terms-of-use\nlicense_link: https://ai.google.dev/gemma/terms\npipeline_tag: robotics\nbase_model:\n  - lerobot/pi05_base\n  - google/paligemma-3b-pt-224\ntags:\n",
+	textcheck.InOrder(t, text, "---\nlicense: other\nlicense_name: gemma-terms-of-use\nlicense_link: https://ai.google.dev/gemma/terms\npipeline_tag: robotics\nbase_model:\n  - lerobot/pi05_base\n  - google/paligemma-3b-pt-224\ntags:\n",
 		"---\n\n# pi05-demo", "Runs on **p300x2** (mesh `P300x2`)", "## At a glance", `SigLIP \| Gemma expert`,
 		"## Intended use", "## Quickstart", "Send `POST /v1/actions/generations`.", "## Using it", "`/v1/actions/metadata`",
 		"See the SGLang action API.", "## Expected performance", "## Limitations", "## Risks and safety considerations",
@@ -86,9 +69,9 @@ func TestRenderCatalog(t *testing.T) {
 	if len(warnings) != 2 || !strings.HasPrefix(warnings[0], "demo: card.performance") {
 		t.Errorf("warnings %q", warnings)
 	}
-	checkOrder(t, text, "# tt-model catalog", "| [demo](#demo) | p150, p300 | `one-chip` (default), `two-chip` |",
+	textcheck.InOrder(t, text, "# tt-model catalog", "| [demo](#demo) | p150, p300 | `one-chip` (default), `two-chip` |",
 		"| [pi05-demo](#pi05-demo) | p300x2 | `default` (default) |", "| experimental |", "## demo", "### Quickstart", "## pi05-demo", "### Provenance")
-	golden(t, "catalog.golden.md", text)
+	textcheck.Golden(t, filepath.Join("testdata", "catalog.golden.md"), []byte(text), *update, "go test ./builder/card -run Card -update")
 }
 
 // TestCatalogMixedKinds renders one catalog page over packages of four
@@ -124,7 +107,7 @@ func TestCatalogMixedKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "catalog_kinds.golden.md", text)
+	textcheck.Golden(t, filepath.Join("testdata", "catalog_kinds.golden.md"), []byte(text), *update, "go test ./builder/card -run Card -update")
 	for _, want := range []string{
 		"The server is ready when its log shows `\"event\": \"ready\"`.",
 		"uvicorn serving `models.dit_demo.app:app`",
@@ -139,19 +122,5 @@ func TestCatalogMixedKinds(t *testing.T) {
 	card, _, err := Render(ws[len(ws)-1])
 	if err != nil || !strings.Contains(card, "pipeline_tag: text-generation") {
 		t.Errorf("the vllm-plugin card has no default pipeline tag (%v):\n%s", err, card)
-	}
-}
-
-// checkOrder fails unless every part occurs in s, in order.
-func checkOrder(t *testing.T, s string, parts ...string) {
-	t.Helper()
-	at := 0
-	for _, p := range parts {
-		i := strings.Index(s[at:], p)
-		if i < 0 {
-			t.Errorf("%q missing (or out of order) in:\n%s", p, s)
-			return
-		}
-		at += i + len(p)
 	}
 }
