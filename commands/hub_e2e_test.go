@@ -18,7 +18,6 @@ import (
 	"github.com/ttmodel/tt-model/hub/hubtest"
 	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/manifest"
-	"github.com/ttmodel/tt-model/models/rfdetr"
 )
 
 // TestRFDETRHubRoundTrip is the author and operator loops end to end with
@@ -36,29 +35,12 @@ func TestRFDETRHubRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tt-model", "./cmd/tt-model-server")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	tt := filepath.Join(bin, "tt-model")
+	tt := buildCLI(t, root)
 
 	srv := hubtest.New()
 	defer srv.Close()
 	srv.AddToken("write-token", hubtest.Token{User: "acme", Write: true})
-	ckpt := t.TempDir()
-	if err := (rfdetr.RandomCheckpoint{Seed: 11}).Write(ckpt); err != nil {
-		t.Fatal(err)
-	}
-	var weights []hubtest.File
-	for _, name := range []string{"config.json", "model.safetensors"} {
-		b, err := os.ReadFile(filepath.Join(ckpt, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		weights = append(weights, hubtest.File{Path: name, Data: b, LFS: strings.HasSuffix(name, ".safetensors")})
-	}
+	weights := rfdetrHubFiles(t)
 	const pin = "7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a"
 	srv.AddCommitAt("Roboflow/rf-detr-base", "main", pin, weights)
 

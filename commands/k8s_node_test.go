@@ -29,7 +29,6 @@ import (
 	"github.com/ttmodel/tt-model/internal/testing/testenv"
 	"github.com/ttmodel/tt-model/kube"
 	"github.com/ttmodel/tt-model/manifest"
-	"github.com/ttmodel/tt-model/models/rfdetr"
 	"github.com/ttmodel/tt-model/runner/runnertest"
 	"github.com/ttmodel/tt-model/supervisor"
 )
@@ -73,31 +72,17 @@ func newNodeEnv(t *testing.T, node *kubetest.Node) *nodeEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tt-model", "./cmd/tt-model-server")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	tt := buildCLI(t, root)
 	// The pods reach the host on the bridge address: the Hub listens there.
 	hub, err := hubtest.NewOn(kubetest.BridgeIP+":0", kubetest.BridgeIP+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(hub.Close)
-	ckpt := t.TempDir()
-	if err := (rfdetr.RandomCheckpoint{Seed: 11}).Write(ckpt); err != nil {
-		t.Fatal(err)
-	}
-	e := &nodeEnv{node: node, root: root, tt: filepath.Join(bin, "tt-model"), work: t.TempDir(), hub: hub, weights: map[string][]byte{}}
-	var files []hubtest.File
-	for _, name := range []string{"config.json", "model.safetensors"} {
-		b, err := os.ReadFile(filepath.Join(ckpt, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.weights[name] = b
-		files = append(files, hubtest.File{Path: name, Data: b, LFS: strings.HasSuffix(name, ".safetensors")})
+	e := &nodeEnv{node: node, root: root, tt: tt, work: t.TempDir(), hub: hub, weights: map[string][]byte{}}
+	files := rfdetrHubFiles(t)
+	for _, f := range files {
+		e.weights[f.Path] = f.Data
 	}
 	hub.AddCommitAt("Roboflow/rf-detr-base", "main", runnertest.RFDETRPin, files)
 	e.env = append(os.Environ(), "HF_ENDPOINT="+hub.URL, "HF_HOME="+filepath.Join(e.work, "hf"), "HF_HUB_CACHE=", "HF_HUB_OFFLINE=",

@@ -85,7 +85,12 @@ func StartNode(ctx context.Context, binDir, dir string, bins kubebin.NodeBinarie
 	if err := n.host.addPodNetwork(); err != nil {
 		return n, err
 	}
-	if err := writeNodeConfig(dir, n.sock); err != nil {
+	ports, err := freePorts(1)
+	if err != nil {
+		return n, err
+	}
+	n.Registry = "127.0.0.1:" + strconv.Itoa(ports[0])
+	if err := writeNodeConfig(dir, n.sock, n.Registry); err != nil {
 		return n, err
 	}
 	if err := n.startRuntime(ctx); err != nil {
@@ -131,14 +136,9 @@ func lockMachine(ctx context.Context, lockPath string) (*os.File, error) {
 	}
 }
 
-// startRuntime starts the registry and containerd, and pushes the sandbox
-// image the kubelet's pods need.
+// startRuntime starts the registry (at n.Registry) and containerd, and
+// pushes the sandbox image the kubelet's pods need.
 func (n *Node) startRuntime(ctx context.Context) error {
-	ports, err := freePorts(1)
-	if err != nil {
-		return err
-	}
-	n.Registry = "127.0.0.1:" + strconv.Itoa(ports[0])
 	regDir := filepath.Join(n.runtime.dir, "registry")
 	conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n",
 		filepath.Join(regDir, "data"), n.Registry)
@@ -153,9 +153,6 @@ func (n *Node) startRuntime(ctx context.Context) error {
 		return fmt.Errorf("the node's registry: %w (apt-get install docker-registry)", err)
 	}
 	if err := n.runtime.spawn(reg, "registry", "serve", filepath.Join(regDir, "config.yml")); err != nil {
-		return err
-	}
-	if err := n.writeRegistryHosts(); err != nil {
 		return err
 	}
 	if err := n.runtime.spawn(n.bins.Containerd, "containerd", "--config", filepath.Join(n.runtime.dir, "containerd", "config.toml")); err != nil {

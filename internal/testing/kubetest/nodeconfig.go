@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -28,11 +27,12 @@ import (
 const pauseRef = "kubetest/pause:1"
 
 // writeNodeConfig writes containerd's configuration and the CNI network
-// under dir. containerd keeps its root, state, runc state and sockets
+// under dir: the sandbox image comes from registry, which a hosts.toml
+// entry makes containerd reach over plain HTTP. containerd keeps its root, state, runc state and sockets
 // under dir/containerd; restrict_oom_score_adj is required where the
 // process may not lower an oom_score_adj (no CAP_SYS_RESOURCE, as in the
 // VMs these tests run in), which the kubelet asks for its sandboxes.
-func writeNodeConfig(dir, sock string) error {
+func writeNodeConfig(dir, sock, registry string) error {
 	c := filepath.Join(dir, "containerd")
 	for _, d := range []string{c, filepath.Join(dir, "cni", "net.d"), filepath.Join(c, "certs.d")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -50,7 +50,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.internal.v1.opt"]
   path = %[5]q
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "%[6]s"
+  sandbox_image = %[6]q
   netns_mounts_under_state_dir = true
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
@@ -72,8 +72,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %[10]q
 `, filepath.Join(c, "root"), filepath.Join(c, "state"), sock, sock+".ttrpc", filepath.Join(c, "opt"),
-		"%s", filepath.Join(c, "runc"), kubebin.CNIDir, filepath.Join(dir, "cni", "net.d"), filepath.Join(c, "certs.d"))
-	if err := os.WriteFile(filepath.Join(c, "config.toml.in"), []byte(config), 0o644); err != nil {
+		registry+"/"+pauseRef, filepath.Join(c, "runc"), kubebin.CNIDir, filepath.Join(dir, "cni", "net.d"), filepath.Join(c, "certs.d"))
+	if err := os.WriteFile(filepath.Join(c, "config.toml"), []byte(config), 0o644); err != nil {
+		return err
+	}
+	hosts := filepath.Join(c, "certs.d", registry)
+	if err := os.MkdirAll(hosts, 0o755); err != nil {
+		return err
+	}
+	toml := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", registry)
+	if err := os.WriteFile(filepath.Join(hosts, "hosts.toml"), []byte(toml), 0o644); err != nil {
 		return err
 	}
 	cni := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": %q, "plugins": [
@@ -82,27 +90,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   {"type": "loopback"}]}
 `, cniNetwork, bridgeName, filepath.Join(dir, "cni", "ipam"), podSubnet, BridgeIP)
 	return os.WriteFile(filepath.Join(dir, "cni", "net.d", "10-"+cniNetwork+".conflist"), []byte(cni), 0o644)
-}
-
-// writeRegistryHosts completes containerd's configuration with the
-// registry's address: the sandbox image's name, and a hosts.toml that makes
-// containerd pull from it over plain HTTP.
-func (n *Node) writeRegistryHosts() error {
-	c := filepath.Join(n.runtime.dir, "containerd")
-	in, err := os.ReadFile(filepath.Join(c, "config.toml.in"))
-	if err != nil {
-		return err
-	}
-	config := strings.Replace(string(in), `sandbox_image = "%s"`, fmt.Sprintf("sandbox_image = %q", n.Registry+"/"+pauseRef), 1)
-	if err := os.WriteFile(filepath.Join(c, "config.toml"), []byte(config), 0o644); err != nil {
-		return err
-	}
-	hosts := filepath.Join(c, "certs.d", n.Registry)
-	if err := os.MkdirAll(hosts, 0o755); err != nil {
-		return err
-	}
-	toml := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", n.Registry)
-	return os.WriteFile(filepath.Join(hosts, "hosts.toml"), []byte(toml), 0o644)
 }
 
 // writeKubeletConfig writes the kubelet's configuration: cgroupfs (as the
